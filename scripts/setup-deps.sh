@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# setup-deps.sh — install everything sprout's build, tests and the OCI
+# compliance suite need. Idempotent and fast when already done: each step
+# checks before it installs anything.
+#
+#   1. apt packages (apt-get update only when something is missing)
+#   2. cargo/rustc (rustup's ~/.cargo/bin put on PATH)
+#   3. Go and the OCI runtime-tools validation programs + static runtimetest
+#      + rootfs-amd64.tar.gz, pinned, cached under $SPROUT_CI_CACHE
+#   4. node-tap 16 (TAP-13 consumer), in a local npm prefix in the cache
+#
+# Environment: SPROUT_CI_CACHE (default ~/.cache/sprout-ci),
+#              SETUP_DEPS_FORCE=1 to rebuild the cached Go/npm parts.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/ci-env.sh
+. "$HERE/ci-env.sh"
+
+STEP="start"
+step() { STEP=$1; echo "==> setup-deps: $1"; }
+on_err() {
+    local rc=$?
+    echo "" >&2
+    echo "setup-deps.sh: FAILED in step: $STEP (exit $rc, line ${BASH_LINENO[0]})" >&2
+    exit "$rc"
+}
+trap on_err ERR
+die() { echo "setup-deps.sh: FAILED in step: $STEP: $*" >&2; exit 1; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || die "not root and no sudo"
+    SUDO="sudo -n"
+fi
+
+T0=$(date +%s)
+
+# ---------------------------------------------------------------- 1. apt
+step "apt packages"
+APT_PKGS=(busybox-static libseccomp-dev pkg-config crun runc hyperfine strace
+          build-essential ca-certificates git util-linux coreutils tar gzip)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$p")
+    fi
+done
+# node/npm and go may come from outside apt (nodesource, go.dev tarball);
+# only fall back to Debian's packages when the commands are absent.
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+if ! command -v go >/dev/null 2>&1; then missing+=(golang-go); fi
+if [ ${#missing[@]} -gt 0 ]; then
+    command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install manually: ${missing[*]}"
+    echo "    installing: ${missing[*]}"
+    $SUDO apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+    echo "    all present"
+fi
+[ -x /bin/busybox ] || [ -x /usr/bin/busybox ] || die "busybox missing after install"
+
+# ---------------------------------------------------------------- 2. cargo
+step "rust toolchain (cargo)"
+if ! command -v cargo >/dev/null 2>&1; then
+    die "cargo not found (looked in PATH and ${CARGO_HOME:-$HOME/.cargo}/bin); install rustup: https://rustup.rs"
+fi
+cargo --version >/dev/null || die "'cargo --version' failed (rustup toolchain not installed? try: rustup default stable)"
+echo "    $(cargo --version)"
+
+# ---------------------------------------------------------------- 3. go + runtime-tools
+step "go toolchain"
+command -v go >/dev/null 2>&1 || die "go not found (looked in PATH and /usr/local/go/bin)"
+echo "    $(go version)"
+
+step "OCI runtime-tools validation suite ($RUNTIME_TOOLS_VERSION)"
+RT_BIN="$RUNTIME_TOOLS_DIR/bin"
+RT_STAMP="$RUNTIME_TOOLS_DIR/.complete"
+if [ -f "$RT_STAMP" ] && [ -z "${SETUP_DEPS_FORCE:-}" ] \
+   && [ -x "$RT_BIN/runtimetest" ] && [ -x "$RT_BIN/default" ] \
+   && [ -s "$RUNTIME_TOOLS_DIR/rootfs-amd64.tar.gz" ]; then
+    echo "    cached in $RUNTIME_TOOLS_DIR ($(ls "$RT_BIN" | wc -l) binaries)"
+else
+    rm -rf "$RUNTIME_TOOLS_DIR.tmp"
+    mkdir -p "$RUNTIME_TOOLS_DIR.tmp/bin" "$RUNTIME_TOOLS_DIR.tmp/validation"
+    # Run outside any Go module (the repo may grow a go.mod some day).
+    gowork=$(mktemp -d)
+    pushd "$gowork" >/dev/null
+    export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+    STEP="runtime-tools: go mod download"
+    moddir=$(go mod download -json "$RUNTIME_TOOLS_MODULE@$RUNTIME_TOOLS_VERSION" \
+             | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+    [ -n "$moddir" ] && [ -d "$moddir" ] || die "could not locate module dir for $RUNTIME_TOOLS_MODULE@$RUNTIME_TOOLS_VERSION"
+    cp "$moddir/rootfs-amd64.tar.gz" "$RUNTIME_TOOLS_DIR.tmp/"
+    # Keep the sources of the validation programs next to the binaries:
+    # handy to read why a test fails.
+    cp -r "$moddir/validation/." "$RUNTIME_TOOLS_DIR.tmp/validation/"
+    chmod -R u+w "$RUNTIME_TOOLS_DIR.tmp"
+    STEP="runtime-tools: go install validation/..."
+    GOBIN="$RUNTIME_TOOLS_DIR.tmp/bin" go install "$RUNTIME_TOOLS_MODULE/validation/...@$RUNTIME_TOOLS_VERSION"
+    STEP="runtime-tools: go install cmd/runtimetest (static)"
+    CGO_ENABLED=0 GOBIN="$RUNTIME_TOOLS_DIR.tmp/bin" go install -tags netgo,osusergo \
+        -ldflags "-extldflags -static" "$RUNTIME_TOOLS_MODULE/cmd/runtimetest@$RUNTIME_TOOLS_VERSION"
+    popd >/dev/null
+    rm -rf "$gowork"
+    STEP="runtime-tools: verify"
+    [ -x "$RUNTIME_TOOLS_DIR.tmp/bin/runtimetest" ] || die "runtimetest was not built"
+    if command -v file >/dev/null 2>&1; then
+        file "$RUNTIME_TOOLS_DIR.tmp/bin/runtimetest" | grep -q 'statically linked' \
+            || die "runtimetest is not statically linked"
+    fi
+    n=$(find "$RUNTIME_TOOLS_DIR.tmp/bin" -type f ! -name runtimetest | wc -l)
+    [ "$n" -ge 50 ] || die "only $n validation programs were built (expected ~58)"
+    echo "$RUNTIME_TOOLS_MODULE@$RUNTIME_TOOLS_VERSION $(go version)" > "$RUNTIME_TOOLS_DIR.tmp/.complete"
+    rm -rf "$RUNTIME_TOOLS_DIR"
+    mv "$RUNTIME_TOOLS_DIR.tmp" "$RUNTIME_TOOLS_DIR"
+    echo "    built $n validation programs + runtimetest into $RT_BIN"
+fi
+
+# ---------------------------------------------------------------- 4. node-tap
+step "node-tap $NODE_TAP_VERSION"
+command -v node >/dev/null 2>&1 || die "node not found"
+if [ -f "$NODE_TAP_PREFIX/.complete" ] && [ -z "${SETUP_DEPS_FORCE:-}" ] \
+   && [ -f "$NODE_TAP_PREFIX/node_modules/tap-parser/package.json" ] \
+   && [ -x "$NODE_TAP_PREFIX/node_modules/.bin/tap" ]; then
+    echo "    cached in $NODE_TAP_PREFIX"
+else
+    rm -rf "$NODE_TAP_PREFIX"
+    mkdir -p "$NODE_TAP_PREFIX"
+    # A package.json keeps npm from walking up into a parent project.
+    echo '{"name":"sprout-ci-node-tap","private":true}' > "$NODE_TAP_PREFIX/package.json"
+    npm install --prefix "$NODE_TAP_PREFIX" --no-audit --no-fund --loglevel=error \
+        "tap@$NODE_TAP_VERSION" 2>&1 | grep -v 'Unknown user config' || true
+    [ -f "$NODE_TAP_PREFIX/node_modules/tap-parser/package.json" ] || die "npm install tap@$NODE_TAP_VERSION failed"
+    node -e "require('$NODE_TAP_PREFIX/node_modules/tap-parser')" || die "tap-parser does not load"
+    touch "$NODE_TAP_PREFIX/.complete"
+fi
+echo "    $("$NODE_TAP_PREFIX/node_modules/.bin/tap" --version 2>/dev/null | head -1)"
+
+# ---------------------------------------------------------------- kernel features
+step "host checks"
+[ -d /sys/fs/cgroup ] || echo "    WARNING: /sys/fs/cgroup is missing; cgroup tests will fail" >&2
+unshare -m --propagation private true || die "unshare -m does not work (need root / CAP_SYS_ADMIN)"
+
+echo "==> setup-deps: done in $(( $(date +%s) - T0 ))s"

@@ -1,0 +1,452 @@
+//! Command-line lifecycle: create/start/state/kill/delete, run, exec, list,
+//! pid files, spec, features, --version.
+
+use serde_json::{json, Value};
+use sprout_integration_tests::*;
+use std::fs;
+use std::time::Duration;
+
+const SLEEP: &[&str] = &["sleep", "1000"];
+
+fn assert_state_fields(st: &Value, b: &Bundle, status: &str) {
+    assert!(st["ociVersion"].as_str().map_or(false, |v| v.starts_with("1.")), "state.ociVersion: {st}");
+    assert_eq!(st["id"], json!(b.id), "state.id: {st}");
+    assert_eq!(st["status"], json!(status), "state.status: {st}");
+    let bundle = st["bundle"].as_str().unwrap_or_else(|| panic!("state.bundle missing: {st}"));
+    assert_eq!(
+        fs::canonicalize(bundle).ok(),
+        fs::canonicalize(&b.dir).ok(),
+        "state.bundle should be the bundle directory: {st}"
+    );
+}
+
+#[test]
+fn create_does_not_run_process_until_start() {
+    let ctx = Ctx::new("create_start");
+    let mut b = ctx.bundle(&["sh", "-c", "echo ran > /out/marker"]);
+    let out = b.bind_host_dir("/out");
+    b.create().assert_ok();
+
+    let st = b.state();
+    assert_state_fields(&st, &b, "created");
+    let pid = st["pid"].as_i64().expect("state.pid") as i32;
+    assert!(pid > 0 && pid_alive(pid), "created container's pid {pid} should be a live process: {st}");
+    // Give a wrongly-started process a moment to write the marker.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!out.join("marker").exists(), "process ran before start");
+
+    b.start().assert_ok();
+    assert_eq!(wait_file(&out.join("marker")).trim(), "ran");
+    b.wait_status("stopped");
+    let st = b.state();
+    assert_state_fields(&st, &b, "stopped");
+
+    b.delete().assert_ok();
+    let o = ctx.rt(&["state", &b.id]);
+    o.assert_fail();
+    assert!(ctx.root_entries().is_empty(), "state left after delete: {:?}", ctx.root_entries());
+    for c in cgroup_dirs(&b.id) {
+        assert!(!c.exists(), "cgroup {} left after delete", c.display());
+    }
+}
+
+#[test]
+fn start_then_running_state_has_pid() {
+    let ctx = Ctx::new("running");
+    let b = ctx.bundle(SLEEP);
+    b.create().assert_ok();
+    let pid_created = b.pid();
+    b.start().assert_ok();
+    let st = b.state();
+    assert_state_fields(&st, &b, "running");
+    assert_eq!(st["pid"].as_i64().unwrap() as i32, pid_created, "pid changed between create and start");
+    let cmdline = fs::read(format!("/proc/{pid_created}/cmdline")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&cmdline), "sleep\u{0}1000\u{0}", "the init process should be the container process");
+    // The container's cgroup exists and holds the pid, under our own cgroup.
+    let dirs: Vec<_> = cgroup_dirs(&b.id).into_iter().filter(|d| d.exists()).collect();
+    assert!(!dirs.is_empty(), "no cgroup directory for relative cgroupsPath sprout-test/{}", b.id);
+    let own_cg = fs::read_to_string("/proc/self/cgroup").unwrap();
+    let cg = fs::read_to_string(format!("/proc/{pid_created}/cgroup")).unwrap();
+    for l in own_cg.lines() {
+        let (pre, path) = l.rsplit_once(':').unwrap();
+        let want = format!("{pre}:{}/sprout-test/{}", path.trim_end_matches('/'), b.id);
+        assert!(cg.lines().any(|x| x == want), "container cgroup should nest under ours: want {want:?} in\n{cg}");
+    }
+}
+
+fn kill_test(sig: &str) {
+    let ctx = Ctx::new("kill");
+    let b = ctx.bundle(SLEEP);
+    b.create().assert_ok();
+    b.start().assert_ok();
+    let pid = b.pid();
+    b.kill(sig).assert_ok();
+    b.wait_status("stopped");
+    wait_for("init process to go away", POLL_TIMEOUT, || (!pid_alive(pid) || is_zombie(pid)).then_some(()));
+    b.delete().assert_ok();
+    assert!(ctx.root_entries().is_empty());
+}
+
+#[test]
+fn kill_sigkill() {
+    kill_test("SIGKILL");
+}
+
+#[test]
+fn kill_kill() {
+    kill_test("KILL");
+}
+
+#[test]
+fn kill_9() {
+    kill_test("9");
+}
+
+#[test]
+fn kill_default_is_sigterm_and_delivered() {
+    let ctx = Ctx::new("killterm");
+    let mut b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "trap 'echo TERM > /out/sig; exit 0' TERM; echo up > /out/up; while true; do sleep 0.05; done",
+    ]);
+    let out = b.bind_host_dir("/out");
+    b.create().assert_ok();
+    b.start().assert_ok();
+    wait_file(&out.join("up"));
+    ctx.rt(&["kill", &b.id]).assert_ok();
+    assert_eq!(wait_file(&out.join("sig")).trim(), "TERM");
+    b.wait_status("stopped");
+}
+
+#[test]
+fn kill_created_container() {
+    let ctx = Ctx::new("killcreated");
+    let b = ctx.bundle(SLEEP);
+    b.create().assert_ok();
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+    b.delete().assert_ok();
+}
+
+#[test]
+fn delete_force_running() {
+    let ctx = Ctx::new("delforce");
+    let b = ctx.bundle(SLEEP);
+    b.create().assert_ok();
+    b.start().assert_ok();
+    let pid = b.pid();
+    ctx.rt(&["delete", "--force", &b.id]).assert_ok();
+    ctx.rt(&["state", &b.id]).assert_fail();
+    wait_for("process killed by delete --force", POLL_TIMEOUT, || (!pid_alive(pid) || is_zombie(pid)).then_some(()));
+    assert!(ctx.root_entries().is_empty());
+}
+
+#[test]
+fn run_returns_exit_code() {
+    let ctx = Ctx::new("runexit");
+    let b = ctx.bundle(&["sh", "-c", "echo hello; exit 3"]);
+    let o = b.run();
+    assert_eq!(o.code, Some(3), "run should return the process's exit code: {}", o.describe());
+    assert_eq!(o.stdout, "hello\n", "{}", o.describe());
+}
+
+#[test]
+fn run_returns_zero_and_cleans_up() {
+    let ctx = Ctx::new("run0");
+    let b = ctx.bundle(&["true"]);
+    b.run().assert_ok();
+    // Without -d, run deletes the container when it exits.
+    assert!(ctx.rt(&["state", &b.id]).code != Some(0), "container should be gone after run");
+    for c in cgroup_dirs(&b.id) {
+        assert!(!c.exists(), "cgroup {} left after run", c.display());
+    }
+}
+
+#[test]
+fn run_killed_by_signal_returns_128_plus_sig() {
+    let ctx = Ctx::new("runsig");
+    let b = ctx.bundle(SLEEP);
+    b.write_config();
+    let bd = b.bundle_arg();
+    let running = ctx.spawn(&["run", "--bundle", &bd, &b.id]);
+    b.wait_status("running");
+    b.kill("KILL").assert_ok();
+    let o = running.wait(CMD_TIMEOUT);
+    assert_eq!(o.code, Some(137), "run of a SIGKILLed process should exit 128+9: {}", o.describe());
+}
+
+#[test]
+fn run_self_signal_without_pid_ns() {
+    // Not pid 1 of a pid namespace, so the shell can signal itself.
+    let ctx = Ctx::new("runsigself");
+    let mut b = ctx.bundle(&["sh", "-c", "kill -TERM $$; sleep 5"]);
+    b.remove_namespace("pid");
+    let o = b.run();
+    assert_eq!(o.code, Some(143), "run of a SIGTERMed process should exit 128+15: {}", o.describe());
+}
+
+#[test]
+fn run_detached() {
+    let ctx = Ctx::new("rund");
+    let mut b = ctx.bundle(&["sh", "-c", "echo up > /out/up; exec sleep 1000"]);
+    let out = b.bind_host_dir("/out");
+    let pidfile = ctx.dir.join("run-d.pid");
+    let o = b.run_with(&["-d", "--pid-file", pidfile.to_str().unwrap()]);
+    o.assert_ok();
+    wait_file(&out.join("up"));
+    let st = b.state();
+    assert_state_fields(&st, &b, "running");
+    let pid: i32 = fs::read_to_string(&pidfile).expect("pid file").trim().parse().expect("pid file holds a pid");
+    assert_eq!(pid as i64, st["pid"].as_i64().unwrap(), "pid file should match state.pid");
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+    b.delete().assert_ok();
+}
+
+#[test]
+fn pid_file_on_create() {
+    let ctx = Ctx::new("pidfile");
+    let b = ctx.bundle(SLEEP);
+    let pidfile = ctx.dir.join("sub").join("c.pid");
+    fs::create_dir_all(pidfile.parent().unwrap()).unwrap();
+    b.create_with(&["--pid-file", pidfile.to_str().unwrap()]).assert_ok();
+    let pid: i32 = fs::read_to_string(&pidfile).expect("pid file").trim().parse().expect("pid");
+    assert_eq!(pid, b.pid());
+    // Relative pid file path: relative to the cwd of the runtime invocation.
+    let b2 = ctx.bundle(SLEEP);
+    b2.write_config();
+    let bd = b2.bundle_arg();
+    ctx.rt_opts(
+        &["create", "--bundle", &bd, "--pid-file", "rel.pid", &b2.id],
+        &CmdOpts { cwd: Some(ctx.dir.clone()), ..Default::default() },
+    )
+    .assert_ok();
+    let pid2: i32 = fs::read_to_string(ctx.dir.join("rel.pid")).expect("relative pid file").trim().parse().unwrap();
+    assert_eq!(pid2, b2.pid());
+}
+
+fn running(ctx: &Ctx) -> Bundle<'_> {
+    let mut b = ctx.bundle(SLEEP);
+    b.set("/hostname", json!("exec-host"));
+    b.create().assert_ok();
+    b.start().assert_ok();
+    b
+}
+
+#[test]
+fn exec_args_env_cwd_user() {
+    let ctx = Ctx::new("exec");
+    let b = running(&ctx);
+    let o = b.exec(
+        &["-e", "FOO=bar baz", "--cwd", "/tmp", "-u", "1000:1000"],
+        &["sh", "-c", "echo \"$FOO\"; pwd; id -u; id -g; hostname; cat /proc/1/cmdline | tr '\\0' ' '"],
+    );
+    o.assert_ok();
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines, vec!["bar baz", "/tmp", "1000", "1000", "exec-host", "sleep 1000 "], "{}", o.describe());
+}
+
+#[test]
+fn exec_exit_code_propagates() {
+    let ctx = Ctx::new("execexit");
+    let b = running(&ctx);
+    let o = b.exec(&[], &["sh", "-c", "exit 7"]);
+    assert_eq!(o.code, Some(7), "{}", o.describe());
+    let o = b.exec(&[], &["true"]);
+    o.assert_ok();
+}
+
+#[test]
+fn exec_process_json() {
+    let ctx = Ctx::new("execp");
+    let b = running(&ctx);
+    let p = ctx.dir.join("process.json");
+    fs::write(
+        &p,
+        serde_json::to_vec(&json!({
+            "terminal": false,
+            "user": {"uid": 1000, "gid": 1000},
+            "args": ["sh", "-c", "echo $PJ; pwd; id -u"],
+            "env": ["PATH=/bin", "PJ=from-process-json"],
+            "cwd": "/home/user"
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let o = b.exec(&["-p", p.to_str().unwrap()], &[]);
+    o.assert_ok();
+    assert_eq!(o.stdout, "from-process-json\n/home/user\n1000\n", "{}", o.describe());
+}
+
+#[test]
+fn exec_detached_with_pid_file() {
+    let ctx = Ctx::new("execd");
+    let mut b = ctx.bundle(SLEEP);
+    let out = b.bind_host_dir("/out");
+    b.create().assert_ok();
+    b.start().assert_ok();
+    let pidfile = ctx.dir.join("exec.pid");
+    let o = b.exec(
+        &["-d", "--pid-file", pidfile.to_str().unwrap()],
+        &["sh", "-c", "echo $$ > /out/inner; exec sleep 1000"],
+    );
+    o.assert_ok();
+    wait_file(&out.join("inner"));
+    let pid: i32 = fs::read_to_string(&pidfile).expect("exec pid file").trim().parse().expect("pid");
+    assert!(pid_alive(pid), "exec -d process should still be running");
+    let init = b.pid();
+    assert_eq!(
+        fs::read_link(format!("/proc/{pid}/ns/pid")).unwrap(),
+        fs::read_link(format!("/proc/{init}/ns/pid")).unwrap(),
+        "exec'd process must be in the container's pid namespace"
+    );
+    assert_ne!(pid, init);
+}
+
+#[test]
+fn exec_in_stopped_container_fails() {
+    let ctx = Ctx::new("execstopped");
+    let b = ctx.bundle(&["true"]);
+    b.create().assert_ok();
+    b.start().assert_ok();
+    b.wait_status("stopped");
+    let o = b.exec(&[], &["true"]);
+    o.assert_fail();
+    o.assert_one_line_error(&["stopped", "not running", "running"]);
+}
+
+#[test]
+fn list_formats() {
+    let ctx = Ctx::new("list");
+    let a = ctx.bundle(SLEEP);
+    let b = ctx.bundle(SLEEP);
+    a.create().assert_ok();
+    b.create().assert_ok();
+    b.start().assert_ok();
+
+    let o = ctx.rt(&["list"]);
+    o.assert_ok();
+    let mut lines = o.stdout.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, vec!["ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER"], "{}", o.describe());
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), 2, "{}", o.describe());
+    let ra = rows.iter().find(|r| r[0] == a.id).unwrap_or_else(|| panic!("{} missing: {}", a.id, o.describe()));
+    let rb = rows.iter().find(|r| r[0] == b.id).unwrap_or_else(|| panic!("{} missing: {}", b.id, o.describe()));
+    assert_eq!(ra[1], a.pid().to_string());
+    assert_eq!(ra[2], "created");
+    assert_eq!(rb[2], "running");
+    assert_eq!(ra[3], a.bundle_arg());
+
+    let o = ctx.rt(&["list", "-q"]);
+    o.assert_ok();
+    let mut ids: Vec<&str> = o.stdout.lines().collect();
+    ids.sort();
+    let mut want = vec![a.id.as_str(), b.id.as_str()];
+    want.sort();
+    assert_eq!(ids, want, "{}", o.describe());
+
+    let o = ctx.rt(&["list", "--format", "json"]);
+    o.assert_ok();
+    let v = o.json();
+    let arr = v.as_array().unwrap_or_else(|| panic!("list --format json should be an array: {}", o.describe()));
+    assert_eq!(arr.len(), 2);
+    for (bb, status) in [(&a, "created"), (&b, "running")] {
+        let e = arr.iter().find(|e| e["id"] == json!(bb.id)).expect("entry");
+        assert_eq!(e["status"], json!(status));
+        assert_eq!(e["pid"].as_i64(), Some(bb.pid() as i64));
+        assert_eq!(e["bundle"], json!(bb.bundle_arg()));
+        assert!(e["created"].is_string(), "created timestamp: {e}");
+    }
+    let o = ctx.rt(&["list", "-f", "json"]);
+    o.assert_ok();
+    assert_eq!(o.json().as_array().map(|a| a.len()), Some(2));
+}
+
+#[test]
+fn state_of_unknown_container_fails() {
+    let ctx = Ctx::new("stateunknown");
+    let o = ctx.rt(&["state", "no-such-container-xyz"]);
+    o.assert_fail();
+    o.assert_one_line_error(&["no-such-container-xyz", "not exist", "not found"]);
+}
+
+#[test]
+fn spec_output_is_runnable() {
+    let ctx = Ctx::new("spec");
+    let b = ctx.bundle(&["true"]); // provides rootfs/ next to where spec writes
+    let o = ctx.rt_opts(&["spec"], &CmdOpts { cwd: Some(b.dir.clone()), no_root: true, ..Default::default() });
+    o.assert_ok();
+    let text = fs::read_to_string(b.dir.join("config.json")).expect("spec writes config.json in the cwd");
+    let mut v: Value = serde_json::from_str(&text).expect("spec output is JSON");
+    assert!(v["ociVersion"].as_str().map_or(false, |s| s.starts_with("1.")), "{v}");
+    assert_eq!(v["root"]["path"], json!("rootfs"));
+    assert!(v["process"]["args"].is_array());
+    let ns: Vec<&str> = v["linux"]["namespaces"].as_array().unwrap().iter().filter_map(|n| n["type"].as_str()).collect();
+    for t in ["pid", "network", "ipc", "uts", "mount"] {
+        assert!(ns.contains(&t), "spec namespaces {ns:?} should contain {t}");
+    }
+    // Make it runnable without a terminal and run it as is otherwise.
+    v["process"]["terminal"] = json!(false);
+    v["process"]["args"] = json!(["sh", "-c", "echo spec-ok"]);
+    fs::write(b.dir.join("config.json"), serde_json::to_vec(&v).unwrap()).unwrap();
+    let bd = b.bundle_arg();
+    let o = ctx.rt(&["run", "--bundle", &bd, &b.id]);
+    o.assert_ok();
+    assert_eq!(o.stdout, "spec-ok\n");
+}
+
+#[test]
+fn spec_bundle_flag_and_refuses_overwrite() {
+    let ctx = Ctx::new("spec2");
+    let d = ctx.scratch("specdir");
+    let o = ctx.rt_opts(&["spec", "--bundle", d.to_str().unwrap()], &CmdOpts { no_root: true, ..Default::default() });
+    o.assert_ok();
+    let before = fs::read(d.join("config.json")).expect("spec --bundle writes <bundle>/config.json");
+    fs::write(d.join("config.json"), b"{\"mine\":1}").unwrap();
+    let o = ctx.rt_opts(&["spec", "--bundle", d.to_str().unwrap()], &CmdOpts { no_root: true, ..Default::default() });
+    o.assert_fail();
+    assert_eq!(fs::read(d.join("config.json")).unwrap(), b"{\"mine\":1}", "existing config.json must not be overwritten");
+    assert!(!before.is_empty());
+}
+
+#[test]
+fn features_json() {
+    let ctx = Ctx::new("features");
+    let o = ctx.rt_opts(&["features"], &CmdOpts { no_root: true, ..Default::default() });
+    o.assert_ok();
+    let v = o.json();
+    let min = v["ociVersionMin"].as_str().unwrap_or_else(|| panic!("ociVersionMin: {v}"));
+    let max = v["ociVersionMax"].as_str().unwrap_or_else(|| panic!("ociVersionMax: {v}"));
+    assert!(min.starts_with("1.") && max.starts_with("1."), "{v}");
+    let hooks: Vec<&str> = v["hooks"].as_array().map(|a| a.iter().filter_map(|h| h.as_str()).collect()).unwrap_or_default();
+    for h in ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"] {
+        assert!(hooks.contains(&h), "features.hooks should list {h}: {v}");
+    }
+    let ns = &v["linux"]["namespaces"];
+    for t in ["pid", "network", "ipc", "uts", "mount", "user"] {
+        assert!(ns.as_array().map_or(false, |a| a.contains(&json!(t))), "features.linux.namespaces should list {t}: {v}");
+    }
+}
+
+#[test]
+fn version_flag() {
+    let ctx = Ctx::new("version");
+    let o = ctx.rt_opts(&["--version"], &CmdOpts { no_root: true, ..Default::default() });
+    o.assert_ok();
+    let first = o.stdout.lines().next().unwrap_or("");
+    assert!(first.contains(" version "), "first line should be '<name> version <x>': {}", o.describe());
+    assert!(
+        o.stdout.lines().any(|l| l.starts_with("spec: 1.")),
+        "a 'spec: 1.x' line (docker/containerd parse it): {}",
+        o.describe()
+    );
+}
+
+#[test]
+fn unknown_command_fails() {
+    let ctx = Ctx::new("unknowncmd");
+    let o = ctx.rt(&["frobnicate"]);
+    o.assert_fail();
+}

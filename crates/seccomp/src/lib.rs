@@ -10,9 +10,22 @@
 //!   one `seccomp(SECCOMP_SET_MODE_FILTER, flags, &prog)` call, no allocation. It returns the
 //!   listener fd when the profile uses SCMP_ACT_NOTIFY.
 //! - The caller sets no_new_privs itself (or holds CAP_SYS_ADMIN) before `load`.
+//!
+//! Layout: [`canon`] (canonical profile serialisation and the cache key), [`compile`]
+//! (libseccomp, the miss path), [`cache`] (store / load / evict), [`load`] (the raw syscall),
+//! [`sha256`] (the hash used by the key and the entries' checksum).
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
+
+pub mod cache;
+pub mod canon;
+pub mod compile;
+pub mod load;
+pub mod sha256;
+
+pub use canon::key;
+pub use compile::libseccomp_version;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -26,7 +39,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// A compiled filter ready to load.
 pub struct Prepared {
-    // implementation-defined: the BPF program, filter flags, whether a listener is needed
+    filter: Box<[libc::sock_filter]>,
+    flags: u32,
+    listener: bool,
 }
 
 /// Whether `prepare` hit the cache or compiled, for the phase trace.
@@ -36,20 +51,65 @@ pub enum Source {
     Compiled,
 }
 
+/// Compiles (or fetches from `cache_dir`) the filter for `profile`.
+///
+/// With `cache_dir` None it always compiles. Cache failures (unreadable, corrupt, or an
+/// unwritable directory: ENOSPC, EACCES, ...) never fail the call; they only cost a compile.
 pub fn prepare(
     profile: &oci_spec::runtime::LinuxSeccomp,
     cache_dir: Option<&Path>,
 ) -> Result<(Prepared, Source)> {
-    let _ = (profile, cache_dir);
-    unimplemented!()
+    // Validates flags and NOTIFY/listenerPath, also on a cache hit.
+    let (flags, listener) = compile::filter_flags(profile)?;
+    let Some(dir) = cache_dir else {
+        return Ok((compile_profile(profile)?, Source::Compiled));
+    };
+    let key = canon::key_bytes(profile);
+    let key_hex = sha256::hex(&key);
+    if let Some((stored_flags, filter)) = cache::lookup(dir, &key_hex, &key) {
+        if stored_flags == flags {
+            return Ok((Prepared { filter, flags, listener }, Source::Cache));
+        }
+    }
+    let prepared = compile_profile(profile)?;
+    let _ = cache::store(dir, &key_hex, &key, prepared.flags, prepared.bpf_bytes());
+    Ok((prepared, Source::Compiled))
+}
+
+/// Compiles `profile` without touching any cache.
+pub fn compile_profile(profile: &oci_spec::runtime::LinuxSeccomp) -> Result<Prepared> {
+    let c = compile::compile(profile)?;
+    Ok(Prepared { filter: c.filter, flags: c.flags, listener: c.listener })
 }
 
 impl Prepared {
     /// True when the profile uses SCMP_ACT_NOTIFY and `load` will return a listener fd.
     pub fn wants_listener(&self) -> bool {
-        unimplemented!()
+        self.listener
     }
+
+    /// Installs the filter on the calling thread (one `seccomp(2)` call, no allocation).
+    /// Returns the listener fd when [`Prepared::wants_listener`].
     pub fn load(&self) -> Result<Option<OwnedFd>> {
-        unimplemented!()
+        load::load_filter(&self.filter, self.flags, self.listener)
+    }
+
+    /// The `seccomp(2)` flags `load` passes (SECCOMP_FILTER_FLAG_*).
+    pub fn flags(&self) -> u32 {
+        self.flags
+    }
+
+    /// Number of BPF instructions.
+    pub fn len(&self) -> usize {
+        self.filter.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.filter.is_empty()
+    }
+
+    /// The raw `struct sock_filter` array.
+    pub fn bpf_bytes(&self) -> &[u8] {
+        compile::filter_bytes(&self.filter)
     }
 }

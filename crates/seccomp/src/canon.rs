@@ -1,0 +1,209 @@
+//! Canonical serialisation of an OCI seccomp profile, streamed straight into SHA-256, and the
+//! cache key derived from it.
+//!
+//! Every field of `LinuxSeccomp` is fed in, in a fixed order, with explicit tags for enum values
+//! (not Rust discriminants, which could change between oci-spec releases), `Option` presence
+//! tags and length prefixes, so that no two different profiles serialise to the same bytes.
+//! Per-rule `errnoRet` and `defaultErrnoRet` are part of it (crun's cache forgets `errnoRet` and
+//! reuses a stale filter; we must not). Argument conditions are kept in the order given.
+
+use oci_spec::runtime::{
+    Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompFilterFlag, LinuxSeccompOperator,
+};
+
+use crate::sha256::{hex, Sha256};
+
+/// Bump when the canonical form or the meaning of a cache entry changes.
+const KEY_FORMAT: u32 = 1;
+
+/// Stable tag of an action.
+pub(crate) fn action_tag(a: LinuxSeccompAction) -> u8 {
+    match a {
+        LinuxSeccompAction::ScmpActKill => 1,
+        LinuxSeccompAction::ScmpActKillThread => 2,
+        LinuxSeccompAction::ScmpActKillProcess => 3,
+        LinuxSeccompAction::ScmpActTrap => 4,
+        LinuxSeccompAction::ScmpActErrno => 5,
+        LinuxSeccompAction::ScmpActNotify => 6,
+        LinuxSeccompAction::ScmpActTrace => 7,
+        LinuxSeccompAction::ScmpActLog => 8,
+        LinuxSeccompAction::ScmpActAllow => 9,
+    }
+}
+
+fn flag_tag(f: LinuxSeccompFilterFlag) -> u8 {
+    match f {
+        LinuxSeccompFilterFlag::SeccompFilterFlagLog => 1,
+        LinuxSeccompFilterFlag::SeccompFilterFlagTsync => 2,
+        LinuxSeccompFilterFlag::SeccompFilterFlagSpecAllow => 3,
+        LinuxSeccompFilterFlag::SeccompFilterFlagWaitKillableRecv => 4,
+    }
+}
+
+fn op_tag(o: LinuxSeccompOperator) -> u8 {
+    match o {
+        LinuxSeccompOperator::ScmpCmpNe => 1,
+        LinuxSeccompOperator::ScmpCmpLt => 2,
+        LinuxSeccompOperator::ScmpCmpLe => 3,
+        LinuxSeccompOperator::ScmpCmpEq => 4,
+        LinuxSeccompOperator::ScmpCmpGe => 5,
+        LinuxSeccompOperator::ScmpCmpGt => 6,
+        LinuxSeccompOperator::ScmpCmpMaskedEq => 7,
+    }
+}
+
+fn arch_tag(a: Arch) -> u32 {
+    // The enum is #[repr(u32)] with the libseccomp/audit values, which are stable ABI.
+    a as u32
+}
+
+/// A thin writer that feeds typed, unambiguous fields into the hasher.
+struct Canon(Sha256);
+
+impl Canon {
+    #[inline]
+    fn u8(&mut self, v: u8) {
+        self.0.update(&[v]);
+    }
+    #[inline]
+    fn u32(&mut self, v: u32) {
+        self.0.update(&v.to_le_bytes());
+    }
+    #[inline]
+    fn u64(&mut self, v: u64) {
+        self.0.update(&v.to_le_bytes());
+    }
+    #[inline]
+    fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.0.update(b);
+    }
+    #[inline]
+    fn opt_u32(&mut self, v: Option<u32>) {
+        match v {
+            None => self.u8(0),
+            Some(v) => {
+                self.u8(1);
+                self.u32(v);
+            }
+        }
+    }
+    #[inline]
+    fn opt_u64(&mut self, v: Option<u64>) {
+        match v {
+            None => self.u8(0),
+            Some(v) => {
+                self.u8(1);
+                self.u64(v);
+            }
+        }
+    }
+}
+
+/// Feeds the canonical form of `profile` into `h`.
+pub(crate) fn hash_profile(h: Sha256, profile: &LinuxSeccomp) -> Sha256 {
+    let mut c = Canon(h);
+    c.u8(b'D');
+    c.u8(action_tag(profile.default_action()));
+    c.opt_u32(profile.default_errno_ret());
+
+    c.u8(b'A');
+    match profile.architectures() {
+        None => c.u8(0),
+        Some(v) => {
+            c.u8(1);
+            c.u64(v.len() as u64);
+            for a in v {
+                c.u32(arch_tag(*a));
+            }
+        }
+    }
+
+    c.u8(b'F');
+    match profile.flags() {
+        None => c.u8(0),
+        Some(v) => {
+            c.u8(1);
+            c.u64(v.len() as u64);
+            for f in v {
+                c.u8(flag_tag(*f));
+            }
+        }
+    }
+
+    c.u8(b'L');
+    match profile.listener_path() {
+        None => c.u8(0),
+        Some(p) => {
+            c.u8(1);
+            c.bytes(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()));
+        }
+    }
+    c.u8(b'M');
+    match profile.listener_metadata() {
+        None => c.u8(0),
+        Some(m) => {
+            c.u8(1);
+            c.bytes(m.as_bytes());
+        }
+    }
+
+    c.u8(b'S');
+    match profile.syscalls() {
+        None => c.u8(0),
+        Some(rules) => {
+            c.u8(1);
+            c.u64(rules.len() as u64);
+            for r in rules {
+                c.u8(b'R');
+                c.u64(r.names().len() as u64);
+                for n in r.names() {
+                    c.bytes(n.as_bytes());
+                }
+                c.u8(action_tag(r.action()));
+                c.opt_u32(r.errno_ret());
+                match r.args() {
+                    None => c.u8(0),
+                    Some(args) => {
+                        c.u8(1);
+                        c.u64(args.len() as u64);
+                        for a in args {
+                            c.u64(a.index() as u64);
+                            c.u64(a.value());
+                            c.opt_u64(a.value_two());
+                            c.u8(op_tag(a.op()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    c.u8(b'E');
+    c.0
+}
+
+/// Everything besides the profile that changes the compiled program or the entry format.
+pub(crate) fn hash_environment(h: Sha256, libseccomp: (u32, u32, u32)) -> Sha256 {
+    let mut c = Canon(h);
+    c.bytes(b"sprout-seccomp cache key");
+    c.u32(KEY_FORMAT);
+    c.u32(crate::cache::FORMAT_VERSION);
+    c.bytes(env!("CARGO_PKG_VERSION").as_bytes());
+    c.bytes(std::env::consts::ARCH.as_bytes());
+    c.u8(cfg!(target_endian = "little") as u8);
+    c.u32(libseccomp.0);
+    c.u32(libseccomp.1);
+    c.u32(libseccomp.2);
+    c.0
+}
+
+/// Raw cache key of `profile` (SHA-256 of the environment and the canonical profile).
+pub fn key_bytes(profile: &LinuxSeccomp) -> [u8; 32] {
+    let h = hash_environment(Sha256::new(), crate::compile::libseccomp_version());
+    hash_profile(h, profile).finish()
+}
+
+/// Hex cache key of `profile`: the file name of its entry in the cache directory.
+pub fn key(profile: &LinuxSeccomp) -> String {
+    hex(&key_bytes(profile))
+}

@@ -11,8 +11,37 @@
 //!      capset(effective, permitted, inheritable exactly as given: never more), ambient raise.
 //!   5. `set_no_new_privs` when process.noNewPrivileges is true
 //!   then the runtime loads seccomp and calls execve.
+//!
+//! Parent-side (validation time) helpers, all pure and cheap, so that config errors surface
+//! before anything is forked: [`validate_capabilities`], [`unsupported_caps`],
+//! [`validate_rlimits`], [`validate_oom_score_adj`], [`validate_io_priority`],
+//! [`validate_scheduler`], [`validate_personality`], [`check_lsm`].
+//!
+//! Every error message is one line that starts with the config field it is about
+//! (e.g. `process.capabilities.ambient: CAP_SYS_ADMIN is not in the permitted and inheritable
+//! sets`).
+//!
+//! Nothing in this crate panics; the syscalls used are issued directly (`syscall(2)`) where glibc
+//! would otherwise do multi-thread bookkeeping (setresuid & co), so the functions are safe to
+//! call in a child created with a raw clone(2).
 
 use oci_spec::runtime::{LinuxCapabilities, LinuxIOPriority, LinuxPersonality, PosixRlimit, Scheduler, User};
+
+pub mod caps;
+pub mod identity;
+pub mod lsm;
+pub mod rlimits;
+pub mod sched;
+
+pub use caps::{
+    all_cap_names, cap_from_name, cap_name, cap_number, last_cap, unsupported_caps, validate_capabilities, CapMasks,
+};
+pub use identity::{set_identity, set_umask, setgroups_allowed};
+pub use rlimits::{rlimit_name, validate_rlimits};
+pub use sched::{
+    personality_flag_from_name, validate_io_priority, validate_oom_score_adj, validate_personality,
+    validate_scheduler,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -26,38 +55,71 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl Error {
+    /// `Error::Sys` from the current `errno`.
+    pub(crate) fn last_os(what: impl Into<String>) -> Error {
+        Error::Sys { what: what.into(), source: std::io::Error::last_os_error() }
+    }
+    pub(crate) fn invalid(msg: impl Into<String>) -> Error {
+        Error::Invalid(msg.into())
+    }
+}
+
+/// Refuse (in the parent, at validation time) an LSM label the host cannot apply:
+/// `process.apparmorProfile` needs AppArmor enabled, `process.selinuxLabel` needs SELinux
+/// (selinuxfs mounted at /sys/fs/selinux). Empty strings count as unset.
 pub fn check_lsm(apparmor_profile: Option<&str>, selinux_label: Option<&str>) -> Result<()> {
-    let _ = (apparmor_profile, selinux_label);
-    unimplemented!()
+    lsm::check_lsm_at(std::path::Path::new("/sys"), apparmor_profile, selinux_label)
 }
+
+/// setrlimit(2) for each entry (validated first: soft <= hard, no duplicate types).
 pub fn set_rlimits(rlimits: &[PosixRlimit]) -> Result<()> {
-    let _ = rlimits;
-    unimplemented!()
+    rlimits::set_rlimits(rlimits)
 }
+
+/// Write `process.oomScoreAdj` to /proc/self/oom_score_adj (lowering it needs CAP_SYS_RESOURCE).
 pub fn set_oom_score_adj(score: i32) -> Result<()> {
-    let _ = score;
-    unimplemented!()
+    sched::set_oom_score_adj(score)
 }
+
+/// ioprio_set(IOPRIO_WHO_PROCESS, 0, class << 13 | priority).
 pub fn set_io_priority(prio: &LinuxIOPriority) -> Result<()> {
-    let _ = prio;
-    unimplemented!()
+    sched::set_io_priority(prio)
 }
+
+/// sched_setattr(0, attr, 0) for `process.scheduler` (validated first).
 pub fn set_scheduler(sched: &Scheduler) -> Result<()> {
-    let _ = sched;
-    unimplemented!()
+    sched::set_scheduler(sched)
 }
+
+/// personality(2) for `linux.personality` (domain LINUX / LINUX32 plus known flag names).
 pub fn set_personality(p: &LinuxPersonality) -> Result<()> {
-    let _ = p;
-    unimplemented!()
+    sched::set_personality(p)
 }
+
+/// Set the AppArmor exec profile and/or SELinux exec label: they take effect at the next execve.
+/// `None` and empty strings are skipped.
 pub fn set_exec_lsm_labels(apparmor_profile: Option<&str>, selinux_label: Option<&str>) -> Result<()> {
-    let _ = (apparmor_profile, selinux_label);
-    unimplemented!()
+    lsm::set_exec_lsm_labels(apparmor_profile, selinux_label)
 }
+
+/// Drop to the container's credentials: bounding-set drop (while CAP_SETPCAP is still held),
+/// PR_SET_KEEPCAPS, setgroups/setresgid/setresuid, PR_SET_KEEPCAPS=0, umask, capset with the
+/// effective/permitted/inheritable sets exactly as given, then ambient raise.
+/// `caps: None` means every set is empty.
 pub fn finalize_privileges(user: &User, caps: Option<&LinuxCapabilities>) -> Result<()> {
-    let _ = (user, caps);
-    unimplemented!()
+    caps::finalize_privileges(user, caps)
 }
+
+/// prctl(PR_SET_NO_NEW_PRIVS, 1).
 pub fn set_no_new_privs() -> Result<()> {
-    unimplemented!()
+    // SAFETY: plain prctl with integer arguments.
+    let r = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+    if r != 0 {
+        return Err(Error::last_os("process.noNewPrivileges: prctl(PR_SET_NO_NEW_PRIVS)"));
+    }
+    Ok(())
 }
+
+#[cfg(test)]
+pub(crate) mod testutil;

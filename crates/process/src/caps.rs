@@ -1,0 +1,764 @@
+//! Capabilities: name <-> number mapping, validation, and the privilege drop itself
+//! (bounding set, identity change, capset, ambient raise).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use oci_spec::runtime::{Capabilities, Capability, LinuxCapabilities, User};
+
+use crate::{identity, Error, Result};
+
+/// Kernel capability names, indexed by capability number (CAP_CHOWN = 0 ... CAP_CHECKPOINT_RESTORE = 40).
+static CAP_NAMES: [&str; 41] = [
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
+    "CAP_NET_RAW",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_NICE",
+    "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
+];
+
+/// Highest capability number this crate knows a name for.
+pub const CAP_LAST_KNOWN: u32 = 40;
+
+/// All capability names this crate knows ("CAP_CHOWN", ...), ordered by kernel number
+/// (index == capability number). Not filtered by what the running kernel supports: see
+/// [`last_cap`] for that.
+pub fn all_cap_names() -> &'static [&'static str] {
+    &CAP_NAMES
+}
+
+/// Capability number for a name: "CAP_SYS_ADMIN", "SYS_ADMIN", "cap_sys_admin" and "sys_admin"
+/// are all accepted. `None` for unknown names.
+pub fn cap_from_name(name: &str) -> Option<u32> {
+    let bare = strip_cap_prefix(name.trim());
+    if bare.is_empty() {
+        return None;
+    }
+    CAP_NAMES.iter().position(|n| n[4..].eq_ignore_ascii_case(bare)).map(|i| i as u32)
+}
+
+fn strip_cap_prefix(s: &str) -> &str {
+    match s.get(..4) {
+        Some(p) if p.eq_ignore_ascii_case("CAP_") => &s[4..],
+        _ => s,
+    }
+}
+
+/// Kernel name ("CAP_SYS_ADMIN") of a capability number, `None` above [`CAP_LAST_KNOWN`].
+pub fn cap_name(n: u32) -> Option<&'static str> {
+    CAP_NAMES.get(n as usize).copied()
+}
+
+fn name_or_number(n: u32) -> String {
+    match cap_name(n) {
+        Some(s) => s.to_string(),
+        None => format!("capability {n}"),
+    }
+}
+
+/// Kernel number of an oci-spec capability.
+pub fn cap_number(c: Capability) -> u32 {
+    use Capability::*;
+    match c {
+        Chown => 0,
+        DacOverride => 1,
+        DacReadSearch => 2,
+        Fowner => 3,
+        Fsetid => 4,
+        Kill => 5,
+        Setgid => 6,
+        Setuid => 7,
+        Setpcap => 8,
+        LinuxImmutable => 9,
+        NetBindService => 10,
+        NetBroadcast => 11,
+        NetAdmin => 12,
+        NetRaw => 13,
+        IpcLock => 14,
+        IpcOwner => 15,
+        SysModule => 16,
+        SysRawio => 17,
+        SysChroot => 18,
+        SysPtrace => 19,
+        SysPacct => 20,
+        SysAdmin => 21,
+        SysBoot => 22,
+        SysNice => 23,
+        SysResource => 24,
+        SysTime => 25,
+        SysTtyConfig => 26,
+        Mknod => 27,
+        Lease => 28,
+        AuditWrite => 29,
+        AuditControl => 30,
+        Setfcap => 31,
+        MacOverride => 32,
+        MacAdmin => 33,
+        Syslog => 34,
+        WakeAlarm => 35,
+        BlockSuspend => 36,
+        AuditRead => 37,
+        Perfmon => 38,
+        Bpf => 39,
+        CheckpointRestore => 40,
+    }
+}
+
+static LAST_CAP: AtomicU32 = AtomicU32::new(u32::MAX);
+
+fn capbset_read(cap: u32) -> libc::c_int {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) }
+}
+
+/// Highest capability number the running kernel supports (what /proc/sys/kernel/cap_last_cap
+/// says). Found by probing PR_CAPBSET_READ (EINVAL above the last capability), so it works
+/// without /proc; cached after the first call.
+pub fn last_cap() -> u32 {
+    let cached = LAST_CAP.load(Ordering::Relaxed);
+    if cached != u32::MAX {
+        return cached;
+    }
+    let mut n = CAP_LAST_KNOWN;
+    let last = if capbset_read(n) >= 0 {
+        while n < 63 && capbset_read(n + 1) >= 0 {
+            n += 1;
+        }
+        n
+    } else {
+        while n > 0 && capbset_read(n) < 0 {
+            n -= 1;
+        }
+        n
+    };
+    LAST_CAP.store(last, Ordering::Relaxed);
+    last
+}
+
+fn supported_mask() -> u64 {
+    let l = last_cap();
+    if l >= 63 {
+        u64::MAX
+    } else {
+        (1u64 << (l + 1)) - 1
+    }
+}
+
+/// The five capability sets as bit masks (bit n = capability n).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CapMasks {
+    pub bounding: u64,
+    pub effective: u64,
+    pub permitted: u64,
+    pub inheritable: u64,
+    pub ambient: u64,
+}
+
+fn set_mask(set: &Option<Capabilities>) -> u64 {
+    set.as_ref().map_or(0, |s| s.iter().fold(0u64, |m, c| m | 1u64 << cap_number(*c)))
+}
+
+impl CapMasks {
+    /// Masks as listed in the config; `None` (no capabilities object) and absent sets are empty.
+    pub fn from_spec(caps: Option<&LinuxCapabilities>) -> CapMasks {
+        match caps {
+            None => CapMasks::default(),
+            Some(c) => CapMasks {
+                bounding: set_mask(c.bounding()),
+                effective: set_mask(c.effective()),
+                permitted: set_mask(c.permitted()),
+                inheritable: set_mask(c.inheritable()),
+                ambient: set_mask(c.ambient()),
+            },
+        }
+    }
+
+    /// The same masks without the capabilities the running kernel does not know (ignored, as runc does).
+    pub fn supported(self) -> CapMasks {
+        let m = supported_mask();
+        CapMasks {
+            bounding: self.bounding & m,
+            effective: self.effective & m,
+            permitted: self.permitted & m,
+            inheritable: self.inheritable & m,
+            ambient: self.ambient & m,
+        }
+    }
+}
+
+fn first_bit(mask: u64) -> u32 {
+    mask.trailing_zeros()
+}
+
+/// Names of requested capabilities the running kernel does not support (above cap_last_cap).
+/// They are ignored when applying; the runtime should warn about them (runc does).
+pub fn unsupported_caps(caps: &LinuxCapabilities) -> Vec<&'static str> {
+    let m = CapMasks::from_spec(Some(caps));
+    let all = m.bounding | m.effective | m.permitted | m.inheritable | m.ambient;
+    let extra = all & !supported_mask();
+    (0..=CAP_LAST_KNOWN).filter(|n| extra & (1u64 << n) != 0).filter_map(cap_name).collect()
+}
+
+/// Checks that need nothing but the config (kernel-unsupported capabilities ignored):
+/// effective must be within permitted, ambient within permitted and inheritable.
+pub fn validate_capabilities(caps: Option<&LinuxCapabilities>) -> Result<()> {
+    validate_masks(&CapMasks::from_spec(caps).supported())
+}
+
+fn validate_masks(m: &CapMasks) -> Result<()> {
+    let bad = m.effective & !m.permitted;
+    if bad != 0 {
+        return Err(Error::invalid(format!(
+            "process.capabilities.effective: {} is not in the permitted set",
+            name_or_number(first_bit(bad))
+        )));
+    }
+    let bad = m.ambient & !(m.permitted & m.inheritable);
+    if bad != 0 {
+        return Err(Error::invalid(format!(
+            "process.capabilities.ambient: {} is not in the permitted and inheritable sets",
+            name_or_number(first_bit(bad))
+        )));
+    }
+    Ok(())
+}
+
+// ---- capget / capset -------------------------------------------------------------------------
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// effective, permitted, inheritable of the calling thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CapState {
+    pub effective: u64,
+    pub permitted: u64,
+    pub inheritable: u64,
+}
+
+/// capget(2) on the calling thread.
+pub fn capget() -> std::io::Result<CapState> {
+    let mut hdr = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: header and a 2-element data array, as _LINUX_CAPABILITY_VERSION_3 requires.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &mut hdr as *mut CapHeader, data.as_mut_ptr()) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let join = |lo: u32, hi: u32| (lo as u64) | ((hi as u64) << 32);
+    Ok(CapState {
+        effective: join(data[0].effective, data[1].effective),
+        permitted: join(data[0].permitted, data[1].permitted),
+        inheritable: join(data[0].inheritable, data[1].inheritable),
+    })
+}
+
+/// capset(2) on the calling thread.
+pub fn capset(s: &CapState) -> std::io::Result<()> {
+    let mut hdr = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let data = [
+        CapData { effective: s.effective as u32, permitted: s.permitted as u32, inheritable: s.inheritable as u32 },
+        CapData {
+            effective: (s.effective >> 32) as u32,
+            permitted: (s.permitted >> 32) as u32,
+            inheritable: (s.inheritable >> 32) as u32,
+        },
+    ];
+    // SAFETY: header and a 2-element data array, as _LINUX_CAPABILITY_VERSION_3 requires.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, data.as_ptr()) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn prctl(op: libc::c_int, a: libc::c_ulong, b: libc::c_ulong) -> libc::c_int {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(op, a, b, 0 as libc::c_ulong, 0 as libc::c_ulong) }
+}
+
+/// Current bounding set of the calling thread.
+pub fn bounding_set() -> u64 {
+    (0..=last_cap()).filter(|&n| capbset_read(n) == 1).fold(0u64, |m, n| m | 1u64 << n)
+}
+
+/// Drop every capability not in `keep` from the bounding set (needs CAP_SETPCAP in effective).
+/// Capabilities already absent are skipped, so this never fails for them.
+pub fn drop_bounding(keep: u64) -> Result<()> {
+    for n in 0..=last_cap() {
+        if keep & (1u64 << n) != 0 || capbset_read(n) != 1 {
+            continue;
+        }
+        if prctl(libc::PR_CAPBSET_DROP, n as libc::c_ulong, 0) != 0 {
+            return Err(Error::last_os(format!(
+                "process.capabilities.bounding: dropping {} from the bounding set",
+                name_or_number(n)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Clear the ambient set, then raise each capability in `ambient`.
+pub fn set_ambient(ambient: u64) -> Result<()> {
+    if prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0) != 0 {
+        let err = std::io::Error::last_os_error();
+        // Kernels before 4.3 have no ambient set: fine as long as none is asked for.
+        if ambient != 0 || err.raw_os_error() != Some(libc::EINVAL) {
+            return Err(Error::Sys { what: "process.capabilities.ambient: clearing the ambient set".into(), source: err });
+        }
+        return Ok(());
+    }
+    for n in 0..=last_cap() {
+        if ambient & (1u64 << n) == 0 {
+            continue;
+        }
+        if prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong, n as libc::c_ulong) != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EPERM) {
+                return Err(Error::invalid(format!(
+                    "process.capabilities.ambient: {} is not in the permitted and inheritable sets",
+                    name_or_number(n)
+                )));
+            }
+            return Err(Error::Sys {
+                what: format!("process.capabilities.ambient: raising {}", name_or_number(n)),
+                source: err,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn set_keepcaps(on: bool) -> Result<()> {
+    if prctl(libc::PR_SET_KEEPCAPS, on as libc::c_ulong, 0) != 0 {
+        return Err(Error::last_os(format!("process.user: prctl(PR_SET_KEEPCAPS, {})", on as u8)));
+    }
+    Ok(())
+}
+
+/// Everything the kernel's capset(2) would refuse, checked up front against the calling
+/// thread's current state so the error names the field and capability.
+fn precheck(m: &CapMasks, cur: &CapState, cur_bounding: u64) -> Result<()> {
+    validate_masks(m)?;
+    let bad = m.permitted & !cur.permitted;
+    if bad != 0 {
+        return Err(Error::invalid(format!(
+            "process.capabilities.permitted: {} cannot be granted: the runtime does not hold it",
+            name_or_number(first_bit(bad))
+        )));
+    }
+    // capset: new inheritable must be within old inheritable | bounding (after our drop)
+    // and within old inheritable | old permitted.
+    let final_bounding = cur_bounding & m.bounding;
+    let bad = m.inheritable & !(cur.inheritable | final_bounding);
+    if bad != 0 {
+        return Err(Error::invalid(format!(
+            "process.capabilities.inheritable: {} is not in the bounding set",
+            name_or_number(first_bit(bad))
+        )));
+    }
+    let bad = m.inheritable & !(cur.inheritable | cur.permitted);
+    if bad != 0 {
+        return Err(Error::invalid(format!(
+            "process.capabilities.inheritable: {} cannot be granted: the runtime does not hold it",
+            name_or_number(first_bit(bad))
+        )));
+    }
+    Ok(())
+}
+
+/// See [`crate::finalize_privileges`].
+pub fn finalize_privileges(user: &User, caps: Option<&LinuxCapabilities>) -> Result<()> {
+    let m = CapMasks::from_spec(caps).supported();
+    let cur = capget().map_err(|e| Error::Sys { what: "process.capabilities: capget".into(), source: e })?;
+    precheck(&m, &cur, bounding_set())?;
+    identity::precheck(user)?;
+
+    // The bounding drop needs CAP_SETPCAP, which the identity change may take away.
+    drop_bounding(m.bounding)?;
+
+    set_keepcaps(true)?;
+    identity::set_identity(user)?;
+    set_keepcaps(false)?;
+    identity::set_umask(user);
+
+    let want = CapState { effective: m.effective, permitted: m.permitted, inheritable: m.inheritable };
+    capset(&want).map_err(|e| Error::Sys { what: "process.capabilities: capset".into(), source: e })?;
+
+    set_ambient(m.ambient)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+    use oci_spec::runtime::{LinuxCapabilitiesBuilder, UserBuilder};
+
+    /// A builder with all five sets empty (the builder's own default is the 3-cap runc default).
+    fn empty_caps() -> LinuxCapabilitiesBuilder {
+        LinuxCapabilitiesBuilder::default()
+            .bounding(set(&[]))
+            .effective(set(&[]))
+            .permitted(set(&[]))
+            .inheritable(set(&[]))
+            .ambient(set(&[]))
+    }
+
+    fn set(caps: &[Capability]) -> Capabilities {
+        caps.iter().copied().collect()
+    }
+
+    #[test]
+    fn names_and_numbers() {
+        assert_eq!(all_cap_names().len(), 41);
+        assert_eq!(all_cap_names()[0], "CAP_CHOWN");
+        assert_eq!(all_cap_names()[40], "CAP_CHECKPOINT_RESTORE");
+        for (i, n) in all_cap_names().iter().enumerate() {
+            assert_eq!(cap_from_name(n), Some(i as u32), "{n}");
+            assert_eq!(cap_from_name(&n[4..]), Some(i as u32), "{n}");
+            assert_eq!(cap_from_name(&n.to_lowercase()), Some(i as u32), "{n}");
+            assert_eq!(cap_name(i as u32), Some(*n));
+        }
+        assert_eq!(cap_from_name("sys_admin"), Some(21));
+        assert_eq!(cap_from_name("Cap_Net_Raw"), Some(13));
+        assert_eq!(cap_from_name("CAP_"), None);
+        assert_eq!(cap_from_name(""), None);
+        assert_eq!(cap_from_name("CAP_FOO"), None);
+        assert_eq!(cap_from_name("CAP_CAP_CHOWN"), None);
+        assert_eq!(cap_name(41), None);
+    }
+
+    #[test]
+    fn oci_enum_matches_names() {
+        // Every oci-spec Capability, parsed from its kernel name, maps to the same number.
+        for (i, n) in all_cap_names().iter().enumerate() {
+            let c: Capability = n[4..].parse().unwrap();
+            assert_eq!(cap_number(c), i as u32, "{n}");
+        }
+    }
+
+    #[test]
+    fn last_cap_matches_proc() {
+        let s = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap").unwrap();
+        assert_eq!(last_cap(), s.trim().parse::<u32>().unwrap());
+    }
+
+    #[test]
+    fn masks_from_spec() {
+        assert_eq!(CapMasks::from_spec(None), CapMasks::default());
+        let c = empty_caps()
+            .bounding(set(&[Capability::Chown, Capability::Kill]))
+            .effective(set(&[Capability::Kill]))
+            .build()
+            .unwrap();
+        let m = CapMasks::from_spec(Some(&c));
+        assert_eq!(m.bounding, 1 | 1 << 5);
+        assert_eq!(m.effective, 1 << 5);
+        assert_eq!(m.permitted, 0);
+        assert_eq!(m.inheritable, 0);
+        assert_eq!(m.ambient, 0);
+    }
+
+    #[test]
+    fn validation_errors() {
+        let c = empty_caps()
+            .effective(set(&[Capability::SysAdmin]))
+            .permitted(set(&[]))
+            .build()
+            .unwrap();
+        let e = validate_capabilities(Some(&c)).unwrap_err().to_string();
+        assert_eq!(e, "process.capabilities.effective: CAP_SYS_ADMIN is not in the permitted set");
+
+        let c = empty_caps()
+            .effective(set(&[]))
+            .permitted(set(&[Capability::SysAdmin]))
+            .inheritable(set(&[]))
+            .ambient(set(&[Capability::SysAdmin]))
+            .build()
+            .unwrap();
+        let e = validate_capabilities(Some(&c)).unwrap_err().to_string();
+        assert_eq!(e, "process.capabilities.ambient: CAP_SYS_ADMIN is not in the permitted and inheritable sets");
+
+        validate_capabilities(None).unwrap();
+        validate_capabilities(Some(&LinuxCapabilities::default())).unwrap();
+        assert!(unsupported_caps(&LinuxCapabilities::default()).is_empty());
+    }
+
+    fn status_mask(status: &str, key: &str) -> u64 {
+        u64::from_str_radix(&status_field(status, key), 16).unwrap()
+    }
+
+    const CHOWN: u64 = 1 << 0;
+    const KILL: u64 = 1 << 5;
+    const SETGID: u64 = 1 << 6;
+    const SETUID: u64 = 1 << 7;
+    const NET_BIND: u64 = 1 << 10;
+    const NET_RAW: u64 = 1 << 13;
+    const AUDIT_WRITE: u64 = 1 << 29;
+
+    #[test]
+    fn finalize_root_default_caps() {
+        // The `runc spec` default: root, three capabilities everywhere.
+        in_child(|| {
+            let user = UserBuilder::default().uid(0u32).gid(0u32).build().unwrap();
+            let caps = LinuxCapabilities::default();
+            finalize_privileges(&user, Some(&caps)).map_err(|e| e.to_string())?;
+            let st = proc_status();
+            let want = KILL | NET_BIND | AUDIT_WRITE;
+            for key in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+                check_eq(key, status_mask(&st, key), want)?;
+            }
+            check_eq("umask", current_umask(), 0o022)?;
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn finalize_none_drops_everything() {
+        in_child(|| {
+            let user = UserBuilder::default().uid(0u32).gid(0u32).umask(0o077u32).build().unwrap();
+            finalize_privileges(&user, None).map_err(|e| e.to_string())?;
+            let st = proc_status();
+            for key in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+                check_eq(key, status_mask(&st, key), 0)?;
+            }
+            check_eq("umask", current_umask(), 0o077)?;
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn finalize_non_root_with_ambient_and_groups() {
+        in_child(|| {
+            let user = UserBuilder::default()
+                .uid(1000u32)
+                .gid(1001u32)
+                .additional_gids(vec![5u32, 1002, 7])
+                .umask(0o027u32)
+                .build()
+                .unwrap();
+            let c = set(&[Capability::NetBindService, Capability::NetRaw, Capability::Chown]);
+            let caps = empty_caps()
+                .bounding(c.clone())
+                .effective(set(&[Capability::NetBindService, Capability::Chown]))
+                .permitted(c.clone())
+                .inheritable(set(&[Capability::NetBindService, Capability::NetRaw]))
+                .ambient(set(&[Capability::NetBindService]))
+                .build()
+                .unwrap();
+            finalize_privileges(&user, Some(&caps)).map_err(|e| e.to_string())?;
+            let st = proc_status();
+            check_eq("CapBnd", status_mask(&st, "CapBnd"), NET_BIND | NET_RAW | CHOWN)?;
+            check_eq("CapPrm", status_mask(&st, "CapPrm"), NET_BIND | NET_RAW | CHOWN)?;
+            check_eq("CapEff", status_mask(&st, "CapEff"), NET_BIND | CHOWN)?;
+            check_eq("CapInh", status_mask(&st, "CapInh"), NET_BIND | NET_RAW)?;
+            check_eq("CapAmb", status_mask(&st, "CapAmb"), NET_BIND)?;
+            check_eq("Uid", status_field(&st, "Uid"), "1000\t1000\t1000\t1000".to_string())?;
+            check_eq("Gid", status_field(&st, "Gid"), "1001\t1001\t1001\t1001".to_string())?;
+            check_eq("Groups", status_field(&st, "Groups"), "5 7 1002".to_string())?;
+            check_eq("umask", current_umask(), 0o027)?;
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn finalize_non_root_no_caps() {
+        in_child(|| {
+            let user = UserBuilder::default().uid(65534u32).gid(65534u32).build().unwrap();
+            let caps = empty_caps()
+                .bounding(set(&[Capability::Kill]))
+                .effective(set(&[]))
+                .permitted(set(&[]))
+                .inheritable(set(&[]))
+                .ambient(set(&[]))
+                .build()
+                .unwrap();
+            finalize_privileges(&user, Some(&caps)).map_err(|e| e.to_string())?;
+            let st = proc_status();
+            check_eq("CapBnd", status_mask(&st, "CapBnd"), KILL)?;
+            for key in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+                check_eq(key, status_mask(&st, key), 0)?;
+            }
+            check_eq("Uid", status_field(&st, "Uid"), "65534\t65534\t65534\t65534".to_string())?;
+            // No additionalGids: the supplementary groups are cleared.
+            check_eq("Groups", status_field(&st, "Groups"), String::new())?;
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn empty_inheritable_is_not_inherited_cve_2022_29162() {
+        in_child(|| {
+            // The runtime itself carries inheritable capabilities.
+            let mut s = capget().map_err(|e| e.to_string())?;
+            s.inheritable = s.permitted;
+            capset(&s).map_err(|e| e.to_string())?;
+            check_eq("parent CapInh", status_mask(&proc_status(), "CapInh"), s.permitted)?;
+
+            let user = UserBuilder::default().uid(0u32).gid(0u32).build().unwrap();
+            let caps = empty_caps()
+                .bounding(set(&[Capability::Kill, Capability::Setuid]))
+                .effective(set(&[Capability::Kill]))
+                .permitted(set(&[Capability::Kill]))
+                .inheritable(set(&[]))
+                .build()
+                .unwrap();
+            finalize_privileges(&user, Some(&caps)).map_err(|e| e.to_string())?;
+            let st = proc_status();
+            check_eq("CapInh", status_mask(&st, "CapInh"), 0)?;
+            check_eq("CapAmb", status_mask(&st, "CapAmb"), 0)?;
+            check_eq("CapPrm", status_mask(&st, "CapPrm"), KILL)?;
+            check_eq("CapBnd", status_mask(&st, "CapBnd"), KILL | SETUID)?;
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn ambient_not_permitted_fails_with_field() {
+        in_child(|| {
+            let before = bounding_set();
+            let user = UserBuilder::default().uid(0u32).gid(0u32).build().unwrap();
+            let caps = empty_caps()
+                .bounding(set(&[Capability::SysAdmin]))
+                .permitted(set(&[Capability::SysAdmin]))
+                .ambient(set(&[Capability::SysAdmin]))
+                .build()
+                .unwrap();
+            let e = finalize_privileges(&user, Some(&caps)).unwrap_err().to_string();
+            check_eq(
+                "error",
+                e,
+                "process.capabilities.ambient: CAP_SYS_ADMIN is not in the permitted and inheritable sets".to_string(),
+            )?;
+            // Nothing was changed: the precheck runs before the first syscall that changes state.
+            check_eq("CapBnd", bounding_set(), before)?;
+            check_eq("CapBnd (status)", status_mask(&proc_status(), "CapBnd"), before)?;
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn ambient_raise_eperm_is_reported_with_field() {
+        in_child(|| {
+            // Bypass the precheck to exercise the kernel path.
+            let mut s = capget().map_err(|e| e.to_string())?;
+            s.inheritable = 0;
+            capset(&s).map_err(|e| e.to_string())?;
+            let e = set_ambient(1 << 21).unwrap_err().to_string();
+            check_eq(
+                "error",
+                e,
+                "process.capabilities.ambient: CAP_SYS_ADMIN is not in the permitted and inheritable sets".to_string(),
+            )
+        });
+    }
+
+    #[test]
+    fn permitted_cap_the_runtime_lacks_is_an_error() {
+        in_child(|| {
+            // Simulate a runtime without CAP_NET_RAW (this host may also lack CAP_SYS_RESOURCE).
+            let mut s = capget().map_err(|e| e.to_string())?;
+            s.permitted &= !NET_RAW;
+            s.effective &= !NET_RAW;
+            capset(&s).map_err(|e| e.to_string())?;
+            let user = UserBuilder::default().uid(0u32).gid(0u32).build().unwrap();
+            let caps = empty_caps()
+                .bounding(set(&[Capability::NetRaw]))
+                .permitted(set(&[Capability::NetRaw]))
+                .effective(set(&[Capability::NetRaw]))
+                .build()
+                .unwrap();
+            let e = finalize_privileges(&user, Some(&caps)).unwrap_err().to_string();
+            check_eq(
+                "error",
+                e,
+                "process.capabilities.permitted: CAP_NET_RAW cannot be granted: the runtime does not hold it".to_string(),
+            )
+        });
+    }
+
+    #[test]
+    fn inheritable_outside_bounding_is_an_error() {
+        in_child(|| {
+            let user = UserBuilder::default().uid(0u32).gid(0u32).build().unwrap();
+            let caps = empty_caps()
+                .bounding(set(&[Capability::Kill]))
+                .permitted(set(&[Capability::Kill, Capability::Chown]))
+                .inheritable(set(&[Capability::Chown]))
+                .build()
+                .unwrap();
+            let e = finalize_privileges(&user, Some(&caps)).unwrap_err().to_string();
+            check_eq("error", e, "process.capabilities.inheritable: CAP_CHOWN is not in the bounding set".to_string())
+        });
+    }
+
+    #[test]
+    fn setgid_dropped_from_bounding_still_allows_identity_change() {
+        // Bounding is dropped before setresgid/setresuid: only the effective set matters there.
+        in_child(|| {
+            let user = UserBuilder::default().uid(1234u32).gid(1234u32).build().unwrap();
+            let caps = empty_caps()
+                .bounding(set(&[Capability::Kill]))
+                .permitted(set(&[Capability::Kill, Capability::Setgid]))
+                .effective(set(&[Capability::Kill]))
+                .build()
+                .unwrap();
+            finalize_privileges(&user, Some(&caps)).map_err(|e| e.to_string())?;
+            let st = proc_status();
+            check_eq("CapPrm", status_mask(&st, "CapPrm"), KILL | SETGID)?;
+            check_eq("CapEff", status_mask(&st, "CapEff"), KILL)?;
+            check_eq("Gid", status_field(&st, "Gid"), "1234\t1234\t1234\t1234".to_string())?;
+            Ok(())
+        });
+    }
+
+}

@@ -1,0 +1,159 @@
+//! User identity: supplementary groups, gid, uid, umask.
+//!
+//! setgroups/setresgid/setresuid are issued as raw syscalls: they change only the calling
+//! thread, which is what a single-threaded container child wants, and they do not depend on
+//! glibc's thread list (stale after a raw clone(2)).
+
+use oci_spec::runtime::User;
+
+use crate::{Error, Result};
+
+/// Whether setgroups(2) may be used: false when /proc/self/setgroups says "deny" (a user
+/// namespace whose gid map was written without setgroups permission). An unreadable file
+/// (no /proc, kernel < 3.19) counts as allowed.
+pub fn setgroups_allowed() -> bool {
+    let mut buf = [0u8; 16];
+    match read_small("/proc/self/setgroups\0", &mut buf) {
+        Some(s) => !s.starts_with(b"deny"),
+        None => true,
+    }
+}
+
+/// Read at most `buf.len()` bytes from a NUL-terminated path, without allocating.
+fn read_small<'a>(path: &str, buf: &'a mut [u8]) -> Option<&'a [u8]> {
+    // SAFETY: `path` is NUL-terminated; the fd is closed before returning.
+    unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        if n < 0 {
+            return None;
+        }
+        Some(&buf[..n as usize])
+    }
+}
+
+/// Config checks done before anything is changed.
+pub(crate) fn precheck(user: &User) -> Result<()> {
+    let gids = user.additional_gids().as_deref().unwrap_or(&[]);
+    if !gids.is_empty() && !setgroups_allowed() {
+        return Err(Error::invalid(
+            "process.user.additionalGids: setgroups is denied in this user namespace (/proc/self/setgroups is \"deny\")",
+        ));
+    }
+    if let Some(m) = user.umask() {
+        if m > 0o777 {
+            return Err(Error::invalid(format!("process.user.umask: {m:#o} is not a valid umask")));
+        }
+    }
+    Ok(())
+}
+
+/// setgroups(additionalGids) (skipped when setgroups is denied and none are given; an empty or
+/// absent list clears the supplementary groups), setresgid(gid), setresuid(uid).
+/// Call with PR_SET_KEEPCAPS set if capabilities must survive a switch away from uid 0.
+pub fn set_identity(user: &User) -> Result<()> {
+    precheck(user)?;
+    let gids = user.additional_gids().as_deref().unwrap_or(&[]);
+    if setgroups_allowed() {
+        // SAFETY: pointer/length of a live slice of gid_t (u32).
+        let r = unsafe { libc::syscall(libc::SYS_setgroups, gids.len() as libc::size_t, gids.as_ptr()) };
+        if r != 0 {
+            return Err(Error::last_os(format!("process.user.additionalGids: setgroups({gids:?})")));
+        }
+    }
+    let gid = user.gid();
+    // SAFETY: integer arguments.
+    let r = unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) };
+    if r != 0 {
+        return Err(Error::last_os(format!("process.user.gid: setresgid({gid})")));
+    }
+    let uid = user.uid();
+    // SAFETY: integer arguments.
+    let r = unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) };
+    if r != 0 {
+        return Err(Error::last_os(format!("process.user.uid: setresuid({uid})")));
+    }
+    Ok(())
+}
+
+/// umask(process.user.umask), or 0022 when unset (runc's behaviour).
+pub fn set_umask(user: &User) {
+    let m = user.umask().unwrap_or(0o022) & 0o777;
+    // SAFETY: umask cannot fail.
+    unsafe { libc::umask(m as libc::mode_t) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+    use oci_spec::runtime::UserBuilder;
+
+    #[test]
+    fn setgroups_allowed_on_host() {
+        // The initial user namespace always allows setgroups.
+        assert!(setgroups_allowed());
+    }
+
+    #[test]
+    fn bad_umask_is_rejected() {
+        let user = UserBuilder::default().umask(0o1777u32).build().unwrap();
+        assert_eq!(precheck(&user).unwrap_err().to_string(), "process.user.umask: 0o1777 is not a valid umask");
+    }
+
+    #[test]
+    fn identity_change_in_child() {
+        in_child(|| {
+            let user = UserBuilder::default()
+                .uid(2000u32)
+                .gid(3000u32)
+                .additional_gids(vec![3001u32, 10])
+                .build()
+                .unwrap();
+            set_identity(&user).map_err(|e| e.to_string())?;
+            let st = proc_status();
+            check_eq("Uid", status_field(&st, "Uid"), "2000\t2000\t2000\t2000".to_string())?;
+            check_eq("Gid", status_field(&st, "Gid"), "3000\t3000\t3000\t3000".to_string())?;
+            check_eq("Groups", status_field(&st, "Groups"), "10 3001".to_string())?;
+            // Without PR_SET_KEEPCAPS, leaving uid 0 clears the capability sets.
+            check_eq("CapEff", status_field(&st, "CapEff"), "0000000000000000".to_string())?;
+            check_eq("CapPrm", status_field(&st, "CapPrm"), "0000000000000000".to_string())?;
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn identity_change_without_privilege_fails_naming_field() {
+        in_child(|| {
+            let user = UserBuilder::default().uid(2000u32).gid(2000u32).build().unwrap();
+            set_identity(&user).map_err(|e| e.to_string())?;
+            let user = UserBuilder::default().uid(0u32).gid(2000u32).additional_gids(vec![1u32]).build().unwrap();
+            let e = set_identity(&user).unwrap_err().to_string();
+            if !e.starts_with("process.user.additionalGids: setgroups([1]): ") {
+                return Err(format!("unexpected error: {e}"));
+            }
+            let user = UserBuilder::default().uid(0u32).gid(2000u32).build().unwrap();
+            let e = set_identity(&user).unwrap_err().to_string();
+            if !e.starts_with("process.user.additionalGids: setgroups([]): ") {
+                return Err(format!("unexpected error: {e}"));
+            }
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn umask_default_and_explicit() {
+        in_child(|| {
+            unsafe { libc::umask(0o000) };
+            set_umask(&UserBuilder::default().build().unwrap());
+            check_eq("default umask", current_umask(), 0o022)?;
+            set_umask(&UserBuilder::default().umask(0o007u32).build().unwrap());
+            check_eq("explicit umask", current_umask(), 0o007)?;
+            Ok(())
+        });
+    }
+}

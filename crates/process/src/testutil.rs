@@ -1,0 +1,93 @@
+//! Test helpers: run a closure in a forked child and report back through a pipe + exit code.
+
+use std::fmt::Debug;
+
+/// Fork; run `f` in the child; the parent waits for it and panics with the child's message if
+/// `f` returned an error or panicked. Every child is reaped.
+pub fn in_child<F: FnOnce() -> Result<(), String>>(f: F) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 into a 2-element array.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: fork; the child only runs `f`, writes to the pipe and _exits.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        unsafe { libc::close(fds[0]) };
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        let (code, msg) = match res {
+            Ok(Ok(())) => (0, String::new()),
+            Ok(Err(m)) => (1, m),
+            Err(_) => (2, "child panicked".to_string()),
+        };
+        let b = msg.as_bytes();
+        let mut off = 0;
+        while off < b.len() {
+            // SAFETY: writing an in-bounds slice.
+            let n = unsafe { libc::write(fds[1], b[off..].as_ptr().cast(), b.len() - off) };
+            if n <= 0 {
+                break;
+            }
+            off += n as usize;
+        }
+        // SAFETY: leave without running the test harness' atexit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    unsafe { libc::close(fds[1]) };
+    let mut msg = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: reading into a local buffer.
+        let n = unsafe { libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        msg.extend_from_slice(&buf[..n as usize]);
+    }
+    unsafe { libc::close(fds[0]) };
+    let mut status = 0;
+    loop {
+        // SAFETY: reaping our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            break;
+        }
+        assert!(std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR), "waitpid failed");
+    }
+    let msg = String::from_utf8_lossy(&msg);
+    assert!(libc::WIFEXITED(status), "child killed by signal {}: {msg}", libc::WTERMSIG(status));
+    assert_eq!(libc::WEXITSTATUS(status), 0, "child failed: {msg}");
+}
+
+pub fn check_eq<T: PartialEq + Debug>(what: &str, got: T, want: T) -> Result<(), String> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("{what}: got {got:?}, want {want:?}"))
+    }
+}
+
+pub fn proc_status() -> String {
+    std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default()
+}
+
+/// Value of `Key:` in /proc/<pid>/status, trimmed ("" if absent).
+pub fn status_field(status: &str, key: &str) -> String {
+    for line in status.lines() {
+        if let Some(rest) = line.strip_prefix(key).and_then(|r| r.strip_prefix(':')) {
+            return rest.trim().to_string();
+        }
+    }
+    String::new()
+}
+
+pub fn current_umask() -> u32 {
+    // SAFETY: umask always succeeds; the old value is restored right away.
+    unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m as u32
+    }
+}

@@ -83,6 +83,10 @@ pub fn filter_flags(profile: &LinuxSeccomp) -> Result<(u32, bool)> {
             ));
         }
         flags |= SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    } else {
+        // The kernel refuses WAIT_KILLABLE_RECV without NEW_LISTENER (EINVAL); it only changes
+        // how notifications are waited for, so without NOTIFY it is meaningless: drop it.
+        flags &= !SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
     }
     Ok((flags, listener))
 }

@@ -25,6 +25,8 @@
 //! would otherwise do multi-thread bookkeeping (setresuid & co), so the functions are safe to
 //! call in a child created with a raw clone(2).
 
+#![allow(clippy::doc_lazy_continuation)]
+
 use oci_spec::runtime::{LinuxCapabilities, LinuxIOPriority, LinuxPersonality, PosixRlimit, Scheduler, User};
 
 pub mod caps;
@@ -123,3 +125,127 @@ pub fn set_no_new_privs() -> Result<()> {
 
 #[cfg(test)]
 pub(crate) mod testutil;
+
+#[cfg(test)]
+mod tests {
+    //! The whole sequence in the runtime's order, then execve, checked from the exec'd process.
+    use super::*;
+    use crate::testutil::*;
+    use oci_spec::runtime::{
+        Capabilities, Capability, IOPriorityClass, LinuxCapabilitiesBuilder, LinuxIOPriorityBuilder,
+        LinuxPersonalityBuilder, LinuxPersonalityDomain, LinuxSchedulerPolicy, PosixRlimitBuilder, PosixRlimitType,
+        SchedulerBuilder, UserBuilder,
+    };
+
+    fn set(caps: &[Capability]) -> Capabilities {
+        caps.iter().copied().collect()
+    }
+
+    fn mask(status: &str, key: &str) -> u64 {
+        u64::from_str_radix(&status_field(status, key), 16).unwrap_or(u64::MAX)
+    }
+
+    #[test]
+    fn full_sequence_non_root_then_exec() {
+        let (code, out) = exec_in_child(
+            || {
+                let s = |e: Error| e.to_string();
+                check_lsm(None, None).map_err(s)?;
+                set_rlimits(&[PosixRlimitBuilder::default()
+                    .typ(PosixRlimitType::RlimitNofile)
+                    .soft(100u64)
+                    .hard(200u64)
+                    .build()
+                    .unwrap()])
+                .map_err(s)?;
+                set_oom_score_adj(999).map_err(s)?;
+                set_io_priority(
+                    &LinuxIOPriorityBuilder::default().class(IOPriorityClass::IoprioClassBe).priority(5).build().unwrap(),
+                )
+                .map_err(s)?;
+                set_scheduler(&SchedulerBuilder::default().policy(LinuxSchedulerPolicy::SchedBatch).nice(3).build().unwrap())
+                    .map_err(s)?;
+                set_personality(&LinuxPersonalityBuilder::default().domain(LinuxPersonalityDomain::PerLinux).build().unwrap())
+                    .map_err(s)?;
+                set_exec_lsm_labels(None, None).map_err(s)?;
+                let user = UserBuilder::default()
+                    .uid(1000u32)
+                    .gid(1000u32)
+                    .additional_gids(vec![4u32])
+                    .build()
+                    .unwrap();
+                let nb = set(&[Capability::NetBindService]);
+                let caps = LinuxCapabilitiesBuilder::default()
+                    .bounding(set(&[Capability::NetBindService, Capability::Kill]))
+                    .effective(nb.clone())
+                    .permitted(nb.clone())
+                    .inheritable(nb.clone())
+                    .ambient(nb)
+                    .build()
+                    .unwrap();
+                finalize_privileges(&user, Some(&caps)).map_err(s)?;
+                set_no_new_privs().map_err(s)?;
+                Ok(())
+            },
+            &["/bin/cat", "/proc/self/status", "/proc/self/limits", "/proc/self/oom_score_adj"],
+        );
+        assert_eq!(code, 0, "{out}");
+        // Non-root after execve: the ambient capability is what survives, in every set.
+        let nb = 1u64 << 10;
+        assert_eq!(mask(&out, "CapBnd"), nb | 1 << 5, "{out}");
+        assert_eq!(mask(&out, "CapAmb"), nb, "{out}");
+        assert_eq!(mask(&out, "CapInh"), nb, "{out}");
+        assert_eq!(mask(&out, "CapPrm"), nb, "{out}");
+        assert_eq!(mask(&out, "CapEff"), nb, "{out}");
+        assert_eq!(status_field(&out, "Uid"), "1000\t1000\t1000\t1000");
+        assert_eq!(status_field(&out, "Gid"), "1000\t1000\t1000\t1000");
+        assert_eq!(status_field(&out, "Groups"), "4");
+        assert_eq!(status_field(&out, "NoNewPrivs"), "1");
+        let files = out.lines().find(|l| l.starts_with("Max open files")).unwrap();
+        assert_eq!(files.split_whitespace().skip(3).collect::<Vec<_>>(), ["100", "200", "files"]);
+        assert_eq!(out.lines().last().unwrap().trim(), "999");
+    }
+
+    #[test]
+    fn root_with_empty_inheritable_execs_without_inheritable_caps() {
+        // CVE-2022-29162 shape: the runtime has inheritable capabilities; the container's
+        // process must not, even across execve.
+        let (code, out) = exec_in_child(
+            || {
+                let mut st = caps::capget().map_err(|e| e.to_string())?;
+                st.inheritable = st.permitted;
+                caps::capset(&st).map_err(|e| e.to_string())?;
+                let user = UserBuilder::default().uid(0u32).gid(0u32).build().unwrap();
+                let c = set(&[Capability::Kill, Capability::Chown]);
+                let caps = LinuxCapabilitiesBuilder::default()
+                    .bounding(c.clone())
+                    .effective(c.clone())
+                    .permitted(c)
+                    .inheritable(set(&[]))
+                    .ambient(set(&[]))
+                    .build()
+                    .unwrap();
+                finalize_privileges(&user, Some(&caps)).map_err(|e| e.to_string())
+            },
+            &["/bin/cat", "/proc/self/status"],
+        );
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(mask(&out, "CapInh"), 0, "{out}");
+        assert_eq!(mask(&out, "CapAmb"), 0, "{out}");
+        assert_eq!(mask(&out, "CapBnd"), 1 | 1 << 5, "{out}");
+        // uid 0 execve: permitted = bounding (the kernel's root rule).
+        assert_eq!(mask(&out, "CapPrm"), 1 | 1 << 5, "{out}");
+        assert_eq!(status_field(&out, "NoNewPrivs"), "0");
+    }
+
+    #[test]
+    fn no_new_privs_in_child() {
+        in_child(|| {
+            set_no_new_privs().map_err(|e| e.to_string())?;
+            check_eq("NoNewPrivs", status_field(&proc_status(), "NoNewPrivs"), "1".to_string())?;
+            // SAFETY: prctl with integer arguments.
+            let v = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
+            check_eq("PR_GET_NO_NEW_PRIVS", v, 1)
+        });
+    }
+}

@@ -99,7 +99,7 @@ mod tests {
     fn getrlimit(t: PosixRlimitType) -> (u64, u64) {
         let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         assert_eq!(unsafe { libc::getrlimit(resource(t), &mut l) }, 0);
-        (l.rlim_cur as u64, l.rlim_max as u64)
+        (u64::from(l.rlim_cur), u64::from(l.rlim_max))
     }
 
     #[test]

@@ -91,3 +91,55 @@ pub fn current_umask() -> u32 {
         m as u32
     }
 }
+
+/// Fork; in the child run `setup`, then execv(`argv[0]`, argv) with stdout on a pipe. Returns
+/// (exit code, stdout); when `setup` fails its message is returned as stdout with code 100.
+pub fn exec_in_child<F: FnOnce() -> Result<(), String>>(setup: F, argv: &[&str]) -> (i32, String) {
+    let cargs: Vec<std::ffi::CString> = argv.iter().map(|a| std::ffi::CString::new(*a).unwrap()).collect();
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: fork; the child runs `setup`, then execs or _exits.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        unsafe { libc::close(fds[0]) };
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(setup));
+        let msg = match res {
+            Ok(Ok(())) => {
+                unsafe {
+                    libc::dup2(fds[1], 1);
+                    libc::execv(ptrs[0], ptrs.as_ptr());
+                }
+                format!("execv: {}", std::io::Error::last_os_error())
+            }
+            Ok(Err(m)) => m,
+            Err(_) => "setup panicked".to_string(),
+        };
+        unsafe {
+            libc::write(fds[1], msg.as_ptr().cast(), msg.len());
+            libc::_exit(100);
+        }
+    }
+    unsafe { libc::close(fds[1]) };
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = unsafe { libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n as usize]);
+    }
+    unsafe { libc::close(fds[0]) };
+    let mut status = 0;
+    while unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
+        assert!(std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR), "waitpid failed");
+    }
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
+    (code, String::from_utf8_lossy(&out).into_owned())
+}

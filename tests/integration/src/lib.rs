@@ -738,6 +738,24 @@ impl<'a> Bundle<'a> {
         self
     }
 
+    /// chown -R the bundle's rootfs (busybox is un-hard-linked first so the
+    /// shared template is not touched).
+    pub fn chown_rootfs(&self, uid: u32, gid: u32) {
+        let r = self.rootfs();
+        let bb = r.join("bin/busybox");
+        let _ = fs::remove_file(&bb);
+        fs::copy(&run_dirs().template.join("bin/busybox"), &bb).unwrap();
+        fn walk(p: &Path, uid: u32, gid: u32) {
+            std::os::unix::fs::lchown(p, Some(uid), Some(gid)).unwrap();
+            if fs::symlink_metadata(p).unwrap().is_dir() {
+                for e in fs::read_dir(p).unwrap().flatten() {
+                    walk(&e.path(), uid, gid);
+                }
+            }
+        }
+        walk(&r, uid, gid);
+    }
+
     pub fn rootfs(&self) -> PathBuf {
         self.dir.join("rootfs")
     }

@@ -69,7 +69,10 @@ pub fn cap_from_name(name: &str) -> Option<u32> {
     if bare.is_empty() {
         return None;
     }
-    CAP_NAMES.iter().position(|n| n[4..].eq_ignore_ascii_case(bare)).map(|i| i as u32)
+    CAP_NAMES
+        .iter()
+        .position(|n| n[4..].eq_ignore_ascii_case(bare))
+        .map(|i| i as u32)
 }
 
 fn strip_cap_prefix(s: &str) -> &str {
@@ -143,7 +146,15 @@ static LAST_CAP: AtomicU32 = AtomicU32::new(u32::MAX);
 
 fn capbset_read(cap: u32) -> libc::c_int {
     // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) }
+    unsafe {
+        libc::prctl(
+            libc::PR_CAPBSET_READ,
+            cap as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    }
 }
 
 /// Highest capability number the running kernel supports (what /proc/sys/kernel/cap_last_cap
@@ -190,7 +201,9 @@ pub struct CapMasks {
 }
 
 fn set_mask(set: &Option<Capabilities>) -> u64 {
-    set.as_ref().map_or(0, |s| s.iter().fold(0u64, |m, c| m | 1u64 << cap_number(*c)))
+    set.as_ref().map_or(0, |s| {
+        s.iter().fold(0u64, |m, c| m | 1u64 << cap_number(*c))
+    })
 }
 
 impl CapMasks {
@@ -231,7 +244,10 @@ pub fn unsupported_caps(caps: &LinuxCapabilities) -> Vec<&'static str> {
     let m = CapMasks::from_spec(Some(caps));
     let all = m.bounding | m.effective | m.permitted | m.inheritable | m.ambient;
     let extra = all & !supported_mask();
-    (0..=CAP_LAST_KNOWN).filter(|n| extra & (1u64 << n) != 0).filter_map(cap_name).collect()
+    (0..=CAP_LAST_KNOWN)
+        .filter(|n| extra & (1u64 << n) != 0)
+        .filter_map(cap_name)
+        .collect()
 }
 
 /// Checks that need nothing but the config (kernel-unsupported capabilities ignored):
@@ -286,10 +302,19 @@ pub struct CapState {
 
 /// capget(2) on the calling thread.
 pub fn capget() -> std::io::Result<CapState> {
-    let mut hdr = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let mut hdr = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
     let mut data = [CapData::default(); 2];
     // SAFETY: header and a 2-element data array, as _LINUX_CAPABILITY_VERSION_3 requires.
-    let r = unsafe { libc::syscall(libc::SYS_capget, &mut hdr as *mut CapHeader, data.as_mut_ptr()) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut hdr as *mut CapHeader,
+            data.as_mut_ptr(),
+        )
+    };
     if r != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -303,9 +328,16 @@ pub fn capget() -> std::io::Result<CapState> {
 
 /// capset(2) on the calling thread.
 pub fn capset(s: &CapState) -> std::io::Result<()> {
-    let mut hdr = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let mut hdr = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
     let data = [
-        CapData { effective: s.effective as u32, permitted: s.permitted as u32, inheritable: s.inheritable as u32 },
+        CapData {
+            effective: s.effective as u32,
+            permitted: s.permitted as u32,
+            inheritable: s.inheritable as u32,
+        },
         CapData {
             effective: (s.effective >> 32) as u32,
             permitted: (s.permitted >> 32) as u32,
@@ -327,14 +359,20 @@ fn prctl(op: libc::c_int, a: libc::c_ulong, b: libc::c_ulong) -> libc::c_int {
 
 /// Current bounding set of the calling thread.
 pub fn bounding_set() -> u64 {
-    (0..=last_cap()).filter(|&n| capbset_read(n) == 1).fold(0u64, |m, n| m | 1u64 << n)
+    (0..=last_cap())
+        .filter(|&n| capbset_read(n) == 1)
+        .fold(0u64, |m, n| m | 1u64 << n)
 }
 
 /// Drop every capability not in `keep` from the bounding set (needs CAP_SETPCAP in effective).
 /// Capabilities already absent are skipped, so this never fails for them.
 pub fn drop_bounding(keep: u64) -> Result<()> {
+    drop_bounding_from(bounding_set(), keep)
+}
+
+fn drop_bounding_from(current: u64, keep: u64) -> Result<()> {
     for n in 0..=last_cap() {
-        if keep & (1u64 << n) != 0 || capbset_read(n) != 1 {
+        if keep & (1u64 << n) != 0 || current & (1u64 << n) == 0 {
             continue;
         }
         if prctl(libc::PR_CAPBSET_DROP, n as libc::c_ulong, 0) != 0 {
@@ -349,11 +387,19 @@ pub fn drop_bounding(keep: u64) -> Result<()> {
 
 /// Clear the ambient set, then raise each capability in `ambient`.
 pub fn set_ambient(ambient: u64) -> Result<()> {
-    if prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0) != 0 {
+    if prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+        0,
+    ) != 0
+    {
         let err = std::io::Error::last_os_error();
         // Kernels before 4.3 have no ambient set: fine as long as none is asked for.
         if ambient != 0 || err.raw_os_error() != Some(libc::EINVAL) {
-            return Err(Error::Sys { what: "process.capabilities.ambient: clearing the ambient set".into(), source: err });
+            return Err(Error::Sys {
+                what: "process.capabilities.ambient: clearing the ambient set".into(),
+                source: err,
+            });
         }
         return Ok(());
     }
@@ -361,7 +407,12 @@ pub fn set_ambient(ambient: u64) -> Result<()> {
         if ambient & (1u64 << n) == 0 {
             continue;
         }
-        if prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong, n as libc::c_ulong) != 0 {
+        if prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+            n as libc::c_ulong,
+        ) != 0
+        {
             let err = std::io::Error::last_os_error();
             if err.raw_os_error() == Some(libc::EPERM) {
                 return Err(Error::invalid(format!(
@@ -370,7 +421,10 @@ pub fn set_ambient(ambient: u64) -> Result<()> {
                 )));
             }
             return Err(Error::Sys {
-                what: format!("process.capabilities.ambient: raising {}", name_or_number(n)),
+                what: format!(
+                    "process.capabilities.ambient: raising {}",
+                    name_or_number(n)
+                ),
                 source: err,
             });
         }
@@ -380,7 +434,10 @@ pub fn set_ambient(ambient: u64) -> Result<()> {
 
 fn set_keepcaps(on: bool) -> Result<()> {
     if prctl(libc::PR_SET_KEEPCAPS, on as libc::c_ulong, 0) != 0 {
-        return Err(Error::last_os(format!("process.user: prctl(PR_SET_KEEPCAPS, {})", on as u8)));
+        return Err(Error::last_os(format!(
+            "process.user: prctl(PR_SET_KEEPCAPS, {})",
+            on as u8
+        )));
     }
     Ok(())
 }
@@ -419,20 +476,31 @@ fn precheck(m: &CapMasks, cur: &CapState, cur_bounding: u64) -> Result<()> {
 /// See [`crate::finalize_privileges`].
 pub fn finalize_privileges(user: &User, caps: Option<&LinuxCapabilities>) -> Result<()> {
     let m = CapMasks::from_spec(caps).supported();
-    let cur = capget().map_err(|e| Error::Sys { what: "process.capabilities: capget".into(), source: e })?;
-    precheck(&m, &cur, bounding_set())?;
-    identity::precheck(user)?;
+    let cur = capget().map_err(|e| Error::Sys {
+        what: "process.capabilities: capget".into(),
+        source: e,
+    })?;
+    let cur_bounding = bounding_set();
+    precheck(&m, &cur, cur_bounding)?;
+    let setgroups_allowed = identity::precheck(user)?;
 
     // The bounding drop needs CAP_SETPCAP, which the identity change may take away.
-    drop_bounding(m.bounding)?;
+    drop_bounding_from(cur_bounding, m.bounding)?;
 
     set_keepcaps(true)?;
-    identity::set_identity(user)?;
+    identity::apply(user, setgroups_allowed)?;
     set_keepcaps(false)?;
     identity::set_umask(user);
 
-    let want = CapState { effective: m.effective, permitted: m.permitted, inheritable: m.inheritable };
-    capset(&want).map_err(|e| Error::Sys { what: "process.capabilities: capset".into(), source: e })?;
+    let want = CapState {
+        effective: m.effective,
+        permitted: m.permitted,
+        inheritable: m.inheritable,
+    };
+    capset(&want).map_err(|e| Error::Sys {
+        what: "process.capabilities: capset".into(),
+        source: e,
+    })?;
 
     set_ambient(m.ambient)
 }
@@ -516,7 +584,10 @@ mod tests {
             .build()
             .unwrap();
         let e = validate_capabilities(Some(&c)).unwrap_err().to_string();
-        assert_eq!(e, "process.capabilities.effective: CAP_SYS_ADMIN is not in the permitted set");
+        assert_eq!(
+            e,
+            "process.capabilities.effective: CAP_SYS_ADMIN is not in the permitted set"
+        );
 
         let c = empty_caps()
             .effective(set(&[]))
@@ -565,7 +636,12 @@ mod tests {
     #[test]
     fn finalize_none_drops_everything() {
         in_child(|| {
-            let user = UserBuilder::default().uid(0u32).gid(0u32).umask(0o077u32).build().unwrap();
+            let user = UserBuilder::default()
+                .uid(0u32)
+                .gid(0u32)
+                .umask(0o077u32)
+                .build()
+                .unwrap();
             finalize_privileges(&user, None).map_err(|e| e.to_string())?;
             let st = proc_status();
             for key in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
@@ -586,7 +662,11 @@ mod tests {
                 .umask(0o027u32)
                 .build()
                 .unwrap();
-            let c = set(&[Capability::NetBindService, Capability::NetRaw, Capability::Chown]);
+            let c = set(&[
+                Capability::NetBindService,
+                Capability::NetRaw,
+                Capability::Chown,
+            ]);
             let caps = empty_caps()
                 .bounding(c.clone())
                 .effective(set(&[Capability::NetBindService, Capability::Chown]))
@@ -597,14 +677,34 @@ mod tests {
                 .unwrap();
             finalize_privileges(&user, Some(&caps)).map_err(|e| e.to_string())?;
             let st = proc_status();
-            check_eq("CapBnd", status_mask(&st, "CapBnd"), NET_BIND | NET_RAW | CHOWN)?;
-            check_eq("CapPrm", status_mask(&st, "CapPrm"), NET_BIND | NET_RAW | CHOWN)?;
+            check_eq(
+                "CapBnd",
+                status_mask(&st, "CapBnd"),
+                NET_BIND | NET_RAW | CHOWN,
+            )?;
+            check_eq(
+                "CapPrm",
+                status_mask(&st, "CapPrm"),
+                NET_BIND | NET_RAW | CHOWN,
+            )?;
             check_eq("CapEff", status_mask(&st, "CapEff"), NET_BIND | CHOWN)?;
             check_eq("CapInh", status_mask(&st, "CapInh"), NET_BIND | NET_RAW)?;
             check_eq("CapAmb", status_mask(&st, "CapAmb"), NET_BIND)?;
-            check_eq("Uid", status_field(&st, "Uid"), "1000\t1000\t1000\t1000".to_string())?;
-            check_eq("Gid", status_field(&st, "Gid"), "1001\t1001\t1001\t1001".to_string())?;
-            check_eq("Groups", status_field(&st, "Groups"), "5 7 1002".to_string())?;
+            check_eq(
+                "Uid",
+                status_field(&st, "Uid"),
+                "1000\t1000\t1000\t1000".to_string(),
+            )?;
+            check_eq(
+                "Gid",
+                status_field(&st, "Gid"),
+                "1001\t1001\t1001\t1001".to_string(),
+            )?;
+            check_eq(
+                "Groups",
+                status_field(&st, "Groups"),
+                "5 7 1002".to_string(),
+            )?;
             check_eq("umask", current_umask(), 0o027)?;
             Ok(())
         });
@@ -613,7 +713,11 @@ mod tests {
     #[test]
     fn finalize_non_root_no_caps() {
         in_child(|| {
-            let user = UserBuilder::default().uid(65534u32).gid(65534u32).build().unwrap();
+            let user = UserBuilder::default()
+                .uid(65534u32)
+                .gid(65534u32)
+                .build()
+                .unwrap();
             let caps = empty_caps()
                 .bounding(set(&[Capability::Kill]))
                 .effective(set(&[]))
@@ -628,7 +732,11 @@ mod tests {
             for key in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
                 check_eq(key, status_mask(&st, key), 0)?;
             }
-            check_eq("Uid", status_field(&st, "Uid"), "65534\t65534\t65534\t65534".to_string())?;
+            check_eq(
+                "Uid",
+                status_field(&st, "Uid"),
+                "65534\t65534\t65534\t65534".to_string(),
+            )?;
             // No additionalGids: the supplementary groups are cleared.
             check_eq("Groups", status_field(&st, "Groups"), String::new())?;
             Ok(())
@@ -642,7 +750,11 @@ mod tests {
             let mut s = capget().map_err(|e| e.to_string())?;
             s.inheritable = s.permitted;
             capset(&s).map_err(|e| e.to_string())?;
-            check_eq("parent CapInh", status_mask(&proc_status(), "CapInh"), s.permitted)?;
+            check_eq(
+                "parent CapInh",
+                status_mask(&proc_status(), "CapInh"),
+                s.permitted,
+            )?;
 
             let user = UserBuilder::default().uid(0u32).gid(0u32).build().unwrap();
             let caps = empty_caps()
@@ -673,7 +785,9 @@ mod tests {
                 .ambient(set(&[Capability::SysAdmin]))
                 .build()
                 .unwrap();
-            let e = finalize_privileges(&user, Some(&caps)).unwrap_err().to_string();
+            let e = finalize_privileges(&user, Some(&caps))
+                .unwrap_err()
+                .to_string();
             check_eq(
                 "error",
                 e,
@@ -681,7 +795,11 @@ mod tests {
             )?;
             // Nothing was changed: the precheck runs before the first syscall that changes state.
             check_eq("CapBnd", bounding_set(), before)?;
-            check_eq("CapBnd (status)", status_mask(&proc_status(), "CapBnd"), before)?;
+            check_eq(
+                "CapBnd (status)",
+                status_mask(&proc_status(), "CapBnd"),
+                before,
+            )?;
             Ok(())
         });
     }
@@ -717,7 +835,9 @@ mod tests {
                 .effective(set(&[Capability::NetRaw]))
                 .build()
                 .unwrap();
-            let e = finalize_privileges(&user, Some(&caps)).unwrap_err().to_string();
+            let e = finalize_privileges(&user, Some(&caps))
+                .unwrap_err()
+                .to_string();
             check_eq(
                 "error",
                 e,
@@ -736,8 +856,15 @@ mod tests {
                 .inheritable(set(&[Capability::Chown]))
                 .build()
                 .unwrap();
-            let e = finalize_privileges(&user, Some(&caps)).unwrap_err().to_string();
-            check_eq("error", e, "process.capabilities.inheritable: CAP_CHOWN is not in the bounding set".to_string())
+            let e = finalize_privileges(&user, Some(&caps))
+                .unwrap_err()
+                .to_string();
+            check_eq(
+                "error",
+                e,
+                "process.capabilities.inheritable: CAP_CHOWN is not in the bounding set"
+                    .to_string(),
+            )
         });
     }
 
@@ -745,7 +872,11 @@ mod tests {
     fn setgid_dropped_from_bounding_still_allows_identity_change() {
         // Bounding is dropped before setresgid/setresuid: only the effective set matters there.
         in_child(|| {
-            let user = UserBuilder::default().uid(1234u32).gid(1234u32).build().unwrap();
+            let user = UserBuilder::default()
+                .uid(1234u32)
+                .gid(1234u32)
+                .build()
+                .unwrap();
             let caps = empty_caps()
                 .bounding(set(&[Capability::Kill]))
                 .permitted(set(&[Capability::Kill, Capability::Setgid]))
@@ -756,9 +887,12 @@ mod tests {
             let st = proc_status();
             check_eq("CapPrm", status_mask(&st, "CapPrm"), KILL | SETGID)?;
             check_eq("CapEff", status_mask(&st, "CapEff"), KILL)?;
-            check_eq("Gid", status_field(&st, "Gid"), "1234\t1234\t1234\t1234".to_string())?;
+            check_eq(
+                "Gid",
+                status_field(&st, "Gid"),
+                "1234\t1234\t1234\t1234".to_string(),
+            )?;
             Ok(())
         });
     }
-
 }

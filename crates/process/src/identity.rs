@@ -36,46 +36,66 @@ fn read_small<'a>(path: &str, buf: &'a mut [u8]) -> Option<&'a [u8]> {
     }
 }
 
-/// Config checks done before anything is changed.
-pub(crate) fn precheck(user: &User) -> Result<()> {
+/// Config checks done before anything is changed. Returns whether setgroups is allowed.
+pub(crate) fn precheck(user: &User) -> Result<bool> {
+    let allowed = setgroups_allowed();
     let gids = user.additional_gids().as_deref().unwrap_or(&[]);
-    if !gids.is_empty() && !setgroups_allowed() {
+    if !gids.is_empty() && !allowed {
         return Err(Error::invalid(
             "process.user.additionalGids: setgroups is denied in this user namespace (/proc/self/setgroups is \"deny\")",
         ));
     }
     if let Some(m) = user.umask() {
         if m > 0o777 {
-            return Err(Error::invalid(format!("process.user.umask: {m:#o} is not a valid umask")));
+            return Err(Error::invalid(format!(
+                "process.user.umask: {m:#o} is not a valid umask"
+            )));
         }
     }
-    Ok(())
+    Ok(allowed)
 }
 
 /// setgroups(additionalGids) (skipped when setgroups is denied and none are given; an empty or
 /// absent list clears the supplementary groups), setresgid(gid), setresuid(uid).
 /// Call with PR_SET_KEEPCAPS set if capabilities must survive a switch away from uid 0.
 pub fn set_identity(user: &User) -> Result<()> {
-    precheck(user)?;
+    let allowed = precheck(user)?;
+    apply(user, allowed)
+}
+
+/// [`set_identity`] after [`precheck`].
+pub(crate) fn apply(user: &User, setgroups_allowed: bool) -> Result<()> {
     let gids = user.additional_gids().as_deref().unwrap_or(&[]);
-    if setgroups_allowed() {
+    if setgroups_allowed {
         // SAFETY: pointer/length of a live slice of gid_t (u32).
-        let r = unsafe { libc::syscall(libc::SYS_setgroups, gids.len() as libc::size_t, gids.as_ptr()) };
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_setgroups,
+                gids.len() as libc::size_t,
+                gids.as_ptr(),
+            )
+        };
         if r != 0 {
-            return Err(Error::last_os(format!("process.user.additionalGids: setgroups({gids:?})")));
+            return Err(Error::last_os(format!(
+                "process.user.additionalGids: setgroups({gids:?})"
+            )));
         }
     }
     let gid = user.gid();
     // SAFETY: integer arguments.
     let r = unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) };
     if r != 0 {
-        return Err(Error::last_os(format!("process.user.gid: setresgid({gid})")));
+        return Err(Error::last_os(format!(
+            "process.user.gid: setresgid({gid})"
+        )));
     }
     let uid = user.uid();
     // SAFETY: integer arguments.
     let r = unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) };
     if r != 0 {
-        return Err(Error::last_os(format!("process.user.uid: setresuid({uid})")));
+        return Err(Error::last_os(format!(
+            "process.user.uid: setresuid({uid})"
+        )));
     }
     Ok(())
 }
@@ -102,7 +122,10 @@ mod tests {
     #[test]
     fn bad_umask_is_rejected() {
         let user = UserBuilder::default().umask(0o1777u32).build().unwrap();
-        assert_eq!(precheck(&user).unwrap_err().to_string(), "process.user.umask: 0o1777 is not a valid umask");
+        assert_eq!(
+            precheck(&user).unwrap_err().to_string(),
+            "process.user.umask: 0o1777 is not a valid umask"
+        );
     }
 
     #[test]
@@ -116,12 +139,28 @@ mod tests {
                 .unwrap();
             set_identity(&user).map_err(|e| e.to_string())?;
             let st = proc_status();
-            check_eq("Uid", status_field(&st, "Uid"), "2000\t2000\t2000\t2000".to_string())?;
-            check_eq("Gid", status_field(&st, "Gid"), "3000\t3000\t3000\t3000".to_string())?;
+            check_eq(
+                "Uid",
+                status_field(&st, "Uid"),
+                "2000\t2000\t2000\t2000".to_string(),
+            )?;
+            check_eq(
+                "Gid",
+                status_field(&st, "Gid"),
+                "3000\t3000\t3000\t3000".to_string(),
+            )?;
             check_eq("Groups", status_field(&st, "Groups"), "10 3001".to_string())?;
             // Without PR_SET_KEEPCAPS, leaving uid 0 clears the capability sets.
-            check_eq("CapEff", status_field(&st, "CapEff"), "0000000000000000".to_string())?;
-            check_eq("CapPrm", status_field(&st, "CapPrm"), "0000000000000000".to_string())?;
+            check_eq(
+                "CapEff",
+                status_field(&st, "CapEff"),
+                "0000000000000000".to_string(),
+            )?;
+            check_eq(
+                "CapPrm",
+                status_field(&st, "CapPrm"),
+                "0000000000000000".to_string(),
+            )?;
             Ok(())
         });
     }
@@ -129,14 +168,27 @@ mod tests {
     #[test]
     fn identity_change_without_privilege_fails_naming_field() {
         in_child(|| {
-            let user = UserBuilder::default().uid(2000u32).gid(2000u32).build().unwrap();
+            let user = UserBuilder::default()
+                .uid(2000u32)
+                .gid(2000u32)
+                .build()
+                .unwrap();
             set_identity(&user).map_err(|e| e.to_string())?;
-            let user = UserBuilder::default().uid(0u32).gid(2000u32).additional_gids(vec![1u32]).build().unwrap();
+            let user = UserBuilder::default()
+                .uid(0u32)
+                .gid(2000u32)
+                .additional_gids(vec![1u32])
+                .build()
+                .unwrap();
             let e = set_identity(&user).unwrap_err().to_string();
             if !e.starts_with("process.user.additionalGids: setgroups([1]): ") {
                 return Err(format!("unexpected error: {e}"));
             }
-            let user = UserBuilder::default().uid(0u32).gid(2000u32).build().unwrap();
+            let user = UserBuilder::default()
+                .uid(0u32)
+                .gid(2000u32)
+                .build()
+                .unwrap();
             let e = set_identity(&user).unwrap_err().to_string();
             if !e.starts_with("process.user.additionalGids: setgroups([]): ") {
                 return Err(format!("unexpected error: {e}"));

@@ -27,7 +27,9 @@
 
 #![allow(clippy::doc_lazy_continuation)]
 
-use oci_spec::runtime::{LinuxCapabilities, LinuxIOPriority, LinuxPersonality, PosixRlimit, Scheduler, User};
+use oci_spec::runtime::{
+    LinuxCapabilities, LinuxIOPriority, LinuxPersonality, PosixRlimit, Scheduler, User,
+};
 
 pub mod caps;
 pub mod identity;
@@ -36,13 +38,14 @@ pub mod rlimits;
 pub mod sched;
 
 pub use caps::{
-    all_cap_names, cap_from_name, cap_name, cap_number, last_cap, unsupported_caps, validate_capabilities, CapMasks,
+    all_cap_names, cap_from_name, cap_name, cap_number, last_cap, unsupported_caps,
+    validate_capabilities, CapMasks,
 };
 pub use identity::{set_identity, set_umask, setgroups_allowed};
 pub use rlimits::{rlimit_name, validate_rlimits};
 pub use sched::{
-    personality_flag_from_name, validate_io_priority, validate_oom_score_adj, validate_personality,
-    validate_scheduler,
+    personality_flag_from_name, set_oom_score_adj_pid, validate_io_priority,
+    validate_oom_score_adj, validate_personality, validate_scheduler,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +55,10 @@ pub enum Error {
     Invalid(String),
     /// A syscall failed: the message names what was being applied.
     #[error("{what}: {source}")]
-    Sys { what: String, source: std::io::Error },
+    Sys {
+        what: String,
+        source: std::io::Error,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -60,7 +66,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// `Error::Sys` from the current `errno`.
     pub(crate) fn last_os(what: impl Into<String>) -> Error {
-        Error::Sys { what: what.into(), source: std::io::Error::last_os_error() }
+        Error::Sys {
+            what: what.into(),
+            source: std::io::Error::last_os_error(),
+        }
     }
     pub(crate) fn invalid(msg: impl Into<String>) -> Error {
         Error::Invalid(msg.into())
@@ -71,7 +80,11 @@ impl Error {
 /// `process.apparmorProfile` needs AppArmor enabled, `process.selinuxLabel` needs SELinux
 /// (selinuxfs mounted at /sys/fs/selinux). Empty strings count as unset.
 pub fn check_lsm(apparmor_profile: Option<&str>, selinux_label: Option<&str>) -> Result<()> {
-    lsm::check_lsm_at(std::path::Path::new("/sys"), apparmor_profile, selinux_label)
+    lsm::check_lsm_at(
+        std::path::Path::new("/sys"),
+        apparmor_profile,
+        selinux_label,
+    )
 }
 
 /// setrlimit(2) for each entry (validated first: soft <= hard, no duplicate types).
@@ -101,7 +114,10 @@ pub fn set_personality(p: &LinuxPersonality) -> Result<()> {
 
 /// Set the AppArmor exec profile and/or SELinux exec label: they take effect at the next execve.
 /// `None` and empty strings are skipped.
-pub fn set_exec_lsm_labels(apparmor_profile: Option<&str>, selinux_label: Option<&str>) -> Result<()> {
+pub fn set_exec_lsm_labels(
+    apparmor_profile: Option<&str>,
+    selinux_label: Option<&str>,
+) -> Result<()> {
     lsm::set_exec_lsm_labels(apparmor_profile, selinux_label)
 }
 
@@ -116,9 +132,19 @@ pub fn finalize_privileges(user: &User, caps: Option<&LinuxCapabilities>) -> Res
 /// prctl(PR_SET_NO_NEW_PRIVS, 1).
 pub fn set_no_new_privs() -> Result<()> {
     // SAFETY: plain prctl with integer arguments.
-    let r = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+    let r = unsafe {
+        libc::prctl(
+            libc::PR_SET_NO_NEW_PRIVS,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
     if r != 0 {
-        return Err(Error::last_os("process.noNewPrivileges: prctl(PR_SET_NO_NEW_PRIVS)"));
+        return Err(Error::last_os(
+            "process.noNewPrivileges: prctl(PR_SET_NO_NEW_PRIVS)",
+        ));
     }
     Ok(())
 }
@@ -132,9 +158,9 @@ mod tests {
     use super::*;
     use crate::testutil::*;
     use oci_spec::runtime::{
-        Capabilities, Capability, IOPriorityClass, LinuxCapabilitiesBuilder, LinuxIOPriorityBuilder,
-        LinuxPersonalityBuilder, LinuxPersonalityDomain, LinuxSchedulerPolicy, PosixRlimitBuilder, PosixRlimitType,
-        SchedulerBuilder, UserBuilder,
+        Capabilities, Capability, IOPriorityClass, LinuxCapabilitiesBuilder,
+        LinuxIOPriorityBuilder, LinuxPersonalityBuilder, LinuxPersonalityDomain,
+        LinuxSchedulerPolicy, PosixRlimitBuilder, PosixRlimitType, SchedulerBuilder, UserBuilder,
     };
 
     fn set(caps: &[Capability]) -> Capabilities {
@@ -160,13 +186,28 @@ mod tests {
                 .map_err(s)?;
                 set_oom_score_adj(999).map_err(s)?;
                 set_io_priority(
-                    &LinuxIOPriorityBuilder::default().class(IOPriorityClass::IoprioClassBe).priority(5).build().unwrap(),
+                    &LinuxIOPriorityBuilder::default()
+                        .class(IOPriorityClass::IoprioClassBe)
+                        .priority(5)
+                        .build()
+                        .unwrap(),
                 )
                 .map_err(s)?;
-                set_scheduler(&SchedulerBuilder::default().policy(LinuxSchedulerPolicy::SchedBatch).nice(3).build().unwrap())
-                    .map_err(s)?;
-                set_personality(&LinuxPersonalityBuilder::default().domain(LinuxPersonalityDomain::PerLinux).build().unwrap())
-                    .map_err(s)?;
+                set_scheduler(
+                    &SchedulerBuilder::default()
+                        .policy(LinuxSchedulerPolicy::SchedBatch)
+                        .nice(3)
+                        .build()
+                        .unwrap(),
+                )
+                .map_err(s)?;
+                set_personality(
+                    &LinuxPersonalityBuilder::default()
+                        .domain(LinuxPersonalityDomain::PerLinux)
+                        .build()
+                        .unwrap(),
+                )
+                .map_err(s)?;
                 set_exec_lsm_labels(None, None).map_err(s)?;
                 let user = UserBuilder::default()
                     .uid(1000u32)
@@ -187,7 +228,12 @@ mod tests {
                 set_no_new_privs().map_err(s)?;
                 Ok(())
             },
-            &["/bin/cat", "/proc/self/status", "/proc/self/limits", "/proc/self/oom_score_adj"],
+            &[
+                "/bin/cat",
+                "/proc/self/status",
+                "/proc/self/limits",
+                "/proc/self/oom_score_adj",
+            ],
         );
         assert_eq!(code, 0, "{out}");
         // Non-root after execve: the ambient capability is what survives, in every set.
@@ -201,8 +247,14 @@ mod tests {
         assert_eq!(status_field(&out, "Gid"), "1000\t1000\t1000\t1000");
         assert_eq!(status_field(&out, "Groups"), "4");
         assert_eq!(status_field(&out, "NoNewPrivs"), "1");
-        let files = out.lines().find(|l| l.starts_with("Max open files")).unwrap();
-        assert_eq!(files.split_whitespace().skip(3).collect::<Vec<_>>(), ["100", "200", "files"]);
+        let files = out
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap();
+        assert_eq!(
+            files.split_whitespace().skip(3).collect::<Vec<_>>(),
+            ["100", "200", "files"]
+        );
         assert_eq!(out.lines().last().unwrap().trim(), "999");
     }
 
@@ -242,7 +294,11 @@ mod tests {
     fn no_new_privs_in_child() {
         in_child(|| {
             set_no_new_privs().map_err(|e| e.to_string())?;
-            check_eq("NoNewPrivs", status_field(&proc_status(), "NoNewPrivs"), "1".to_string())?;
+            check_eq(
+                "NoNewPrivs",
+                status_field(&proc_status(), "NoNewPrivs"),
+                "1".to_string(),
+            )?;
             // SAFETY: prctl with integer arguments.
             let v = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
             check_eq("PR_GET_NO_NEW_PRIVS", v, 1)

@@ -11,7 +11,9 @@ fn non_empty(s: Option<&str>) -> Option<&str> {
 
 /// AppArmor is enabled when `<sys>/module/apparmor/parameters/enabled` starts with 'Y'.
 pub fn apparmor_enabled_at(sys: &Path) -> bool {
-    std::fs::read(sys.join("module/apparmor/parameters/enabled")).map(|b| b.first() == Some(&b'Y')).unwrap_or(false)
+    std::fs::read(sys.join("module/apparmor/parameters/enabled"))
+        .map(|b| b.first() == Some(&b'Y'))
+        .unwrap_or(false)
 }
 
 /// SELinux is enabled when selinuxfs is mounted (`<sys>/fs/selinux/enforce` exists).
@@ -30,12 +32,20 @@ pub fn selinux_enabled() -> bool {
 }
 
 /// [`crate::check_lsm`] with sysfs at `sys`.
-pub fn check_lsm_at(sys: &Path, apparmor_profile: Option<&str>, selinux_label: Option<&str>) -> Result<()> {
+pub fn check_lsm_at(
+    sys: &Path,
+    apparmor_profile: Option<&str>,
+    selinux_label: Option<&str>,
+) -> Result<()> {
     if non_empty(apparmor_profile).is_some() && !apparmor_enabled_at(sys) {
-        return Err(Error::invalid("process.apparmorProfile: AppArmor is not enabled on this host"));
+        return Err(Error::invalid(
+            "process.apparmorProfile: AppArmor is not enabled on this host",
+        ));
     }
     if non_empty(selinux_label).is_some() && !selinux_enabled_at(sys) {
-        return Err(Error::invalid("process.selinuxLabel: SELinux is not enabled on this host"));
+        return Err(Error::invalid(
+            "process.selinuxLabel: SELinux is not enabled on this host",
+        ));
     }
     Ok(())
 }
@@ -45,21 +55,30 @@ fn write_one(path: &Path, data: &[u8]) -> std::io::Result<()> {
     // One write(2): the LSM interfaces take the whole value in a single write.
     let n = f.write(data)?;
     if n != data.len() {
-        return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "short write"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            "short write",
+        ));
     }
     Ok(())
 }
 
 /// [`crate::set_exec_lsm_labels`] with the task's attr directory at `attr` (normally
 /// /proc/thread-self/attr).
-pub fn set_exec_lsm_labels_in(attr: &Path, apparmor_profile: Option<&str>, selinux_label: Option<&str>) -> Result<()> {
+pub fn set_exec_lsm_labels_in(
+    attr: &Path,
+    apparmor_profile: Option<&str>,
+    selinux_label: Option<&str>,
+) -> Result<()> {
     if let Some(profile) = non_empty(apparmor_profile) {
         let mut data = Vec::with_capacity(5 + profile.len());
         data.extend_from_slice(b"exec ");
         data.extend_from_slice(profile.as_bytes());
         let r = match write_one(&attr.join("apparmor/exec"), &data) {
             // Kernels without LSM stacking (before 5.1) only have attr/exec.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => write_one(&attr.join("exec"), &data),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                write_one(&attr.join("exec"), &data)
+            }
             r => r,
         };
         r.map_err(|e| Error::Sys {
@@ -77,12 +96,19 @@ pub fn set_exec_lsm_labels_in(attr: &Path, apparmor_profile: Option<&str>, selin
 }
 
 /// See [`crate::set_exec_lsm_labels`].
-pub fn set_exec_lsm_labels(apparmor_profile: Option<&str>, selinux_label: Option<&str>) -> Result<()> {
+pub fn set_exec_lsm_labels(
+    apparmor_profile: Option<&str>,
+    selinux_label: Option<&str>,
+) -> Result<()> {
     if non_empty(apparmor_profile).is_none() && non_empty(selinux_label).is_none() {
         return Ok(());
     }
     let thread_self = Path::new("/proc/thread-self/attr");
-    let attr = if thread_self.exists() { thread_self } else { Path::new("/proc/self/attr") };
+    let attr = if thread_self.exists() {
+        thread_self
+    } else {
+        Path::new("/proc/self/attr")
+    };
     set_exec_lsm_labels_in(attr, apparmor_profile, selinux_label)
 }
 
@@ -100,10 +126,20 @@ mod tests {
     #[test]
     fn check_lsm_fake_sysfs() {
         let sys = tmpdir("sys");
-        let e = check_lsm_at(&sys, Some("docker-default"), None).unwrap_err().to_string();
-        assert_eq!(e, "process.apparmorProfile: AppArmor is not enabled on this host");
-        let e = check_lsm_at(&sys, None, Some("system_u:system_r:container_t:s0")).unwrap_err().to_string();
-        assert_eq!(e, "process.selinuxLabel: SELinux is not enabled on this host");
+        let e = check_lsm_at(&sys, Some("docker-default"), None)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "process.apparmorProfile: AppArmor is not enabled on this host"
+        );
+        let e = check_lsm_at(&sys, None, Some("system_u:system_r:container_t:s0"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "process.selinuxLabel: SELinux is not enabled on this host"
+        );
         check_lsm_at(&sys, None, None).unwrap();
         check_lsm_at(&sys, Some(""), Some("")).unwrap();
 
@@ -134,21 +170,45 @@ mod tests {
         // Old kernel layout: no attr/apparmor, AppArmor uses attr/exec.
         std::fs::write(attr.join("exec"), "").unwrap();
         set_exec_lsm_labels_in(&attr, Some("docker-default"), None).unwrap();
-        assert_eq!(std::fs::read_to_string(attr.join("exec")).unwrap(), "exec docker-default");
+        assert_eq!(
+            std::fs::read_to_string(attr.join("exec")).unwrap(),
+            "exec docker-default"
+        );
         // Stacking layout: attr/apparmor/exec preferred.
         std::fs::create_dir_all(attr.join("apparmor")).unwrap();
         std::fs::write(attr.join("apparmor/exec"), "").unwrap();
         std::fs::write(attr.join("exec"), "").unwrap();
-        set_exec_lsm_labels_in(&attr, Some("my-profile"), Some("system_u:system_r:container_t:s0:c1,c2")).unwrap();
-        assert_eq!(std::fs::read_to_string(attr.join("apparmor/exec")).unwrap(), "exec my-profile");
-        assert_eq!(std::fs::read_to_string(attr.join("exec")).unwrap(), "system_u:system_r:container_t:s0:c1,c2");
+        set_exec_lsm_labels_in(
+            &attr,
+            Some("my-profile"),
+            Some("system_u:system_r:container_t:s0:c1,c2"),
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(attr.join("apparmor/exec")).unwrap(),
+            "exec my-profile"
+        );
+        assert_eq!(
+            std::fs::read_to_string(attr.join("exec")).unwrap(),
+            "system_u:system_r:container_t:s0:c1,c2"
+        );
         std::fs::remove_dir_all(&attr).unwrap();
 
         let missing = Path::new("/nonexistent-sprout-attr");
-        let e = set_exec_lsm_labels_in(missing, Some("p"), None).unwrap_err().to_string();
-        assert!(e.starts_with("process.apparmorProfile: setting AppArmor exec profile \"p\": "), "{e}");
-        let e = set_exec_lsm_labels_in(missing, None, Some("l")).unwrap_err().to_string();
-        assert!(e.starts_with("process.selinuxLabel: setting SELinux exec label \"l\": "), "{e}");
+        let e = set_exec_lsm_labels_in(missing, Some("p"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("process.apparmorProfile: setting AppArmor exec profile \"p\": "),
+            "{e}"
+        );
+        let e = set_exec_lsm_labels_in(missing, None, Some("l"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("process.selinuxLabel: setting SELinux exec label \"l\": "),
+            "{e}"
+        );
     }
 
     #[test]

@@ -67,7 +67,9 @@ pub fn validate_rlimits(rlimits: &[PosixRlimit]) -> Result<()> {
             )));
         }
         if rlimits[..i].iter().any(|o| o.typ() == r.typ()) {
-            return Err(Error::invalid(format!("process.rlimits: {name} is listed more than once")));
+            return Err(Error::invalid(format!(
+                "process.rlimits: {name} is listed more than once"
+            )));
         }
     }
     Ok(())
@@ -77,10 +79,16 @@ pub fn validate_rlimits(rlimits: &[PosixRlimit]) -> Result<()> {
 pub fn set_rlimits(rlimits: &[PosixRlimit]) -> Result<()> {
     validate_rlimits(rlimits)?;
     for r in rlimits {
-        let lim = libc::rlimit { rlim_cur: r.soft() as libc::rlim_t, rlim_max: r.hard() as libc::rlim_t };
+        let lim = libc::rlimit {
+            rlim_cur: r.soft() as libc::rlim_t,
+            rlim_max: r.hard() as libc::rlim_t,
+        };
         // SAFETY: valid resource and a pointer to a live rlimit.
         if unsafe { libc::setrlimit(resource(r.typ()), &lim) } != 0 {
-            return Err(Error::last_os(format!("process.rlimits: {}", rlimit_name(r.typ()))));
+            return Err(Error::last_os(format!(
+                "process.rlimits: {}",
+                rlimit_name(r.typ())
+            )));
         }
     }
     Ok(())
@@ -93,21 +101,43 @@ mod tests {
     use oci_spec::runtime::PosixRlimitBuilder;
 
     fn rl(t: PosixRlimitType, soft: u64, hard: u64) -> PosixRlimit {
-        PosixRlimitBuilder::default().typ(t).soft(soft).hard(hard).build().unwrap()
+        PosixRlimitBuilder::default()
+            .typ(t)
+            .soft(soft)
+            .hard(hard)
+            .build()
+            .unwrap()
     }
 
+    #[allow(clippy::unnecessary_cast)] // rlim_t is u64 on 64-bit Linux only
     fn getrlimit(t: PosixRlimitType) -> (u64, u64) {
-        let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         assert_eq!(unsafe { libc::getrlimit(resource(t), &mut l) }, 0);
-        (u64::from(l.rlim_cur), u64::from(l.rlim_max))
+        (l.rlim_cur as u64, l.rlim_max as u64)
     }
 
     #[test]
     fn names_match_serde() {
         use PosixRlimitType::*;
         for t in [
-            RlimitCpu, RlimitFsize, RlimitData, RlimitStack, RlimitCore, RlimitRss, RlimitNproc, RlimitNofile,
-            RlimitMemlock, RlimitAs, RlimitLocks, RlimitSigpending, RlimitMsgqueue, RlimitNice, RlimitRtprio,
+            RlimitCpu,
+            RlimitFsize,
+            RlimitData,
+            RlimitStack,
+            RlimitCore,
+            RlimitRss,
+            RlimitNproc,
+            RlimitNofile,
+            RlimitMemlock,
+            RlimitAs,
+            RlimitLocks,
+            RlimitSigpending,
+            RlimitMsgqueue,
+            RlimitNice,
+            RlimitRtprio,
             RlimitRttime,
         ] {
             assert_eq!(t.to_string(), rlimit_name(t));
@@ -118,8 +148,13 @@ mod tests {
 
     #[test]
     fn validation() {
-        let e = validate_rlimits(&[rl(PosixRlimitType::RlimitNofile, 10, 5)]).unwrap_err().to_string();
-        assert_eq!(e, "process.rlimits: RLIMIT_NOFILE: soft limit 10 is greater than hard limit 5");
+        let e = validate_rlimits(&[rl(PosixRlimitType::RlimitNofile, 10, 5)])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "process.rlimits: RLIMIT_NOFILE: soft limit 10 is greater than hard limit 5"
+        );
         let e = validate_rlimits(&[
             rl(PosixRlimitType::RlimitNofile, 1, 5),
             rl(PosixRlimitType::RlimitCore, 0, 0),
@@ -138,21 +173,53 @@ mod tests {
         in_child(move || {
             let nofile_soft = nofile_hard.min(1000) - 1;
             set_rlimits(&[
-                rl(PosixRlimitType::RlimitNofile, nofile_soft, nofile_hard.min(1000)),
+                rl(
+                    PosixRlimitType::RlimitNofile,
+                    nofile_soft,
+                    nofile_hard.min(1000),
+                ),
                 rl(PosixRlimitType::RlimitCore, 0, core_hard.min(4096)),
                 rl(PosixRlimitType::RlimitCpu, 3600, 7200),
             ])
             .map_err(|e| e.to_string())?;
-            check_eq("nofile", getrlimit(PosixRlimitType::RlimitNofile), (nofile_soft, nofile_hard.min(1000)))?;
-            check_eq("core", getrlimit(PosixRlimitType::RlimitCore), (0, core_hard.min(4096)))?;
+            check_eq(
+                "nofile",
+                getrlimit(PosixRlimitType::RlimitNofile),
+                (nofile_soft, nofile_hard.min(1000)),
+            )?;
+            check_eq(
+                "core",
+                getrlimit(PosixRlimitType::RlimitCore),
+                (0, core_hard.min(4096)),
+            )?;
             let limits = std::fs::read_to_string("/proc/self/limits").map_err(|e| e.to_string())?;
-            let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap_or("").to_string();
+            let line = limits
+                .lines()
+                .find(|l| l.starts_with("Max open files"))
+                .unwrap_or("")
+                .to_string();
             let want = format!("{} {} files", nofile_soft, nofile_hard.min(1000));
-            if line.split_whitespace().skip(3).collect::<Vec<_>>().join(" ") != want {
+            if line
+                .split_whitespace()
+                .skip(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+                != want
+            {
                 return Err(format!("/proc/self/limits: {line:?}, want {want:?}"));
             }
-            let line = limits.lines().find(|l| l.starts_with("Max cpu time")).unwrap_or("").to_string();
-            if line.split_whitespace().skip(3).collect::<Vec<_>>().join(" ") != "3600 7200 seconds" {
+            let line = limits
+                .lines()
+                .find(|l| l.starts_with("Max cpu time"))
+                .unwrap_or("")
+                .to_string();
+            if line
+                .split_whitespace()
+                .skip(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+                != "3600 7200 seconds"
+            {
                 return Err(format!("/proc/self/limits: {line:?}"));
             }
             Ok(())
@@ -167,8 +234,11 @@ mod tests {
             let mut s = crate::caps::capget().map_err(|e| e.to_string())?;
             s.effective &= !(1 << 24);
             crate::caps::capset(&s).map_err(|e| e.to_string())?;
-            set_rlimits(&[rl(PosixRlimitType::RlimitNofile, 64, 128)]).map_err(|e| e.to_string())?;
-            let e = set_rlimits(&[rl(PosixRlimitType::RlimitNofile, 64, 256)]).unwrap_err().to_string();
+            set_rlimits(&[rl(PosixRlimitType::RlimitNofile, 64, 128)])
+                .map_err(|e| e.to_string())?;
+            let e = set_rlimits(&[rl(PosixRlimitType::RlimitNofile, 64, 256)])
+                .unwrap_err()
+                .to_string();
             if !e.starts_with("process.rlimits: RLIMIT_NOFILE: Operation not permitted") {
                 return Err(format!("unexpected error: {e}"));
             }

@@ -12,7 +12,9 @@ use crate::{Error, Result};
 /// -1000 ..= 1000.
 pub fn validate_oom_score_adj(score: i32) -> Result<()> {
     if !(-1000..=1000).contains(&score) {
-        return Err(Error::invalid(format!("process.oomScoreAdj: {score} is out of range -1000..1000")));
+        return Err(Error::invalid(format!(
+            "process.oomScoreAdj: {score} is out of range -1000..1000"
+        )));
     }
     Ok(())
 }
@@ -53,7 +55,10 @@ pub(crate) fn write_file(path: &str, data: &[u8]) -> std::io::Result<()> {
             return Err(err);
         }
         if n as usize != data.len() {
-            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "short write"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                "short write",
+            ));
         }
     }
     Ok(())
@@ -63,8 +68,24 @@ pub(crate) fn write_file(path: &str, data: &[u8]) -> std::io::Result<()> {
 pub fn set_oom_score_adj(score: i32) -> Result<()> {
     validate_oom_score_adj(score)?;
     let mut buf = [0u8; 24];
-    write_file("/proc/self/oom_score_adj\0", fmt_i64(score as i64, &mut buf)).map_err(|e| Error::Sys {
+    write_file(
+        "/proc/self/oom_score_adj\0",
+        fmt_i64(score as i64, &mut buf),
+    )
+    .map_err(|e| Error::Sys {
         what: format!("process.oomScoreAdj: writing {score} to /proc/self/oom_score_adj"),
+        source: e,
+    })
+}
+
+/// Write `score` to /proc/<pid>/oom_score_adj: for a parent that prefers to set it on the child
+/// from outside (before the child's pivot_root hides the host /proc, as runc does).
+pub fn set_oom_score_adj_pid(pid: libc::pid_t, score: i32) -> Result<()> {
+    validate_oom_score_adj(score)?;
+    let path = format!("/proc/{pid}/oom_score_adj\0");
+    let mut buf = [0u8; 24];
+    write_file(&path, fmt_i64(score as i64, &mut buf)).map_err(|e| Error::Sys {
+        what: format!("process.oomScoreAdj: writing {score} to /proc/{pid}/oom_score_adj"),
         source: e,
     })
 }
@@ -86,7 +107,9 @@ fn ioprio_class(c: IOPriorityClass) -> (u32, &'static str) {
 pub fn validate_io_priority(prio: &LinuxIOPriority) -> Result<()> {
     let p = prio.priority();
     if !(0..=7).contains(&p) {
-        return Err(Error::invalid(format!("process.ioPriority.priority: {p} is out of range 0..7")));
+        return Err(Error::invalid(format!(
+            "process.ioPriority.priority: {p} is out of range 0..7"
+        )));
     }
     Ok(())
 }
@@ -101,7 +124,14 @@ pub fn ioprio_value(prio: &LinuxIOPriority) -> Result<u32> {
 pub fn set_io_priority(prio: &LinuxIOPriority) -> Result<()> {
     let v = ioprio_value(prio)?;
     // SAFETY: integer arguments.
-    let r = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, v as libc::c_int) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_ioprio_set,
+            IOPRIO_WHO_PROCESS,
+            0,
+            v as libc::c_int,
+        )
+    };
     if r != 0 {
         return Err(Error::last_os(format!(
             "process.ioPriority: ioprio_set({}, {})",
@@ -179,7 +209,9 @@ pub fn validate_scheduler(s: &Scheduler) -> Result<()> {
     let (pol, pname) = policy(*s.policy());
     if let Some(n) = *s.nice() {
         if !(-20..=19).contains(&n) {
-            return Err(Error::invalid(format!("process.scheduler.nice: {n} is out of range -20..19")));
+            return Err(Error::invalid(format!(
+                "process.scheduler.nice: {n} is out of range -20..19"
+            )));
         }
     }
     let prio = s.priority().unwrap_or(0);
@@ -199,9 +231,17 @@ pub fn validate_scheduler(s: &Scheduler) -> Result<()> {
             }
         }
     }
-    let (runtime, deadline, period) = (s.runtime().unwrap_or(0), s.deadline().unwrap_or(0), s.period().unwrap_or(0));
+    let (runtime, deadline, period) = (
+        s.runtime().unwrap_or(0),
+        s.deadline().unwrap_or(0),
+        s.period().unwrap_or(0),
+    );
     if pol != 6 {
-        for (field, v) in [("runtime", runtime), ("deadline", deadline), ("period", period)] {
+        for (field, v) in [
+            ("runtime", runtime),
+            ("deadline", deadline),
+            ("period", period),
+        ] {
             if v != 0 {
                 return Err(Error::invalid(format!(
                     "process.scheduler.{field}: only SCHED_DEADLINE takes runtime/deadline/period ({pname} given)"
@@ -211,10 +251,14 @@ pub fn validate_scheduler(s: &Scheduler) -> Result<()> {
         return Ok(());
     }
     if deadline == 0 {
-        return Err(Error::invalid("process.scheduler.deadline: SCHED_DEADLINE needs a non-zero deadline"));
+        return Err(Error::invalid(
+            "process.scheduler.deadline: SCHED_DEADLINE needs a non-zero deadline",
+        ));
     }
     if deadline >> 63 != 0 || period >> 63 != 0 {
-        return Err(Error::invalid("process.scheduler.deadline: deadline and period must be below 2^63 ns"));
+        return Err(Error::invalid(
+            "process.scheduler.deadline: deadline and period must be below 2^63 ns",
+        ));
     }
     if runtime < DL_MIN_RUNTIME {
         return Err(Error::invalid(format!(
@@ -237,7 +281,12 @@ pub fn validate_scheduler(s: &Scheduler) -> Result<()> {
 /// The sched_attr that [`set_scheduler`] passes to sched_setattr(2).
 pub fn sched_attr(s: &Scheduler) -> Result<SchedAttr> {
     validate_scheduler(s)?;
-    let flags = s.flags().as_deref().unwrap_or(&[]).iter().fold(0u64, |m, f| m | sched_flag(*f));
+    let flags = s
+        .flags()
+        .as_deref()
+        .unwrap_or(&[])
+        .iter()
+        .fold(0u64, |m, f| m | sched_flag(*f));
     Ok(SchedAttr {
         size: SCHED_ATTR_SIZE,
         sched_policy: policy(*s.policy()).0,
@@ -258,7 +307,10 @@ pub fn set_scheduler(s: &Scheduler) -> Result<()> {
     // SAFETY: pointer to a live, correctly sized sched_attr.
     let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &mut attr as *mut SchedAttr, 0) };
     if r != 0 {
-        return Err(Error::last_os(format!("process.scheduler: sched_setattr({})", policy(*s.policy()).1)));
+        return Err(Error::last_os(format!(
+            "process.scheduler: sched_setattr({})",
+            policy(*s.policy()).1
+        )));
     }
     Ok(())
 }
@@ -267,7 +319,15 @@ pub fn set_scheduler(s: &Scheduler) -> Result<()> {
 pub fn get_sched_attr() -> std::io::Result<SchedAttr> {
     let mut attr = SchedAttr::default();
     // SAFETY: pointer to a live sched_attr of the size passed.
-    let r = unsafe { libc::syscall(libc::SYS_sched_getattr, 0, &mut attr as *mut SchedAttr, SCHED_ATTR_SIZE, 0) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            0,
+            &mut attr as *mut SchedAttr,
+            SCHED_ATTR_SIZE,
+            0,
+        )
+    };
     if r != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -295,7 +355,10 @@ static PERSONALITY_FLAGS: [(&str, u32); 11] = [
 
 /// Bit of a personality(2) flag name from linux/personality.h ("ADDR_NO_RANDOMIZE", any case).
 pub fn personality_flag_from_name(name: &str) -> Option<u32> {
-    PERSONALITY_FLAGS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
+    PERSONALITY_FLAGS
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| *v)
 }
 
 /// The persona value for personality(2); errors on unknown flag names.
@@ -308,7 +371,9 @@ pub fn personality_value(p: &LinuxPersonality) -> Result<u32> {
         match personality_flag_from_name(f) {
             Some(bit) => v |= bit,
             None => {
-                return Err(Error::invalid(format!("linux.personality.flags: unsupported personality flag {f:?}")));
+                return Err(Error::invalid(format!(
+                    "linux.personality.flags: unsupported personality flag {f:?}"
+                )));
             }
         }
     }
@@ -325,7 +390,9 @@ pub fn set_personality(p: &LinuxPersonality) -> Result<()> {
     let v = personality_value(p)?;
     // SAFETY: integer argument.
     if unsafe { libc::personality(v as libc::c_ulong) } == -1 {
-        return Err(Error::last_os(format!("linux.personality: personality({v:#x})")));
+        return Err(Error::last_os(format!(
+            "linux.personality: personality({v:#x})"
+        )));
     }
     Ok(())
 }
@@ -352,24 +419,73 @@ mod tests {
 
     #[test]
     fn oom_in_child() {
-        let cur: i32 = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap().trim().parse().unwrap();
+        let cur: i32 = std::fs::read_to_string("/proc/self/oom_score_adj")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         in_child(move || {
             let want = (cur + 123).min(1000);
             set_oom_score_adj(want).map_err(|e| e.to_string())?;
-            let got = std::fs::read_to_string("/proc/self/oom_score_adj").map_err(|e| e.to_string())?;
+            let got =
+                std::fs::read_to_string("/proc/self/oom_score_adj").map_err(|e| e.to_string())?;
             check_eq("oom_score_adj", got.trim().to_string(), want.to_string())
         });
     }
 
     #[test]
+    fn oom_for_pid() {
+        let cur: i32 = std::fs::read_to_string("/proc/self/oom_score_adj")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        in_child(move || {
+            let want = (cur + 77).min(1000);
+            // SAFETY: getpid cannot fail.
+            set_oom_score_adj_pid(unsafe { libc::getpid() }, want).map_err(|e| e.to_string())?;
+            let got =
+                std::fs::read_to_string("/proc/self/oom_score_adj").map_err(|e| e.to_string())?;
+            check_eq("oom_score_adj", got.trim().to_string(), want.to_string())
+        });
+        let e = set_oom_score_adj_pid(i32::MAX, 0).unwrap_err().to_string();
+        assert!(
+            e.starts_with("process.oomScoreAdj: writing 0 to /proc/2147483647/oom_score_adj: "),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn ioprio_validation() {
-        let p = LinuxIOPriorityBuilder::default().class(IOPriorityClass::IoprioClassBe).priority(8).build().unwrap();
-        assert_eq!(validate_io_priority(&p).unwrap_err().to_string(), "process.ioPriority.priority: 8 is out of range 0..7");
-        let p = LinuxIOPriorityBuilder::default().class(IOPriorityClass::IoprioClassBe).priority(-1).build().unwrap();
-        assert!(validate_io_priority(&p).unwrap_err().to_string().starts_with("process.ioPriority.priority: -1"));
-        let p = LinuxIOPriorityBuilder::default().class(IOPriorityClass::IoprioClassIdle).priority(7).build().unwrap();
+        let p = LinuxIOPriorityBuilder::default()
+            .class(IOPriorityClass::IoprioClassBe)
+            .priority(8)
+            .build()
+            .unwrap();
+        assert_eq!(
+            validate_io_priority(&p).unwrap_err().to_string(),
+            "process.ioPriority.priority: 8 is out of range 0..7"
+        );
+        let p = LinuxIOPriorityBuilder::default()
+            .class(IOPriorityClass::IoprioClassBe)
+            .priority(-1)
+            .build()
+            .unwrap();
+        assert!(validate_io_priority(&p)
+            .unwrap_err()
+            .to_string()
+            .starts_with("process.ioPriority.priority: -1"));
+        let p = LinuxIOPriorityBuilder::default()
+            .class(IOPriorityClass::IoprioClassIdle)
+            .priority(7)
+            .build()
+            .unwrap();
         assert_eq!(ioprio_value(&p).unwrap(), 3 << 13 | 7);
-        let p = LinuxIOPriorityBuilder::default().class(IOPriorityClass::IoprioClassRt).priority(0).build().unwrap();
+        let p = LinuxIOPriorityBuilder::default()
+            .class(IOPriorityClass::IoprioClassRt)
+            .priority(0)
+            .build()
+            .unwrap();
         assert_eq!(ioprio_value(&p).unwrap(), 1 << 13);
     }
 
@@ -381,9 +497,17 @@ mod tests {
                 (IOPriorityClass::IoprioClassRt, 3, 1 << 13 | 3),
                 (IOPriorityClass::IoprioClassIdle, 0, 3 << 13),
             ] {
-                let p = LinuxIOPriorityBuilder::default().class(class).priority(prio).build().unwrap();
+                let p = LinuxIOPriorityBuilder::default()
+                    .class(class)
+                    .priority(prio)
+                    .build()
+                    .unwrap();
                 set_io_priority(&p).map_err(|e| e.to_string())?;
-                check_eq("ioprio_get", get_io_priority().map_err(|e| e.to_string())?, want)?;
+                check_eq(
+                    "ioprio_get",
+                    get_io_priority().map_err(|e| e.to_string())?,
+                    want,
+                )?;
             }
             Ok(())
         });
@@ -409,8 +533,10 @@ mod tests {
             err(sched(SchedRr).priority(100).build().unwrap()),
             "process.scheduler.priority: SCHED_RR needs a priority in 1..99, got 100"
         );
-        assert!(err(sched(SchedBatch).priority(5).build().unwrap()).starts_with("process.scheduler.priority: "));
-        assert!(err(sched(SchedOther).runtime(5000u64).build().unwrap()).starts_with("process.scheduler.runtime: "));
+        assert!(err(sched(SchedBatch).priority(5).build().unwrap())
+            .starts_with("process.scheduler.priority: "));
+        assert!(err(sched(SchedOther).runtime(5000u64).build().unwrap())
+            .starts_with("process.scheduler.runtime: "));
         assert_eq!(
             err(sched(SchedDeadline).runtime(2000u64).build().unwrap()),
             "process.scheduler.deadline: SCHED_DEADLINE needs a non-zero deadline"
@@ -420,36 +546,65 @@ mod tests {
             "process.scheduler.runtime: SCHED_DEADLINE needs a runtime of at least 1024 ns, got 100"
         );
         assert_eq!(
-            err(sched(SchedDeadline).runtime(3000u64).deadline(2000u64).build().unwrap()),
+            err(sched(SchedDeadline)
+                .runtime(3000u64)
+                .deadline(2000u64)
+                .build()
+                .unwrap()),
             "process.scheduler.runtime: runtime 3000 is greater than deadline 2000"
         );
         assert_eq!(
-            err(sched(SchedDeadline).runtime(2000u64).deadline(5000u64).period(4000u64).build().unwrap()),
+            err(sched(SchedDeadline)
+                .runtime(2000u64)
+                .deadline(5000u64)
+                .period(4000u64)
+                .build()
+                .unwrap()),
             "process.scheduler.deadline: deadline 5000 is greater than period 4000"
         );
-        validate_scheduler(&sched(SchedDeadline).runtime(2000u64).deadline(5000u64).build().unwrap()).unwrap();
+        validate_scheduler(
+            &sched(SchedDeadline)
+                .runtime(2000u64)
+                .deadline(5000u64)
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
         validate_scheduler(&sched(SchedFifo).priority(99).build().unwrap()).unwrap();
         validate_scheduler(&sched(SchedIdle).nice(-20).build().unwrap()).unwrap();
 
         let a = sched_attr(
             &sched(SchedRr)
                 .priority(7)
-                .flags(vec![LinuxSchedulerFlag::SchedResetOnFork, LinuxSchedulerFlag::SchedFlagKeepParams])
+                .flags(vec![
+                    LinuxSchedulerFlag::SchedResetOnFork,
+                    LinuxSchedulerFlag::SchedFlagKeepParams,
+                ])
                 .build()
                 .unwrap(),
         )
         .unwrap();
-        assert_eq!((a.size, a.sched_policy, a.sched_priority, a.sched_flags), (56, 2, 7, 0x11));
+        assert_eq!(
+            (a.size, a.sched_policy, a.sched_priority, a.sched_flags),
+            (56, 2, 7, 0x11)
+        );
     }
 
     #[test]
     fn scheduler_batch_and_idle_in_child() {
         in_child(|| {
-            let s = sched(LinuxSchedulerPolicy::SchedBatch).nice(7).build().unwrap();
+            let s = sched(LinuxSchedulerPolicy::SchedBatch)
+                .nice(7)
+                .build()
+                .unwrap();
             set_scheduler(&s).map_err(|e| e.to_string())?;
             let a = get_sched_attr().map_err(|e| e.to_string())?;
             check_eq("batch policy/nice", (a.sched_policy, a.sched_nice), (3, 7))?;
-            check_eq("getpriority", unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }, 7)?;
+            check_eq(
+                "getpriority",
+                unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) },
+                7,
+            )?;
             let s = sched(LinuxSchedulerPolicy::SchedIdle)
                 .flags(vec![LinuxSchedulerFlag::SchedResetOnFork])
                 .build()
@@ -465,14 +620,28 @@ mod tests {
     #[test]
     fn scheduler_realtime_in_child() {
         in_child(|| {
-            let s = sched(LinuxSchedulerPolicy::SchedFifo).priority(10).build().unwrap();
+            let s = sched(LinuxSchedulerPolicy::SchedFifo)
+                .priority(10)
+                .build()
+                .unwrap();
             set_scheduler(&s).map_err(|e| e.to_string())?;
             let a = get_sched_attr().map_err(|e| e.to_string())?;
-            check_eq("fifo policy/prio", (a.sched_policy, a.sched_priority), (1, 10))?;
-            let s = sched(LinuxSchedulerPolicy::SchedRr).priority(20).build().unwrap();
+            check_eq(
+                "fifo policy/prio",
+                (a.sched_policy, a.sched_priority),
+                (1, 10),
+            )?;
+            let s = sched(LinuxSchedulerPolicy::SchedRr)
+                .priority(20)
+                .build()
+                .unwrap();
             set_scheduler(&s).map_err(|e| e.to_string())?;
             let a = get_sched_attr().map_err(|e| e.to_string())?;
-            check_eq("rr policy/prio", (a.sched_policy, a.sched_priority), (2, 20))?;
+            check_eq(
+                "rr policy/prio",
+                (a.sched_policy, a.sched_priority),
+                (2, 20),
+            )?;
             Ok(())
         });
     }
@@ -490,7 +659,12 @@ mod tests {
             let a = get_sched_attr().map_err(|e| e.to_string())?;
             check_eq(
                 "deadline attr",
-                (a.sched_policy, a.sched_runtime, a.sched_deadline, a.sched_period),
+                (
+                    a.sched_policy,
+                    a.sched_runtime,
+                    a.sched_deadline,
+                    a.sched_period,
+                ),
                 (6, 1_000_000, 10_000_000, 10_000_000),
             )
         });
@@ -502,7 +676,12 @@ mod tests {
             // SCHED_ISO does not exist in mainline Linux: the kernel says EINVAL.
             let s = sched(LinuxSchedulerPolicy::SchedIso).build().unwrap();
             match set_scheduler(&s) {
-                Err(e) if e.to_string().starts_with("process.scheduler: sched_setattr(SCHED_ISO): ") => Ok(()),
+                Err(e)
+                    if e.to_string()
+                        .starts_with("process.scheduler: sched_setattr(SCHED_ISO): ") =>
+                {
+                    Ok(())
+                }
                 other => Err(format!("unexpected: {other:?}")),
             }
         });
@@ -510,7 +689,10 @@ mod tests {
 
     #[test]
     fn personality_values() {
-        let p = LinuxPersonalityBuilder::default().domain(LinuxPersonalityDomain::PerLinux32).build().unwrap();
+        let p = LinuxPersonalityBuilder::default()
+            .domain(LinuxPersonalityDomain::PerLinux32)
+            .build()
+            .unwrap();
         assert_eq!(personality_value(&p).unwrap(), 8);
         let p = LinuxPersonalityBuilder::default()
             .domain(LinuxPersonalityDomain::PerLinux)
@@ -532,16 +714,27 @@ mod tests {
     #[test]
     fn personality_in_child() {
         in_child(|| {
-            let p = LinuxPersonalityBuilder::default().domain(LinuxPersonalityDomain::PerLinux32).build().unwrap();
+            let p = LinuxPersonalityBuilder::default()
+                .domain(LinuxPersonalityDomain::PerLinux32)
+                .build()
+                .unwrap();
             set_personality(&p).map_err(|e| e.to_string())?;
-            check_eq("personality", unsafe { libc::personality(0xffffffff) } as u32, 8)?;
+            check_eq(
+                "personality",
+                unsafe { libc::personality(0xffffffff) } as u32,
+                8,
+            )?;
             let p = LinuxPersonalityBuilder::default()
                 .domain(LinuxPersonalityDomain::PerLinux)
                 .flags(vec!["addr_no_randomize".to_string()])
                 .build()
                 .unwrap();
             set_personality(&p).map_err(|e| e.to_string())?;
-            check_eq("personality", unsafe { libc::personality(0xffffffff) } as u32, 0x0040000)
+            check_eq(
+                "personality",
+                unsafe { libc::personality(0xffffffff) } as u32,
+                0x0040000,
+            )
         });
     }
 }

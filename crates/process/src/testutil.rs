@@ -54,10 +54,17 @@ pub fn in_child<F: FnOnce() -> Result<(), String>>(f: F) {
         if r == pid {
             break;
         }
-        assert!(std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR), "waitpid failed");
+        assert!(
+            std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR),
+            "waitpid failed"
+        );
     }
     let msg = String::from_utf8_lossy(&msg);
-    assert!(libc::WIFEXITED(status), "child killed by signal {}: {msg}", libc::WTERMSIG(status));
+    assert!(
+        libc::WIFEXITED(status),
+        "child killed by signal {}: {msg}",
+        libc::WTERMSIG(status)
+    );
     assert_eq!(libc::WEXITSTATUS(status), 0, "child failed: {msg}");
 }
 
@@ -95,7 +102,10 @@ pub fn current_umask() -> u32 {
 /// Fork; in the child run `setup`, then execv(`argv[0]`, argv) with stdout on a pipe. Returns
 /// (exit code, stdout); when `setup` fails its message is returned as stdout with code 100.
 pub fn exec_in_child<F: FnOnce() -> Result<(), String>>(setup: F, argv: &[&str]) -> (i32, String) {
-    let cargs: Vec<std::ffi::CString> = argv.iter().map(|a| std::ffi::CString::new(*a).unwrap()).collect();
+    let cargs: Vec<std::ffi::CString> = argv
+        .iter()
+        .map(|a| std::ffi::CString::new(*a).unwrap())
+        .collect();
     let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
     let mut fds = [0; 2];
@@ -138,8 +148,15 @@ pub fn exec_in_child<F: FnOnce() -> Result<(), String>>(setup: F, argv: &[&str])
     unsafe { libc::close(fds[0]) };
     let mut status = 0;
     while unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
-        assert!(std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR), "waitpid failed");
+        assert!(
+            std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR),
+            "waitpid failed"
+        );
     }
-    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
     (code, String::from_utf8_lossy(&out).into_owned())
 }

@@ -125,6 +125,9 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sprout-compliance.XXXXXX")
 mkdir -p "$WORK/tmp" "$WORK/state"
+# mktemp makes a 0700 dir: containers with user namespaces (uid mappings)
+# must be able to reach their bundle, as they can in the default /tmp.
+chmod 0755 "$WORK"; chmod 1777 "$WORK/tmp"
 cp "$BIN/runtimetest" "$ROOTFS_TGZ" "$WORK/"
 
 # RUNTIME for the programs: the runtime, with a private state dir so that

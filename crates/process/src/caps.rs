@@ -52,6 +52,8 @@ static CAP_NAMES: [&str; 41] = [
     "CAP_CHECKPOINT_RESTORE",
 ];
 
+const CAP_SETPCAP: u32 = 8;
+
 /// Highest capability number this crate knows a name for.
 pub const CAP_LAST_KNOWN: u32 = 40;
 
@@ -444,7 +446,9 @@ fn set_keepcaps(on: bool) -> Result<()> {
 
 /// Everything the kernel's capset(2) would refuse, checked up front against the calling
 /// thread's current state so the error names the field and capability.
-fn precheck(m: &CapMasks, cur: &CapState, cur_bounding: u64) -> Result<()> {
+/// `inh_capped`: whether CAP_SETPCAP will be missing from the effective set at capset time
+/// (then the kernel also requires new inheritable within old inheritable | old permitted).
+fn precheck(m: &CapMasks, cur: &CapState, cur_bounding: u64, inh_capped: bool) -> Result<()> {
     validate_masks(m)?;
     let bad = m.permitted & !cur.permitted;
     if bad != 0 {
@@ -464,7 +468,7 @@ fn precheck(m: &CapMasks, cur: &CapState, cur_bounding: u64) -> Result<()> {
         )));
     }
     let bad = m.inheritable & !(cur.inheritable | cur.permitted);
-    if bad != 0 {
+    if inh_capped && bad != 0 {
         return Err(Error::invalid(format!(
             "process.capabilities.inheritable: {} cannot be granted: the runtime does not hold it",
             name_or_number(first_bit(bad))
@@ -481,7 +485,21 @@ pub fn finalize_privileges(user: &User, caps: Option<&LinuxCapabilities>) -> Res
         source: e,
     })?;
     let cur_bounding = bounding_set();
-    precheck(&m, &cur, cur_bounding)?;
+    // The effective set at capset time, after setresuid (capabilities(7), "Effect of user ID
+    // changes on capabilities"): leaving euid 0 clears it, reaching euid 0 sets it to permitted.
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let eff_at_capset = match (euid == 0, user.uid() == 0) {
+        (true, false) => 0,
+        (false, true) => cur.permitted,
+        _ => cur.effective,
+    };
+    precheck(
+        &m,
+        &cur,
+        cur_bounding,
+        eff_at_capset & (1 << CAP_SETPCAP) == 0,
+    )?;
     let setgroups_allowed = identity::precheck(user)?;
 
     // The bounding drop needs CAP_SETPCAP, which the identity change may take away.
@@ -574,6 +592,57 @@ mod tests {
         assert_eq!(m.permitted, 0);
         assert_eq!(m.inheritable, 0);
         assert_eq!(m.ambient, 0);
+    }
+
+    #[test]
+    fn precheck_mirrors_capset_rules() {
+        let all = (1u64 << 41) - 1;
+        let masks = |b: u64, e: u64, p: u64, i: u64, a: u64| CapMasks {
+            bounding: b,
+            effective: e,
+            permitted: p,
+            inheritable: i,
+            ambient: a,
+        };
+        let full = CapState {
+            effective: all,
+            permitted: all,
+            inheritable: 0,
+        };
+        precheck(&masks(all, all, all, all, all), &full, all, true).unwrap();
+        // Permitted beyond what the runtime holds.
+        let lacking = CapState {
+            effective: all & !(1 << 24),
+            permitted: all & !(1 << 24),
+            inheritable: 0,
+        };
+        assert_eq!(
+            precheck(&masks(all, 0, 1 << 24, 0, 0), &lacking, all, true).unwrap_err().to_string(),
+            "process.capabilities.permitted: CAP_SYS_RESOURCE cannot be granted: the runtime does not hold it"
+        );
+        // Inheritable outside the (new) bounding set, unless already inheritable.
+        assert_eq!(
+            precheck(&masks(KILL, 0, 0, CHOWN, 0), &full, all, true)
+                .unwrap_err()
+                .to_string(),
+            "process.capabilities.inheritable: CAP_CHOWN is not in the bounding set"
+        );
+        let inh = CapState {
+            inheritable: CHOWN,
+            ..full
+        };
+        precheck(&masks(KILL, 0, 0, CHOWN, 0), &inh, all, true).unwrap();
+        // Inheritable beyond old inheritable | permitted: refused only without CAP_SETPCAP.
+        let noperm = CapState {
+            effective: 0,
+            permitted: KILL,
+            inheritable: 0,
+        };
+        assert_eq!(
+            precheck(&masks(all, 0, 0, CHOWN, 0), &noperm, all, true).unwrap_err().to_string(),
+            "process.capabilities.inheritable: CAP_CHOWN cannot be granted: the runtime does not hold it"
+        );
+        precheck(&masks(all, 0, 0, CHOWN, 0), &noperm, all, false).unwrap();
     }
 
     #[test]

@@ -13,11 +13,41 @@
 //!   reloads it in later commands (`kill --all`, `delete`, `pause`, `ps`, `update`).
 //! - `v2_dir_fd` gives an O_PATH|O_DIRECTORY fd of the unified-hierarchy leaf for clone3's
 //!   CLONE_INTO_CGROUP, when the host is pure v2.
+//!
+//! Additions beyond the contract: [`Manager::stats`] (runc `events --stats` shaped [`Stats`]),
+//! [`Manager::layout`], [`Manager::v1_path`], [`Manager::unified_path`], [`Manager::created`].
+//!
+//! Layout of the implementation (one file per concern): `detect.rs` (statfs), `path.rs`
+//! (cgroupsPath resolution, /proc/self/cgroup), `fs.rs` (syscall-lean file helpers),
+//! `v1.rs` / `v2.rs` (hierarchy set-up, freezer), `resources_v1.rs` / `resources_v2.rs`
+//! (`apply`), `stats.rs`.
+//!
+//! Cost on the start path (hybrid host, relative path, 9 v1 hierarchies): `new` = 2 statfs +
+//! one read of /proc/self/cgroup; `create` = one mkdir per hierarchy (plus the cpuset copy:
+//! 2 reads + 2 writes); `apply` = one open+write per resource field that is set; `add_pid` =
+//! one open+write per hierarchy. Nothing is initialised eagerly or globally.
 
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+mod detect;
+mod fs;
+mod path;
+mod resources;
+mod resources_v1;
+mod resources_v2;
+mod stats;
+#[cfg(test)]
+mod testutil;
+mod v1;
+mod v2;
+
+pub use stats::{
+    BlkioEntry, BlkioStats, CpuStats, CpuUsage, HugetlbStats, MemoryEntry, MemoryStats, PidsStats,
+    Stats, Throttling,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -39,9 +69,14 @@ pub enum Layout {
     V2,
 }
 
+/// The standard mount root of cgroup filesystems.
+pub const DEFAULT_ROOT: &str = "/sys/fs/cgroup";
+
 impl Layout {
+    /// statfs("/sys/fs/cgroup"): cgroup2 => V2; tmpfs => statfs("/sys/fs/cgroup/unified") is
+    /// cgroup2 => Hybrid, else V1.
     pub fn detect() -> Result<Layout> {
-        unimplemented!()
+        detect::detect_at(Path::new(DEFAULT_ROOT))
     }
 }
 
@@ -52,47 +87,367 @@ pub enum FreezerState {
     Frozen,
 }
 
+/// v1 controllers sprout knows how to place a container in, with their mount directory
+/// under the cgroup root. Only those listed in /proc/self/cgroup (i.e. mounted as a v1
+/// hierarchy) are used; a listed one whose mount point is missing is dropped at `create`.
+pub(crate) const V1_CONTROLLERS: &[(&str, &str)] = &[
+    ("cpu", "cpu"),
+    ("cpuacct", "cpuacct"),
+    ("cpuset", "cpuset"),
+    ("memory", "memory"),
+    ("devices", "devices"),
+    ("freezer", "freezer"),
+    ("blkio", "blkio"),
+    ("pids", "pids"),
+    ("net_cls", "net_cls"),
+    ("net_prio", "net_prio"),
+    ("hugetlb", "hugetlb"),
+    ("rdma", "rdma"),
+    ("perf_event", "perf_event"),
+    ("name=systemd", "systemd"),
+];
+
+/// Where the cgroup filesystems are and what they look like. Public only so tests (unit and
+/// integration) can point a [`Manager`] at a fake tree or at a privately mounted cgroup2;
+/// the runtime uses [`Manager::new`].
+#[doc(hidden)]
+#[derive(Clone, Debug)]
+pub struct Host {
+    /// Mount root (`/sys/fs/cgroup`).
+    pub root: PathBuf,
+    pub layout: Layout,
+    /// Contents of /proc/self/cgroup; `None`: read the real file when needed.
+    pub self_cgroup: Option<String>,
+    /// Whether systemd runs; `None`: stat /run/systemd/system when needed.
+    pub systemd_running: Option<bool>,
+}
+
+/// One hierarchy the container lives in.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub(crate) struct Hier {
+    /// Controller ("memory", "name=systemd") or "unified".
+    pub name: String,
+    /// Mount point of the hierarchy.
+    pub mount: PathBuf,
+    /// Existing directory the container's cgroup is created under (own cgroup or `mount`).
+    pub base: PathBuf,
+    /// The container's cgroup directory.
+    pub dir: PathBuf,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Manager {
-    // implementation-defined
+    layout: Layout,
+    /// v1 hierarchies (V1 and Hybrid).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    v1: Vec<Hier>,
+    /// The cgroup2 leaf: the only directory on V2; the process-tracking leaf on Hybrid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unified: Option<Hier>,
+    /// Directories `create` made, parents before children.
+    #[serde(default)]
+    created: Vec<PathBuf>,
+}
+
+pub(crate) fn warn(msg: &str) {
+    eprintln!("sprout: warning: {msg}");
 }
 
 impl Manager {
     pub fn new(cgroups_path: Option<&str>, container_id: &str, systemd: bool) -> Result<Manager> {
-        let _ = (cgroups_path, container_id, systemd);
-        unimplemented!()
+        let host = Host {
+            root: PathBuf::from(DEFAULT_ROOT),
+            layout: Layout::detect()?,
+            self_cgroup: None,
+            systemd_running: None,
+        };
+        Manager::new_in(&host, cgroups_path, container_id, systemd)
     }
+
+    /// [`Manager::new`] against an explicit [`Host`] (tests).
+    #[doc(hidden)]
+    pub fn new_in(
+        host: &Host,
+        cgroups_path: Option<&str>,
+        container_id: &str,
+        systemd: bool,
+    ) -> Result<Manager> {
+        let cg = if systemd {
+            path::resolve_systemd(cgroups_path, container_id, || {
+                host.systemd_running
+                    .unwrap_or_else(|| Path::new("/run/systemd/system").is_dir())
+            })?
+        } else {
+            path::resolve(cgroups_path, container_id)?
+        };
+        // /proc/self/cgroup is needed for relative paths, and on v1 to know which
+        // controllers are mounted; an absolute path on v2 needs nothing.
+        let own = if cg.relative || host.layout != Layout::V2 {
+            Some(match &host.self_cgroup {
+                Some(s) => path::SelfCgroup::parse(s),
+                None => path::SelfCgroup::read()?,
+            })
+        } else {
+            None
+        };
+        let place = |name: &str, mount: PathBuf, own_path: Option<&str>| -> Result<Hier> {
+            let base = if cg.relative {
+                match own_path {
+                    Some(p) => path::under(&mount, p),
+                    None => {
+                        return Err(Error::Invalid(format!(
+                            "cannot find this process's own {name} cgroup in /proc/self/cgroup"
+                        )))
+                    }
+                }
+            } else {
+                mount.clone()
+            };
+            let dir = base.join(&cg.rel);
+            Ok(Hier { name: name.to_string(), mount, base, dir })
+        };
+        let mut m = Manager { layout: host.layout, v1: Vec::new(), unified: None, created: Vec::new() };
+        match host.layout {
+            Layout::V2 => {
+                let own_path = own.as_ref().and_then(|o| o.unified.as_deref());
+                m.unified = Some(place("unified", host.root.clone(), own_path)?);
+            }
+            Layout::V1 | Layout::Hybrid => {
+                let own = own.as_ref().expect("read above for v1");
+                for (ctrl, dir) in V1_CONTROLLERS {
+                    let Some(own_path) = own.v1_path(ctrl) else { continue };
+                    m.v1.push(place(ctrl, host.root.join(dir), Some(own_path))?);
+                }
+                if host.layout == Layout::Hybrid {
+                    let own_path = own.unified.as_deref();
+                    m.unified = Some(place("unified", host.root.join("unified"), own_path)?);
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    /// Make the cgroup directories. Controllers whose hierarchy turns out not to be mounted
+    /// are dropped. On failure, whatever this call created is removed again.
     pub fn create(&mut self) -> Result<()> {
-        unimplemented!()
+        let mut created = Vec::new();
+        let res = match self.layout {
+            Layout::V2 => v2::create(self, &mut created),
+            Layout::V1 | Layout::Hybrid => v1::create(self, &mut created),
+        };
+        match res {
+            Ok(()) => {
+                self.created.extend(created);
+                Ok(())
+            }
+            Err(e) => {
+                for d in created.iter().rev() {
+                    let _ = std::fs::remove_dir(d);
+                }
+                Err(e)
+            }
+        }
     }
+
     pub fn apply(&self, resources: &oci_spec::runtime::LinuxResources) -> Result<()> {
-        let _ = resources;
-        unimplemented!()
+        match self.layout {
+            Layout::V2 => resources_v2::apply(self, resources),
+            Layout::V1 | Layout::Hybrid => resources_v1::apply(self, resources),
+        }
     }
+
+    /// Write `pid` into cgroup.procs of every hierarchy (v1 controllers, then unified).
     pub fn add_pid(&self, pid: i32) -> Result<()> {
-        let _ = pid;
-        unimplemented!()
+        let s = pid.to_string();
+        for h in self.v1.iter().chain(self.unified.iter()) {
+            let p = h.dir.join("cgroup.procs");
+            if let Err(e) = fs::write(&p, s.as_bytes()) {
+                if h.name == "cpuset" && e.raw_os_error() == Some(libc::ENOSPC) {
+                    return Err(Error::Invalid(format!(
+                        "moving pid {pid} into {}: cpuset.cpus or cpuset.mems is empty",
+                        h.dir.display()
+                    )));
+                }
+                return Err(fs::io_err(p, e));
+            }
+        }
+        Ok(())
     }
+
+    /// O_PATH|O_DIRECTORY fd of the cgroup2 leaf for CLONE_INTO_CGROUP (pure v2 only).
     pub fn v2_dir_fd(&self) -> Option<OwnedFd> {
-        None
+        if self.layout != Layout::V2 {
+            return None;
+        }
+        let u = self.unified.as_ref()?;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(&u.dir)
+            .ok()
+            .map(OwnedFd::from)
     }
+
+    /// Member pids of the container's cgroup and its descendant cgroups.
     pub fn pids(&self) -> Result<Vec<i32>> {
-        unimplemented!()
+        let Some(dir) = self.procs_dir() else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        fs::read_procs_recursive(dir, &mut out)?;
+        Ok(out)
     }
+
+    /// Signal every member. SIGKILL uses cgroup.kill where the unified leaf has it (v2, and
+    /// hybrid where the process is tracked there too); otherwise freeze, signal every pid,
+    /// thaw (without a freezer: just signal every pid).
     pub fn kill_all(&self, signal: i32) -> Result<()> {
-        let _ = signal;
-        unimplemented!()
+        if signal == libc::SIGKILL {
+            if let Some(u) = &self.unified {
+                let p = u.dir.join("cgroup.kill");
+                match fs::write(&p, b"1") {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(fs::io_err(p, e)),
+                }
+            }
+        }
+        let freezer = self.freezer();
+        let frozen = match freezer {
+            Freezer::None => false,
+            _ => match self.freeze() {
+                Ok(()) => true,
+                Err(e) => {
+                    warn(&format!("kill_all: could not freeze before signalling: {e}"));
+                    false
+                }
+            },
+        };
+        let dir = match freezer {
+            Freezer::V1(d) | Freezer::V2(d) => Some(d),
+            Freezer::None => self.procs_dir(),
+        };
+        let mut res = Ok(());
+        if let Some(dir) = dir {
+            let mut pids = Vec::new();
+            res = fs::read_procs_recursive(dir, &mut pids);
+            for pid in pids {
+                if unsafe { libc::kill(pid, signal) } != 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.raw_os_error() != Some(libc::ESRCH) && res.is_ok() {
+                        res = Err(Error::Invalid(format!("kill({pid}, {signal}): {e}")));
+                    }
+                }
+            }
+        }
+        if frozen {
+            self.thaw()?;
+        }
+        res
     }
+
     pub fn freeze(&self) -> Result<()> {
-        unimplemented!()
+        match self.freezer() {
+            Freezer::V1(d) => v1::freeze(d),
+            Freezer::V2(d) => v2::freeze(d),
+            Freezer::None => Err(Error::Invalid(
+                "cannot freeze: no freezer cgroup (v1 freezer not mounted, no cgroup2 leaf)".into(),
+            )),
+        }
     }
+
     pub fn thaw(&self) -> Result<()> {
-        unimplemented!()
+        match self.freezer() {
+            Freezer::V1(d) => v1::thaw(d),
+            Freezer::V2(d) => v2::thaw(d),
+            Freezer::None => Err(Error::Invalid(
+                "cannot thaw: no freezer cgroup (v1 freezer not mounted, no cgroup2 leaf)".into(),
+            )),
+        }
     }
+
+    /// Thawed when there is no freezer at all.
     pub fn freezer_state(&self) -> Result<FreezerState> {
-        unimplemented!()
+        match self.freezer() {
+            Freezer::V1(d) => v1::freezer_state(d),
+            Freezer::V2(d) => v2::freezer_state(d),
+            Freezer::None => Ok(FreezerState::Thawed),
+        }
     }
+
+    /// rmdir exactly the directories `create` made, deepest first; kills nothing. Keeps going
+    /// past failures and reports the first one. Already-removed directories are fine.
     pub fn destroy(&self) -> Result<()> {
-        unimplemented!()
+        let mut res = Ok(());
+        for d in self.created.iter().rev() {
+            if let Err(e) = fs::rmdir_retry(d) {
+                if res.is_ok() {
+                    res = Err(e);
+                }
+            }
+        }
+        res
     }
+
+    /// Resource usage, shaped like runc's `events --stats` data.
+    pub fn stats(&self) -> Result<Stats> {
+        match self.layout {
+            Layout::V2 => stats::v2(self),
+            Layout::V1 | Layout::Hybrid => stats::v1(self),
+        }
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The container's directory in the v1 hierarchy of `controller` (e.g. "memory").
+    pub fn v1_path(&self, controller: &str) -> Option<&Path> {
+        self.v1_hier(controller).map(|h| h.dir.as_path())
+    }
+
+    /// The container's cgroup2 directory (V2, or the tracking leaf on Hybrid).
+    pub fn unified_path(&self) -> Option<&Path> {
+        self.unified.as_ref().map(|h| h.dir.as_path())
+    }
+
+    /// Directories `create` made (parents first); `destroy` removes exactly these.
+    pub fn created(&self) -> &[PathBuf] {
+        &self.created
+    }
+
+    pub(crate) fn v1_hier(&self, controller: &str) -> Option<&Hier> {
+        self.v1.iter().find(|h| h.name == controller)
+    }
+
+    pub(crate) fn unified_hier(&self) -> Option<&Hier> {
+        self.unified.as_ref()
+    }
+
+    fn freezer(&self) -> Freezer<'_> {
+        if let Some(h) = self.v1_hier("freezer") {
+            return Freezer::V1(&h.dir);
+        }
+        match &self.unified {
+            Some(u) => Freezer::V2(&u.dir),
+            None => Freezer::None,
+        }
+    }
+
+    /// The directory whose cgroup.procs lists the container's processes.
+    fn procs_dir(&self) -> Option<&Path> {
+        if let Some(h) = self.v1_hier("freezer") {
+            return Some(&h.dir);
+        }
+        if let Some(u) = &self.unified {
+            return Some(&u.dir);
+        }
+        self.v1.first().map(|h| h.dir.as_path())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Freezer<'a> {
+    V1(&'a Path),
+    V2(&'a Path),
+    None,
 }

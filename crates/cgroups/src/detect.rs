@@ -1,0 +1,75 @@
+//! Host cgroup layout detection: one statfs on a pure-v2 host, two on a v1/hybrid host.
+
+use std::path::Path;
+
+use crate::{Error, Layout, Result};
+
+pub(crate) const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+pub(crate) const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
+pub(crate) const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// Filesystem magic of `path`, `None` when it does not exist.
+pub(crate) fn fs_magic(path: &Path) -> Result<Option<i64>> {
+    match nix::sys::statfs::statfs(path) {
+        Ok(s) => Ok(Some(s.filesystem_type().0 as i64)),
+        Err(nix::errno::Errno::ENOENT) => Ok(None),
+        Err(e) => Err(Error::Io { path: path.into(), source: e.into() }),
+    }
+}
+
+/// Classify given the magic of `<root>` and (lazily) of `<root>/unified`.
+pub(crate) fn classify(
+    root: &Path,
+    root_magic: Option<i64>,
+    unified_magic: impl FnOnce() -> Result<Option<i64>>,
+) -> Result<Layout> {
+    match root_magic {
+        Some(CGROUP2_SUPER_MAGIC) => Ok(Layout::V2),
+        Some(TMPFS_MAGIC) => {
+            if unified_magic()? == Some(CGROUP2_SUPER_MAGIC) {
+                Ok(Layout::Hybrid)
+            } else {
+                Ok(Layout::V1)
+            }
+        }
+        // A single v1 hierarchy mounted directly at the root: unusual but v1.
+        Some(CGROUP_SUPER_MAGIC) => Ok(Layout::V1),
+        Some(m) => Err(Error::Invalid(format!(
+            "{} is neither a cgroup2 mount nor a tmpfs of cgroup v1 mounts (filesystem magic {m:#x})",
+            root.display()
+        ))),
+        None => Err(Error::Invalid(format!(
+            "{} does not exist: no cgroup filesystem is mounted",
+            root.display()
+        ))),
+    }
+}
+
+pub(crate) fn detect_at(root: &Path) -> Result<Layout> {
+    classify(root, fs_magic(root)?, || fs_magic(&root.join("unified")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_cases() {
+        let r = Path::new("/sys/fs/cgroup");
+        assert_eq!(classify(r, Some(CGROUP2_SUPER_MAGIC), || panic!("no 2nd statfs")).unwrap(), Layout::V2);
+        assert_eq!(classify(r, Some(TMPFS_MAGIC), || Ok(Some(CGROUP2_SUPER_MAGIC))).unwrap(), Layout::Hybrid);
+        assert_eq!(classify(r, Some(TMPFS_MAGIC), || Ok(None)).unwrap(), Layout::V1);
+        assert_eq!(classify(r, Some(TMPFS_MAGIC), || Ok(Some(TMPFS_MAGIC))).unwrap(), Layout::V1);
+        assert!(classify(r, Some(0x9fa0), || Ok(None)).unwrap_err().to_string().contains("0x9fa0"));
+        assert!(classify(r, None, || Ok(None)).is_err());
+    }
+
+    #[test]
+    fn detect_this_host() {
+        // Informative: print what the host is; must not fail where /sys/fs/cgroup exists.
+        match Layout::detect() {
+            Ok(l) => println!("host cgroup layout: {l:?}"),
+            Err(e) => println!("no cgroup layout on this host: {e}"),
+        }
+    }
+}

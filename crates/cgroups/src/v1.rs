@@ -1,0 +1,135 @@
+//! cgroup v1 (and hybrid) hierarchy set-up and the v1 freezer.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::fs::{self, MkdirError};
+use crate::{Error, FreezerState, Hier, Manager, Result};
+
+pub(crate) const FREEZE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// mkdir one hierarchy's leaf; `Ok(false)` when the hierarchy is not mounted.
+pub(crate) fn mkdir_hier(h: &Hier, created: &mut Vec<PathBuf>) -> Result<bool> {
+    match fs::mkdir_below(&h.base, &h.dir, created) {
+        Ok(()) => Ok(true),
+        Err(MkdirError::Io(p, e)) => Err(fs::io_err(p, e)),
+        Err(MkdirError::BaseMissing) => {
+            if h.base == h.mount || !h.mount.exists() {
+                Ok(false)
+            } else {
+                Err(Error::Invalid(format!(
+                    "this process's own {} cgroup {} does not exist",
+                    h.name,
+                    h.base.display()
+                )))
+            }
+        }
+    }
+}
+
+pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
+    let mut keep = Vec::with_capacity(m.v1.len());
+    for h in std::mem::take(&mut m.v1) {
+        let start = created.len();
+        match mkdir_hier(&h, created) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                m.v1 = keep;
+                return Err(e);
+            }
+        }
+        if h.name == "cpuset" {
+            if let Err(e) = copy_cpuset(&created[start..]) {
+                m.v1 = keep;
+                return Err(e);
+            }
+        }
+        keep.push(h);
+    }
+    m.v1 = keep;
+    // Hybrid: also the cgroup2 leaf, for process tracking (and cgroup.kill / cgroup.freeze).
+    if let Some(u) = m.unified.take() {
+        if mkdir_hier(&u, created)? {
+            m.unified = Some(u);
+        }
+    }
+    Ok(())
+}
+
+/// A new v1 cpuset cgroup starts with empty cpuset.cpus/mems, and no task can join it until
+/// they are set: copy them from the parent, top-down over the directories we created.
+fn copy_cpuset(new_dirs: &[PathBuf]) -> Result<()> {
+    for d in new_dirs {
+        let parent = d.parent().unwrap_or(Path::new("/"));
+        for file in ["cpuset.cpus", "cpuset.mems"] {
+            let v = fs::read_at(parent, file)?;
+            let v = v.trim();
+            if v.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "cannot initialise {}: parent's {file} is empty",
+                    d.display()
+                )));
+            }
+            fs::write_at(d, file, v)?;
+        }
+    }
+    Ok(())
+}
+
+fn read_state(dir: &Path) -> Result<String> {
+    Ok(fs::read_at(dir, "freezer.state")?.trim().to_string())
+}
+
+pub(crate) fn freeze(dir: &Path) -> Result<()> {
+    fs::write_at(dir, "freezer.state", "FROZEN")?;
+    let mut last = String::new();
+    let ok = fs::wait_until(
+        FREEZE_TIMEOUT,
+        // A freeze can get stuck in FREEZING when a task forks at the wrong moment;
+        // asking again moves it along (as runc does).
+        |i| if i % 16 == 0 { fs::write_at(dir, "freezer.state", "FROZEN") } else { Ok(()) },
+        || {
+            last = read_state(dir)?;
+            Ok(last == "FROZEN")
+        },
+    )?;
+    if ok {
+        return Ok(());
+    }
+    let _ = fs::write_at(dir, "freezer.state", "THAWED");
+    Err(Error::Invalid(format!(
+        "freezing {} timed out after {:?} (freezer.state {last}); thawed again",
+        dir.display(),
+        FREEZE_TIMEOUT
+    )))
+}
+
+pub(crate) fn thaw(dir: &Path) -> Result<()> {
+    fs::write_at(dir, "freezer.state", "THAWED")?;
+    let mut last = String::new();
+    let ok = fs::wait_until(
+        FREEZE_TIMEOUT,
+        |i| if i % 16 == 0 { fs::write_at(dir, "freezer.state", "THAWED") } else { Ok(()) },
+        || {
+            last = read_state(dir)?;
+            Ok(last == "THAWED")
+        },
+    )?;
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "thawing {} timed out (freezer.state {last})",
+            dir.display()
+        )))
+    }
+}
+
+/// FREEZING (a freeze in progress or stuck) reports as Thawed: not every task is stopped.
+pub(crate) fn freezer_state(dir: &Path) -> Result<FreezerState> {
+    Ok(match read_state(dir)?.as_str() {
+        "FROZEN" => FreezerState::Frozen,
+        _ => FreezerState::Thawed,
+    })
+}

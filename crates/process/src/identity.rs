@@ -197,6 +197,61 @@ mod tests {
         });
     }
 
+    /// In the child: a new user namespace mapping uid/gid 0 to the outer 0, with setgroups denied
+    /// (what a rootless runtime gets).
+    fn enter_userns_setgroups_denied() -> std::result::Result<(), String> {
+        // SAFETY: unshare in a single-threaded child.
+        if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+            return Err(format!(
+                "unshare(CLONE_NEWUSER): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("setgroups: {e}"))?;
+        std::fs::write("/proc/self/uid_map", "0 0 1").map_err(|e| format!("uid_map: {e}"))?;
+        std::fs::write("/proc/self/gid_map", "0 0 1").map_err(|e| format!("gid_map: {e}"))?;
+        Ok(())
+    }
+
+    #[test]
+    fn setgroups_denied_in_userns() {
+        in_child(|| {
+            enter_userns_setgroups_denied()?;
+            check_eq("setgroups_allowed", setgroups_allowed(), false)?;
+            let user = UserBuilder::default()
+                .uid(0u32)
+                .gid(0u32)
+                .additional_gids(vec![0u32])
+                .build()
+                .unwrap();
+            let e = crate::finalize_privileges(&user, None)
+                .unwrap_err()
+                .to_string();
+            check_eq(
+                "error",
+                e,
+                "process.user.additionalGids: setgroups is denied in this user namespace (/proc/self/setgroups is \"deny\")"
+                    .to_string(),
+            )?;
+            // Without additionalGids setgroups is skipped and the rest goes through.
+            let before = status_field(&proc_status(), "Groups");
+            let user = UserBuilder::default().uid(0u32).gid(0u32).build().unwrap();
+            crate::finalize_privileges(&user, None).map_err(|e| e.to_string())?;
+            let st = proc_status();
+            check_eq("Groups", status_field(&st, "Groups"), before)?;
+            check_eq(
+                "CapEff",
+                status_field(&st, "CapEff"),
+                "0000000000000000".to_string(),
+            )?;
+            check_eq(
+                "CapBnd",
+                status_field(&st, "CapBnd"),
+                "0000000000000000".to_string(),
+            )
+        });
+    }
+
     #[test]
     fn umask_default_and_explicit() {
         in_child(|| {

@@ -212,6 +212,26 @@ mod tests {
     }
 
     #[test]
+    fn exec_labels_on_this_host() {
+        crate::testutil::in_child(|| {
+            let r = set_exec_lsm_labels(Some("unconfined"), None);
+            if apparmor_enabled() {
+                return r.map_err(|e| e.to_string());
+            }
+            match r {
+                Err(e)
+                    if e.to_string().starts_with(
+                        "process.apparmorProfile: setting AppArmor exec profile \"unconfined\": ",
+                    ) =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("unexpected: {other:?}")),
+            }
+        });
+    }
+
+    #[test]
     fn exec_labels_noop_when_unset() {
         set_exec_lsm_labels(None, None).unwrap();
         set_exec_lsm_labels(Some(""), Some("")).unwrap();

@@ -81,7 +81,7 @@ pub fn decode<'a>(buf: &'a [u8], key: &[u8; 32]) -> Option<(u32, &'a [u8])> {
     }
     let flags = le32(header, 12);
     let len = le32(header, 16) as usize;
-    if flags & !KNOWN_FLAGS != 0 || le32(header, 20) != 0 || len != payload.len() || len % 8 != 0 {
+    if flags & !KNOWN_FLAGS != 0 || le32(header, 20) != 0 || len != payload.len() || !len.is_multiple_of(8) {
         return None;
     }
     if header[24..56] != key[..] || header[56..88] != checksum(header, payload) {
@@ -92,7 +92,11 @@ pub fn decode<'a>(buf: &'a [u8], key: &[u8; 32]) -> Option<(u32, &'a [u8])> {
 
 /// Looks `key` up. Returns the validated entry's flags and filter; touches its mtime (LRU).
 /// Every failure is a miss.
-pub fn lookup(dir: &Path, key_hex: &str, key: &[u8; 32]) -> Option<(u32, Box<[libc::sock_filter]>)> {
+pub fn lookup(
+    dir: &Path,
+    key_hex: &str,
+    key: &[u8; 32],
+) -> Option<(u32, Box<[libc::sock_filter]>)> {
     let mut file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -101,7 +105,9 @@ pub fn lookup(dir: &Path, key_hex: &str, key: &[u8; 32]) -> Option<(u32, Box<[li
     let md = file.metadata().ok()?;
     let size = md.len() as usize;
     // SAFETY: geteuid cannot fail.
-    if !md.is_file() || md.uid() != unsafe { libc::geteuid() } || size > HEADER_LEN + BPF_MAXINSNS * 8
+    if !md.is_file()
+        || md.uid() != unsafe { libc::geteuid() }
+        || size > HEADER_LEN + BPF_MAXINSNS * 8
     {
         return None;
     }
@@ -134,12 +140,21 @@ fn tmp_name(key_hex: &str) -> String {
 
 /// Creates the cache directory (mode 0700) if needed.
 pub fn ensure_dir(dir: &Path) -> io::Result<()> {
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 /// Stores an entry atomically, then evicts down to the default bounds. On error the temporary
 /// file is removed and the error returned (callers ignore it: the cache is an optimisation).
-pub fn store(dir: &Path, key_hex: &str, key: &[u8; 32], flags: u32, payload: &[u8]) -> io::Result<()> {
+pub fn store(
+    dir: &Path,
+    key_hex: &str,
+    key: &[u8; 32],
+    flags: u32,
+    payload: &[u8],
+) -> io::Result<()> {
     store_with_limits(dir, key_hex, key, flags, payload, MAX_ENTRIES, MAX_BYTES)
 }
 

@@ -10,7 +10,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
-use libseccomp::{ScmpAction, ScmpArch, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall};
+use libseccomp::{
+    ScmpAction, ScmpArch, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall,
+};
 use oci_spec::runtime::{
     Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompFilterFlag, LinuxSeccompOperator,
 };
@@ -52,10 +54,10 @@ pub fn libseccomp_version() -> (u32, u32, u32) {
 
 fn uses_notify(profile: &LinuxSeccomp) -> bool {
     profile.default_action() == LinuxSeccompAction::ScmpActNotify
-        || profile
-            .syscalls()
-            .as_ref()
-            .is_some_and(|r| r.iter().any(|r| r.action() == LinuxSeccompAction::ScmpActNotify))
+        || profile.syscalls().as_ref().is_some_and(|r| {
+            r.iter()
+                .any(|r| r.action() == LinuxSeccompAction::ScmpActNotify)
+        })
 }
 
 /// The `seccomp(2)` flags for `profile` and whether it needs a listener fd. Also validates what
@@ -66,7 +68,9 @@ pub fn filter_flags(profile: &LinuxSeccomp) -> Result<(u32, bool)> {
         for f in fs {
             flags |= match f {
                 LinuxSeccompFilterFlag::SeccompFilterFlagLog => SECCOMP_FILTER_FLAG_LOG,
-                LinuxSeccompFilterFlag::SeccompFilterFlagSpecAllow => SECCOMP_FILTER_FLAG_SPEC_ALLOW,
+                LinuxSeccompFilterFlag::SeccompFilterFlagSpecAllow => {
+                    SECCOMP_FILTER_FLAG_SPEC_ALLOW
+                }
                 LinuxSeccompFilterFlag::SeccompFilterFlagWaitKillableRecv => {
                     SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
                 }
@@ -95,7 +99,9 @@ fn errno_of(what: &str, v: Option<u32>) -> Result<u16> {
     match v {
         None => Ok(libc::EPERM as u16),
         Some(v) if v <= u16::MAX as u32 => Ok(v as u16),
-        Some(v) => Err(Error::Invalid(format!("{what} errnoRet {v} out of range (0..=65535)"))),
+        Some(v) => Err(Error::Invalid(format!(
+            "{what} errnoRet {v} out of range (0..=65535)"
+        ))),
     }
 }
 
@@ -162,7 +168,11 @@ fn lerr(what: impl std::fmt::Display, e: libseccomp::error::SeccompError) -> Err
 /// Compiles `profile` with libseccomp and exports the BPF program.
 pub fn compile(profile: &LinuxSeccomp) -> Result<Compiled> {
     let (flags, listener) = filter_flags(profile)?;
-    let default = action(profile.default_action(), profile.default_errno_ret(), "default")?;
+    let default = action(
+        profile.default_action(),
+        profile.default_errno_ret(),
+        "default",
+    )?;
     let mut ctx = ScmpFilterContext::new(default).map_err(|e| lerr("seccomp_init", e))?;
 
     if let Some(archs) = profile.architectures() {
@@ -211,7 +221,8 @@ pub fn compile(profile: &LinuxSeccomp) -> Result<Compiled> {
                 let res = if same_index {
                     // Conditions on the same argument are ORed: one rule per condition.
                     conds.iter().try_for_each(|c| {
-                        ctx.add_rule_conditional(act, nr, std::slice::from_ref(c)).map(|_| ())
+                        ctx.add_rule_conditional(act, nr, std::slice::from_ref(c))
+                            .map(|_| ())
                     })
                 } else {
                     ctx.add_rule_conditional(act, nr, &conds).map(|_| ())
@@ -222,7 +233,11 @@ pub fn compile(profile: &LinuxSeccomp) -> Result<Compiled> {
     }
 
     let filter = export(&ctx)?;
-    Ok(Compiled { filter, flags, listener })
+    Ok(Compiled {
+        filter,
+        flags,
+        listener,
+    })
 }
 
 fn export(ctx: &ScmpFilterContext) -> Result<Box<[libc::sock_filter]>> {
@@ -232,18 +247,23 @@ fn export(ctx: &ScmpFilterContext) -> Result<Box<[libc::sock_filter]>> {
         return Err(std::io::Error::last_os_error().into());
     }
     let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    ctx.export_bpf(&file).map_err(|e| lerr("seccomp_export_bpf", e))?;
+    ctx.export_bpf(&file)
+        .map_err(|e| lerr("seccomp_export_bpf", e))?;
     file.seek(SeekFrom::Start(0))?;
     let mut bytes = Vec::with_capacity(8192);
     file.read_to_end(&mut bytes)?;
-    bytes_to_filter(&bytes)
-        .ok_or_else(|| Error::Invalid(format!("bad BPF program from libseccomp ({} bytes)", bytes.len())))
+    bytes_to_filter(&bytes).ok_or_else(|| {
+        Error::Invalid(format!(
+            "bad BPF program from libseccomp ({} bytes)",
+            bytes.len()
+        ))
+    })
 }
 
 /// Native-endian `struct sock_filter` array from its raw bytes; None unless the length is a
 /// non-zero multiple of 8 within the kernel's limit.
 pub(crate) fn bytes_to_filter(bytes: &[u8]) -> Option<Box<[libc::sock_filter]>> {
-    if bytes.is_empty() || bytes.len() % 8 != 0 || bytes.len() / 8 > BPF_MAXINSNS {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(8) || bytes.len() / 8 > BPF_MAXINSNS {
         return None;
     }
     Some(

@@ -68,7 +68,14 @@ pub fn prepare(
     let key_hex = sha256::hex(&key);
     if let Some((stored_flags, filter)) = cache::lookup(dir, &key_hex, &key) {
         if stored_flags == flags {
-            return Ok((Prepared { filter, flags, listener }, Source::Cache));
+            return Ok((
+                Prepared {
+                    filter,
+                    flags,
+                    listener,
+                },
+                Source::Cache,
+            ));
         }
     }
     let prepared = compile_profile(profile)?;
@@ -79,7 +86,11 @@ pub fn prepare(
 /// Compiles `profile` without touching any cache.
 pub fn compile_profile(profile: &oci_spec::runtime::LinuxSeccomp) -> Result<Prepared> {
     let c = compile::compile(profile)?;
-    Ok(Prepared { filter: c.filter, flags: c.flags, listener: c.listener })
+    Ok(Prepared {
+        filter: c.filter,
+        flags: c.flags,
+        listener: c.listener,
+    })
 }
 
 impl Prepared {

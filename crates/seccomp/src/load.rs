@@ -10,7 +10,11 @@ const SECCOMP_SET_MODE_FILTER: libc::c_ulong = 1;
 /// fd when `listener` (the flags then include SECCOMP_FILTER_FLAG_NEW_LISTENER).
 ///
 /// The caller must have set no_new_privs or hold CAP_SYS_ADMIN in its user namespace.
-pub fn load_filter(filter: &[libc::sock_filter], flags: u32, listener: bool) -> Result<Option<OwnedFd>> {
+pub fn load_filter(
+    filter: &[libc::sock_filter],
+    flags: u32,
+    listener: bool,
+) -> Result<Option<OwnedFd>> {
     if filter.is_empty() || filter.len() > crate::compile::BPF_MAXINSNS {
         return Err(Error::Io(std::io::Error::from_raw_os_error(libc::EINVAL)));
     }

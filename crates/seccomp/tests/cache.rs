@@ -37,12 +37,21 @@ fn miss_then_hit_same_bytes_and_modes() {
     assert_eq!(a.bpf_bytes(), b.bpf_bytes());
     assert_eq!(a.flags(), b.flags());
     assert_eq!(a.wants_listener(), b.wants_listener());
-    assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+    assert_eq!(
+        fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
     let entry = entry_path(&dir, &p);
-    assert_eq!(fs::metadata(&entry).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        fs::metadata(&entry).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     assert!(tmp_files(&dir).is_empty());
     // Entry = header + program.
-    assert_eq!(fs::metadata(&entry).unwrap().len() as usize, cache::HEADER_LEN + a.bpf_bytes().len());
+    assert_eq!(
+        fs::metadata(&entry).unwrap().len() as usize,
+        cache::HEADER_LEN + a.bpf_bytes().len()
+    );
 }
 
 #[test]
@@ -63,16 +72,26 @@ fn corruptions() -> Vec<Corruption> {
         fs::write(path, b).unwrap();
     }
     vec![
-        ("truncated payload", |p, _| edit(p, |b| b.truncate(b.len() - 8))),
-        ("truncated mid-instruction", |p, _| edit(p, |b| b.truncate(b.len() - 3))),
+        ("truncated payload", |p, _| {
+            edit(p, |b| b.truncate(b.len() - 8))
+        }),
+        ("truncated mid-instruction", |p, _| {
+            edit(p, |b| b.truncate(b.len() - 3))
+        }),
         ("truncated header", |p, _| edit(p, |b| b.truncate(40))),
         ("empty", |p, _| edit(p, |b| b.clear())),
-        ("trailing garbage", |p, _| edit(p, |b| b.extend_from_slice(&[0; 8]))),
-        ("flipped payload byte", |p, _| edit(p, |b| {
-            let i = b.len() - 5;
-            b[i] ^= 0x01
-        })),
-        ("flipped first payload byte", |p, _| edit(p, |b| b[cache::HEADER_LEN] ^= 0x80)),
+        ("trailing garbage", |p, _| {
+            edit(p, |b| b.extend_from_slice(&[0; 8]))
+        }),
+        ("flipped payload byte", |p, _| {
+            edit(p, |b| {
+                let i = b.len() - 5;
+                b[i] ^= 0x01
+            })
+        }),
+        ("flipped first payload byte", |p, _| {
+            edit(p, |b| b[cache::HEADER_LEN] ^= 0x80)
+        }),
         ("wrong magic", |p, _| edit(p, |b| b[0] = b'X')),
         ("wrong version", |p, _| edit(p, |b| b[8] ^= 0xff)),
         ("flags changed", |p, _| edit(p, |b| b[12] ^= 0x02)),
@@ -148,7 +167,11 @@ fn decode_rejects_what_encode_did_not_write() {
         assert_eq!(cache::decode(&b, &key), None, "flip at {i} accepted");
     }
     for n in 0..e.len() {
-        assert_eq!(cache::decode(&e[..n], &key), None, "truncation to {n} accepted");
+        assert_eq!(
+            cache::decode(&e[..n], &key),
+            None,
+            "truncation to {n} accepted"
+        );
     }
     // Unknown filter flags (e.g. TSYNC, which load never passes) are refused.
     let bad = cache::encode(&key, 1, &payload);
@@ -160,8 +183,20 @@ fn decode_rejects_what_encode_did_not_write() {
 
 fn set_mtime(path: &Path, secs: i64) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    let ts = [libc::timespec { tv_sec: secs, tv_nsec: 0 }, libc::timespec { tv_sec: secs, tv_nsec: 0 }];
-    assert_eq!(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), ts.as_ptr(), 0) }, 0);
+    let ts = [
+        libc::timespec {
+            tv_sec: secs,
+            tv_nsec: 0,
+        },
+        libc::timespec {
+            tv_sec: secs,
+            tv_nsec: 0,
+        },
+    ];
+    assert_eq!(
+        unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), ts.as_ptr(), 0) },
+        0
+    );
 }
 
 fn entries(dir: &Path) -> Vec<String> {
@@ -209,8 +244,10 @@ fn eviction_is_lru_by_mtime_and_a_hit_refreshes() {
     cache::evict(dir, 3, u64::MAX, None).unwrap();
     let left = entries(dir);
     let want: Vec<String> = {
-        let mut v: Vec<String> =
-            [0usize, 4, 5].iter().map(|&i| sprout_seccomp::key(&profiles[i])).collect();
+        let mut v: Vec<String> = [0usize, 4, 5]
+            .iter()
+            .map(|&i| sprout_seccomp::key(&profiles[i]))
+            .collect();
         v.sort();
         v
     };
@@ -241,7 +278,10 @@ fn unwritable_cache_dir_does_not_fail_the_start() {
     let p = small(5);
     let (a, s) = prepare(&p, Some(&dir)).unwrap();
     assert_eq!(s, Source::Compiled);
-    assert_eq!(a.bpf_bytes(), sprout_seccomp::compile_profile(&p).unwrap().bpf_bytes());
+    assert_eq!(
+        a.bpf_bytes(),
+        sprout_seccomp::compile_profile(&p).unwrap().bpf_bytes()
+    );
 
     // A read-only directory (EACCES for non-root; root bypasses modes, so this also runs the
     // plain path as root).
@@ -261,10 +301,19 @@ fn full_filesystem_falls_back_and_cleans_up() {
     fs::create_dir(&mnt).unwrap();
     let c = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap();
     let rc = unsafe {
-        libc::mount(c"tmpfs".as_ptr(), c.as_ptr(), c"tmpfs".as_ptr(), 0, c"size=8k,nr_inodes=16".as_ptr().cast())
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            c.as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            c"size=8k,nr_inodes=16".as_ptr().cast(),
+        )
     };
     if rc != 0 {
-        eprintln!("skipping: cannot mount tmpfs: {}", std::io::Error::last_os_error());
+        eprintln!(
+            "skipping: cannot mount tmpfs: {}",
+            std::io::Error::last_os_error()
+        );
         return;
     }
     struct Umount(std::ffi::CString);
@@ -285,7 +334,11 @@ fn full_filesystem_falls_back_and_cleans_up() {
     let (a, s) = prepare(&p, Some(&dir)).unwrap();
     assert_eq!(s, Source::Compiled);
     assert!(!a.is_empty());
-    assert!(tmp_files(&dir).is_empty(), "temp file left behind: {:?}", tmp_files(&dir));
+    assert!(
+        tmp_files(&dir).is_empty(),
+        "temp file left behind: {:?}",
+        tmp_files(&dir)
+    );
     assert!(!entry_path(&dir, &p).exists());
 }
 
@@ -294,7 +347,10 @@ fn concurrent_starts_agree() {
     let t = TempDir::new("concurrent");
     let dir = t.path().to_path_buf();
     let p = common::podman_profile();
-    let want = sprout_seccomp::compile_profile(&p).unwrap().bpf_bytes().to_vec();
+    let want = sprout_seccomp::compile_profile(&p)
+        .unwrap()
+        .bpf_bytes()
+        .to_vec();
     let threads: Vec<_> = (0..8)
         .map(|_| {
             let dir = dir.clone();

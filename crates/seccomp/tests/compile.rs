@@ -13,10 +13,22 @@ fn bytes(v: serde_json::Value) -> Vec<u8> {
 #[test]
 fn every_action_compiles() {
     for a in [
-        "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_TRAP",
-        "SCMP_ACT_ERRNO", "SCMP_ACT_TRACE", "SCMP_ACT_ALLOW", "SCMP_ACT_LOG", "SCMP_ACT_NOTIFY",
+        "SCMP_ACT_KILL",
+        "SCMP_ACT_KILL_PROCESS",
+        "SCMP_ACT_KILL_THREAD",
+        "SCMP_ACT_TRAP",
+        "SCMP_ACT_ERRNO",
+        "SCMP_ACT_TRACE",
+        "SCMP_ACT_ALLOW",
+        "SCMP_ACT_LOG",
+        "SCMP_ACT_NOTIFY",
     ] {
-        for d in ["SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_LOG"] {
+        for d in [
+            "SCMP_ACT_ALLOW",
+            "SCMP_ACT_ERRNO",
+            "SCMP_ACT_KILL_PROCESS",
+            "SCMP_ACT_LOG",
+        ] {
             let p = compile_profile(&profile(json!({
                 "defaultAction": d,
                 "listenerPath": "/run/agent.sock",
@@ -42,16 +54,22 @@ fn unknown_syscall_names_are_ignored() {
 
 #[test]
 fn rule_with_the_default_action_is_a_no_op() {
-    let a = bytes(json!({"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38, "syscalls": [
+    let a = bytes(
+        json!({"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38, "syscalls": [
         {"names": ["getppid"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
-        {"names": ["read"], "action": "SCMP_ACT_ALLOW"}]}));
-    let b = bytes(json!({"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38, "syscalls": [
-        {"names": ["read"], "action": "SCMP_ACT_ALLOW"}]}));
+        {"names": ["read"], "action": "SCMP_ACT_ALLOW"}]}),
+    );
+    let b = bytes(
+        json!({"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38, "syscalls": [
+        {"names": ["read"], "action": "SCMP_ACT_ALLOW"}]}),
+    );
     assert_eq!(a, b);
     // ... but not when the errno differs.
-    let c = bytes(json!({"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38, "syscalls": [
+    let c = bytes(
+        json!({"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38, "syscalls": [
         {"names": ["getppid"], "action": "SCMP_ACT_ERRNO", "errnoRet": 37},
-        {"names": ["read"], "action": "SCMP_ACT_ALLOW"}]}));
+        {"names": ["read"], "action": "SCMP_ACT_ALLOW"}]}),
+    );
     assert_ne!(a, c);
 }
 
@@ -59,28 +77,46 @@ fn rule_with_the_default_action_is_a_no_op() {
 fn multiple_architectures() {
     let one = compile_profile(&profile(json!({"defaultAction": "SCMP_ACT_ALLOW",
         "architectures": ["SCMP_ARCH_X86_64"],
-        "syscalls": [{"names": ["getppid"], "action": "SCMP_ACT_ERRNO"}]}))).unwrap();
+        "syscalls": [{"names": ["getppid"], "action": "SCMP_ACT_ERRNO"}]})))
+    .unwrap();
     let three = compile_profile(&profile(json!({"defaultAction": "SCMP_ACT_ALLOW",
         "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
-        "syscalls": [{"names": ["getppid"], "action": "SCMP_ACT_ERRNO"}]}))).unwrap();
+        "syscalls": [{"names": ["getppid"], "action": "SCMP_ACT_ERRNO"}]})))
+    .unwrap();
     assert!(three.len() > one.len());
     // Foreign architectures libseccomp may not know are skipped, never an error.
     compile_profile(&profile(json!({"defaultAction": "SCMP_ACT_ALLOW",
-        "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_LOONGARCH64", "SCMP_ARCH_SH"]}))).unwrap();
+        "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_LOONGARCH64", "SCMP_ARCH_SH"]})))
+    .unwrap();
 }
 
 #[test]
 fn invalid_profiles_are_refused() {
     let cases = [
-        ("errnoRet too big", json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
-            {"names": ["getppid"], "action": "SCMP_ACT_ERRNO", "errnoRet": 70000}]})),
-        ("defaultErrnoRet too big", json!({"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 65536})),
-        ("arg index 6", json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+        (
+            "errnoRet too big",
+            json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+            {"names": ["getppid"], "action": "SCMP_ACT_ERRNO", "errnoRet": 70000}]}),
+        ),
+        (
+            "defaultErrnoRet too big",
+            json!({"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 65536}),
+        ),
+        (
+            "arg index 6",
+            json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
             {"names": ["getppid"], "action": "SCMP_ACT_ERRNO", "args": [
-                {"index": 6, "value": 0, "op": "SCMP_CMP_EQ"}]}]})),
-        ("NOTIFY without listenerPath", json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
-            {"names": ["getppid"], "action": "SCMP_ACT_NOTIFY"}]})),
-        ("default NOTIFY without listenerPath", json!({"defaultAction": "SCMP_ACT_NOTIFY"})),
+                {"index": 6, "value": 0, "op": "SCMP_CMP_EQ"}]}]}),
+        ),
+        (
+            "NOTIFY without listenerPath",
+            json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+            {"names": ["getppid"], "action": "SCMP_ACT_NOTIFY"}]}),
+        ),
+        (
+            "default NOTIFY without listenerPath",
+            json!({"defaultAction": "SCMP_ACT_NOTIFY"}),
+        ),
     ];
     for (name, v) in cases {
         match compile_profile(&profile(v.clone())) {
@@ -90,7 +126,10 @@ fn invalid_profiles_are_refused() {
         }
         // prepare refuses it too, with or without a cache.
         let dir = common::TempDir::new("invalid");
-        assert!(sprout_seccomp::prepare(&profile(v), Some(dir.path())).is_err(), "{name}");
+        assert!(
+            sprout_seccomp::prepare(&profile(v), Some(dir.path())).is_err(),
+            "{name}"
+        );
     }
 }
 
@@ -106,13 +145,30 @@ fn flags_map_to_seccomp_flags() {
         compile_profile(&profile(v)).unwrap().flags()
     };
     assert_eq!(f(json!([]), false), 0);
-    assert_eq!(f(json!(["SECCOMP_FILTER_FLAG_LOG"]), false), SECCOMP_FILTER_FLAG_LOG);
-    assert_eq!(f(json!(["SECCOMP_FILTER_FLAG_SPEC_ALLOW"]), false), SECCOMP_FILTER_FLAG_SPEC_ALLOW);
-    assert_eq!(f(json!(["SECCOMP_FILTER_FLAG_TSYNC"]), false), 0);
-    assert_eq!(f(json!(["SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"]), false), 0);
     assert_eq!(
-        f(json!(["SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV", "SECCOMP_FILTER_FLAG_LOG"]), true),
-        SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV | SECCOMP_FILTER_FLAG_LOG | SECCOMP_FILTER_FLAG_NEW_LISTENER
+        f(json!(["SECCOMP_FILTER_FLAG_LOG"]), false),
+        SECCOMP_FILTER_FLAG_LOG
+    );
+    assert_eq!(
+        f(json!(["SECCOMP_FILTER_FLAG_SPEC_ALLOW"]), false),
+        SECCOMP_FILTER_FLAG_SPEC_ALLOW
+    );
+    assert_eq!(f(json!(["SECCOMP_FILTER_FLAG_TSYNC"]), false), 0);
+    assert_eq!(
+        f(json!(["SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"]), false),
+        0
+    );
+    assert_eq!(
+        f(
+            json!([
+                "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV",
+                "SECCOMP_FILTER_FLAG_LOG"
+            ]),
+            true
+        ),
+        SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+            | SECCOMP_FILTER_FLAG_LOG
+            | SECCOMP_FILTER_FLAG_NEW_LISTENER
     );
     assert_eq!(f(json!([]), true), SECCOMP_FILTER_FLAG_NEW_LISTENER);
 }

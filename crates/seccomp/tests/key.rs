@@ -37,14 +37,24 @@ type Mutation = (&'static str, fn(&mut Value));
 
 fn mutations() -> Vec<Mutation> {
     vec![
-        ("defaultAction", |v| v["defaultAction"] = json!("SCMP_ACT_KILL_PROCESS")),
-        ("defaultAction kill vs kill_thread", |v| v["defaultAction"] = json!("SCMP_ACT_KILL")),
-        ("defaultErrnoRet value", |v| v["defaultErrnoRet"] = json!(39)),
+        ("defaultAction", |v| {
+            v["defaultAction"] = json!("SCMP_ACT_KILL_PROCESS")
+        }),
+        ("defaultAction kill vs kill_thread", |v| {
+            v["defaultAction"] = json!("SCMP_ACT_KILL")
+        }),
+        ("defaultErrnoRet value", |v| {
+            v["defaultErrnoRet"] = json!(39)
+        }),
         ("defaultErrnoRet absent", |v| {
             v.as_object_mut().unwrap().remove("defaultErrnoRet");
         }),
-        ("architectures one less", |v| v["architectures"] = json!(["SCMP_ARCH_X86_64"])),
-        ("architectures order", |v| v["architectures"] = json!(["SCMP_ARCH_X86", "SCMP_ARCH_X86_64"])),
+        ("architectures one less", |v| {
+            v["architectures"] = json!(["SCMP_ARCH_X86_64"])
+        }),
+        ("architectures order", |v| {
+            v["architectures"] = json!(["SCMP_ARCH_X86", "SCMP_ARCH_X86_64"])
+        }),
         ("architectures absent", |v| {
             v.as_object_mut().unwrap().remove("architectures");
         }),
@@ -52,39 +62,76 @@ fn mutations() -> Vec<Mutation> {
         ("flags added", |v| {
             v["flags"] = json!(["SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW"])
         }),
-        ("flags other", |v| v["flags"] = json!(["SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"])),
-        ("flags tsync", |v| v["flags"] = json!(["SECCOMP_FILTER_FLAG_TSYNC"])),
+        ("flags other", |v| {
+            v["flags"] = json!(["SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"])
+        }),
+        ("flags tsync", |v| {
+            v["flags"] = json!(["SECCOMP_FILTER_FLAG_TSYNC"])
+        }),
         ("flags absent", |v| {
             v.as_object_mut().unwrap().remove("flags");
         }),
         ("flags empty", |v| v["flags"] = json!([])),
-        ("listenerPath", |v| v["listenerPath"] = json!("/run/other.sock")),
+        ("listenerPath", |v| {
+            v["listenerPath"] = json!("/run/other.sock")
+        }),
         ("listenerPath absent", |v| {
             v.as_object_mut().unwrap().remove("listenerPath");
         }),
-        ("listenerMetadata", |v| v["listenerMetadata"] = json!("metb")),
+        ("listenerMetadata", |v| {
+            v["listenerMetadata"] = json!("metb")
+        }),
         ("listenerMetadata absent", |v| {
             v.as_object_mut().unwrap().remove("listenerMetadata");
         }),
-        ("name added", |v| v["syscalls"][0]["names"] = json!(["read", "write", "close"])),
-        ("name changed", |v| v["syscalls"][0]["names"] = json!(["read", "writev"])),
-        ("names order", |v| v["syscalls"][0]["names"] = json!(["write", "read"])),
-        ("names split across boundary", |v| v["syscalls"][0]["names"] = json!(["readwrite"])),
-        ("rule action", |v| v["syscalls"][0]["action"] = json!("SCMP_ACT_LOG")),
-        ("rule errnoRet", |v| v["syscalls"][1]["errnoRet"] = json!(43)),
+        ("name added", |v| {
+            v["syscalls"][0]["names"] = json!(["read", "write", "close"])
+        }),
+        ("name changed", |v| {
+            v["syscalls"][0]["names"] = json!(["read", "writev"])
+        }),
+        ("names order", |v| {
+            v["syscalls"][0]["names"] = json!(["write", "read"])
+        }),
+        ("names split across boundary", |v| {
+            v["syscalls"][0]["names"] = json!(["readwrite"])
+        }),
+        ("rule action", |v| {
+            v["syscalls"][0]["action"] = json!("SCMP_ACT_LOG")
+        }),
+        ("rule errnoRet", |v| {
+            v["syscalls"][1]["errnoRet"] = json!(43)
+        }),
         ("rule errnoRet absent", |v| {
             v["syscalls"][1].as_object_mut().unwrap().remove("errnoRet");
         }),
-        ("rule errnoRet on allow", |v| v["syscalls"][0]["errnoRet"] = json!(1)),
-        ("rule action trace", |v| v["syscalls"][1]["action"] = json!("SCMP_ACT_TRACE")),
-        ("arg index", |v| v["syscalls"][2]["args"][0]["index"] = json!(0)),
-        ("arg value", |v| v["syscalls"][2]["args"][0]["value"] = json!(2)),
-        ("arg valueTwo added", |v| v["syscalls"][2]["args"][0]["valueTwo"] = json!(0)),
-        ("arg valueTwo", |v| v["syscalls"][3]["args"][0]["valueTwo"] = json!(3)),
-        ("arg valueTwo absent", |v| {
-            v["syscalls"][3]["args"][0].as_object_mut().unwrap().remove("valueTwo");
+        ("rule errnoRet on allow", |v| {
+            v["syscalls"][0]["errnoRet"] = json!(1)
         }),
-        ("arg op", |v| v["syscalls"][2]["args"][0]["op"] = json!("SCMP_CMP_NE")),
+        ("rule action trace", |v| {
+            v["syscalls"][1]["action"] = json!("SCMP_ACT_TRACE")
+        }),
+        ("arg index", |v| {
+            v["syscalls"][2]["args"][0]["index"] = json!(0)
+        }),
+        ("arg value", |v| {
+            v["syscalls"][2]["args"][0]["value"] = json!(2)
+        }),
+        ("arg valueTwo added", |v| {
+            v["syscalls"][2]["args"][0]["valueTwo"] = json!(0)
+        }),
+        ("arg valueTwo", |v| {
+            v["syscalls"][3]["args"][0]["valueTwo"] = json!(3)
+        }),
+        ("arg valueTwo absent", |v| {
+            v["syscalls"][3]["args"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("valueTwo");
+        }),
+        ("arg op", |v| {
+            v["syscalls"][2]["args"][0]["op"] = json!("SCMP_CMP_NE")
+        }),
         ("arg order", |v| {
             let args = v["syscalls"][2]["args"].as_array_mut().unwrap();
             args.swap(0, 1);
@@ -96,7 +143,9 @@ fn mutations() -> Vec<Mutation> {
             v["syscalls"][2].as_object_mut().unwrap().remove("args");
         }),
         ("args empty", |v| v["syscalls"][2]["args"] = json!([])),
-        ("rule order", |v| v["syscalls"].as_array_mut().unwrap().swap(0, 1)),
+        ("rule order", |v| {
+            v["syscalls"].as_array_mut().unwrap().swap(0, 1)
+        }),
         ("rule removed", |v| {
             v["syscalls"].as_array_mut().unwrap().remove(0);
         }),
@@ -115,7 +164,9 @@ fn mutations() -> Vec<Mutation> {
 fn key_is_deterministic_and_hex() {
     let k = key_of(&base());
     assert_eq!(k.len(), 64);
-    assert!(k.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    assert!(k
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
     assert_eq!(k, key_of(&base()));
     // JSON object member order does not matter: the key is over the parsed profile.
     let reordered: Value = serde_json::from_str(
@@ -166,10 +217,18 @@ fn errno_ret_changes_key_and_program() {
     let (a, sa) = sprout_seccomp::prepare(&mk(42, 38), Some(dir.path())).unwrap();
     assert_eq!(sa, sprout_seccomp::Source::Compiled);
     let (b, sb) = sprout_seccomp::prepare(&mk(43, 38), Some(dir.path())).unwrap();
-    assert_eq!(sb, sprout_seccomp::Source::Compiled, "errnoRet change must miss");
+    assert_eq!(
+        sb,
+        sprout_seccomp::Source::Compiled,
+        "errnoRet change must miss"
+    );
     assert_ne!(a.bpf_bytes(), b.bpf_bytes());
     let (c, sc) = sprout_seccomp::prepare(&mk(42, 39), Some(dir.path())).unwrap();
-    assert_eq!(sc, sprout_seccomp::Source::Compiled, "defaultErrnoRet change must miss");
+    assert_eq!(
+        sc,
+        sprout_seccomp::Source::Compiled,
+        "defaultErrnoRet change must miss"
+    );
     assert_ne!(a.bpf_bytes(), c.bpf_bytes());
     let (a2, sa2) = sprout_seccomp::prepare(&mk(42, 38), Some(dir.path())).unwrap();
     assert_eq!(sa2, sprout_seccomp::Source::Cache);

@@ -112,7 +112,13 @@ fn default_errno_ret() {
     });
     assert_eq!(code, 0);
     let p = mk(None);
-    let code = run(&p, || if sys(libc::SYS_getppid, 0, 0, 0) != Err(libc::EPERM) { 10 } else { 0 });
+    let code = run(&p, || {
+        if sys(libc::SYS_getppid, 0, 0, 0) != Err(libc::EPERM) {
+            10
+        } else {
+            0
+        }
+    });
     assert_eq!(code, 0);
 }
 
@@ -132,12 +138,20 @@ fn one_rule(action: &str, errno: Option<u32>) -> Prepared {
     if let Some(e) = errno {
         rule["errnoRet"] = json!(e);
     }
-    compile_profile(&profile(json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [rule]}))).unwrap()
+    compile_profile(&profile(
+        json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [rule]}),
+    ))
+    .unwrap()
 }
 
 #[test]
 fn kill_and_trap_actions() {
-    for a in ["SCMP_ACT_KILL", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_TRAP"] {
+    for a in [
+        "SCMP_ACT_KILL",
+        "SCMP_ACT_KILL_THREAD",
+        "SCMP_ACT_KILL_PROCESS",
+        "SCMP_ACT_TRAP",
+    ] {
         assert_eq!(killed_by(&one_rule(a, None)), Some(libc::SIGSYS), "{a}");
     }
 }
@@ -146,15 +160,21 @@ fn kill_and_trap_actions() {
 fn log_allow_and_trace_actions() {
     // LOG and ALLOW let the call through.
     for a in ["SCMP_ACT_LOG", "SCMP_ACT_ALLOW"] {
-        let code = run(&one_rule(a, None), || match sys(libc::SYS_getppid, 0, 0, 0) {
-            Ok(p) if p > 0 => 0,
-            _ => 10,
+        let code = run(&one_rule(a, None), || {
+            match sys(libc::SYS_getppid, 0, 0, 0) {
+                Ok(p) if p > 0 => 0,
+                _ => 10,
+            }
         });
         assert_eq!(code, 0, "{a}");
     }
     // TRACE without a tracer: the kernel fails the call with ENOSYS.
     let code = run(&one_rule("SCMP_ACT_TRACE", Some(7)), || {
-        if sys(libc::SYS_getppid, 0, 0, 0) != Err(libc::ENOSYS) { 10 } else { 0 }
+        if sys(libc::SYS_getppid, 0, 0, 0) != Err(libc::ENOSYS) {
+            10
+        } else {
+            0
+        }
     });
     assert_eq!(code, 0);
 }
@@ -169,8 +189,17 @@ fn all_flags_load() {
     })))
     .unwrap();
     // TSYNC ignored; WAIT_KILLABLE_RECV dropped without a listener (the kernel would refuse it).
-    assert_eq!(p.flags(), compile::SECCOMP_FILTER_FLAG_LOG | compile::SECCOMP_FILTER_FLAG_SPEC_ALLOW);
-    let code = run(&p, || if sys(libc::SYS_getppid, 0, 0, 0) != Err(9) { 10 } else { 0 });
+    assert_eq!(
+        p.flags(),
+        compile::SECCOMP_FILTER_FLAG_LOG | compile::SECCOMP_FILTER_FLAG_SPEC_ALLOW
+    );
+    let code = run(&p, || {
+        if sys(libc::SYS_getppid, 0, 0, 0) != Err(9) {
+            10
+        } else {
+            0
+        }
+    });
     assert_eq!(code, 0);
 }
 
@@ -210,7 +239,10 @@ fn notify_returns_a_listener_fd() {
         "defaultAction": "SCMP_ACT_ALLOW",
         "syscalls": [{"names": ["getppid"], "action": "SCMP_ACT_NOTIFY"}]
     }));
-    assert!(matches!(prepare(&bad, None), Err(sprout_seccomp::Error::Invalid(_))));
+    assert!(matches!(
+        prepare(&bad, None),
+        Err(sprout_seccomp::Error::Invalid(_))
+    ));
 }
 
 /// A real notification round trip: the child's `getppid` is answered by the parent-side agent
@@ -259,7 +291,12 @@ fn notify_round_trip() {
             if unsafe { libc::ioctl(raw, RECV, &mut n) } != 0 {
                 unsafe { libc::_exit(1) };
             }
-            let r = Resp { id: n.id, val: 4242, error: 0, flags: 0 };
+            let r = Resp {
+                id: n.id,
+                val: 4242,
+                error: 0,
+                flags: 0,
+            };
             if unsafe { libc::ioctl(raw, SEND, &r) } != 0 {
                 unsafe { libc::_exit(2) };
             }
@@ -292,11 +329,17 @@ fn podman_default_profile_behaves() {
         if sys(libc::SYS_sethostname, 0, 0, 0) != Err(libc::EPERM) {
             return 11;
         }
-        if sys(libc::SYS_kexec_load, 0, 0, 0, ) != Err(libc::EPERM) {
+        if sys(libc::SYS_kexec_load, 0, 0, 0) != Err(libc::EPERM) {
             return 12;
         }
         // socket(AF_NETLINK, *, NETLINK_AUDIT): errnoRet 22 (two args ANDed).
-        if sys(libc::SYS_socket, libc::AF_NETLINK as _, libc::SOCK_RAW as _, 9) != Err(libc::EINVAL) {
+        if sys(
+            libc::SYS_socket,
+            libc::AF_NETLINK as _,
+            libc::SOCK_RAW as _,
+            9,
+        ) != Err(libc::EINVAL)
+        {
             return 13;
         }
         // Not listed: the default action, ERRNO(ENOSYS).

@@ -69,7 +69,11 @@ fn podman_default_compiles_caches_and_hits_identically() {
         c,
         h,
         k,
-        if cfg!(debug_assertions) { "debug" } else { "release" }
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
     );
     assert!(h < c, "a cache hit ({h:?}) must beat compiling ({c:?})");
 }

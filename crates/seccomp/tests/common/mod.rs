@@ -72,7 +72,12 @@ pub fn exit_code(status: libc::c_int) -> i32 {
 }
 
 /// A raw syscall's outcome: Ok(return value) or Err(errno). Allocation-free.
-pub fn sys(nr: libc::c_long, a: libc::c_long, b: libc::c_long, c: libc::c_long) -> Result<i64, i32> {
+pub fn sys(
+    nr: libc::c_long,
+    a: libc::c_long,
+    b: libc::c_long,
+    c: libc::c_long,
+) -> Result<i64, i32> {
     unsafe {
         let r = libc::syscall(nr, a, b, c);
         if r == -1 {

@@ -73,9 +73,15 @@ impl Canon {
     fn u64(&mut self, v: u64) {
         self.0.update(&v.to_le_bytes());
     }
+    /// A length or count. Profiles are far below 4 GiB; saturate rather than wrap so that no
+    /// two different inputs can collide through truncation (such a profile cannot compile).
+    #[inline]
+    fn len(&mut self, n: usize) {
+        self.u32(u32::try_from(n).unwrap_or(u32::MAX));
+    }
     #[inline]
     fn bytes(&mut self, b: &[u8]) {
-        self.u64(b.len() as u64);
+        self.len(b.len());
         self.0.update(b);
     }
     #[inline]
@@ -112,7 +118,7 @@ pub(crate) fn hash_profile(h: Sha256, profile: &LinuxSeccomp) -> Sha256 {
         None => c.u8(0),
         Some(v) => {
             c.u8(1);
-            c.u64(v.len() as u64);
+            c.len(v.len());
             for a in v {
                 c.u32(arch_tag(*a));
             }
@@ -124,7 +130,7 @@ pub(crate) fn hash_profile(h: Sha256, profile: &LinuxSeccomp) -> Sha256 {
         None => c.u8(0),
         Some(v) => {
             c.u8(1);
-            c.u64(v.len() as u64);
+            c.len(v.len());
             for f in v {
                 c.u8(flag_tag(*f));
             }
@@ -153,10 +159,10 @@ pub(crate) fn hash_profile(h: Sha256, profile: &LinuxSeccomp) -> Sha256 {
         None => c.u8(0),
         Some(rules) => {
             c.u8(1);
-            c.u64(rules.len() as u64);
+            c.len(rules.len());
             for r in rules {
                 c.u8(b'R');
-                c.u64(r.names().len() as u64);
+                c.len(r.names().len());
                 for n in r.names() {
                     c.bytes(n.as_bytes());
                 }
@@ -166,7 +172,7 @@ pub(crate) fn hash_profile(h: Sha256, profile: &LinuxSeccomp) -> Sha256 {
                     None => c.u8(0),
                     Some(args) => {
                         c.u8(1);
-                        c.u64(args.len() as u64);
+                        c.len(args.len());
                         for a in args {
                             c.u64(a.index() as u64);
                             c.u64(a.value());

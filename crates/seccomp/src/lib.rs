@@ -11,6 +11,28 @@
 //!   listener fd when the profile uses SCMP_ACT_NOTIFY.
 //! - The caller sets no_new_privs itself (or holds CAP_SYS_ADMIN) before `load`.
 //!
+//! Notes for the runtime:
+//!
+//! - Order in init (as runc/crun do): when `process.noNewPrivileges` is true, set
+//!   `PR_SET_NO_NEW_PRIVS`, finish everything else (mounts, pivot_root, setgroups/setgid/setuid,
+//!   capability drop, fd cleanup) and call `load` as the very last thing before `execve`, so the
+//!   filter sees only `execve` and the container's own syscalls. When it is false, the caller
+//!   must still hold CAP_SYS_ADMIN to load, so `load` has to come *before* dropping
+//!   capabilities / switching uid, and everything after it (capset, setuid, close, write to the
+//!   sync socket, execve, ...) runs under the filter: this is runc's behaviour too.
+//! - The listener fd (profiles with SCMP_ACT_NOTIFY; `listenerPath` required, else
+//!   [`Error::Invalid`]) is created in the container's init and is close-on-exec. Init must hand
+//!   it to the runtime (SCM_RIGHTS on the sync socket) before `execve`; the syscalls it uses for
+//!   that must not themselves be NOTIFY'd, or init blocks on its own listener.
+//! - SECCOMP_FILTER_FLAG_TSYNC is accepted and ignored (init is single-threaded);
+//!   SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV is dropped when there is no listener (the kernel
+//!   refuses it alone). On old kernels an unsupported flag makes `load` fail with EINVAL.
+//! - Cache failures never fail `prepare`; only an invalid profile or a libseccomp error does.
+//!   The cache directory must be private to the runtime (it is created 0700; entries not owned
+//!   by the effective uid, symlinks and corrupt files are ignored and overwritten).
+//! - libseccomp is linked statically (see `/.cargo/config.toml`), so a cache hit costs no
+//!   dynamic loading; only a miss runs libseccomp code.
+//!
 //! Layout: [`canon`] (canonical profile serialisation and the cache key), [`compile`]
 //! (libseccomp, the miss path), [`cache`] (store / load / evict), [`load`] (the raw syscall),
 //! [`sha256`] (the hash used by the key and the entries' checksum).

@@ -130,6 +130,9 @@ fn corrupt_entries_are_never_loaded_and_get_recompiled() {
     let other_entry = entry_path(dir, &other);
     let entry = entry_path(dir, &p);
     for (name, corrupt) in corruptions() {
+        if name == "not owned by us" && unsafe { libc::geteuid() } != 0 {
+            continue; // chown needs root
+        }
         let (_, s) = prepare(&p, Some(dir)).unwrap();
         assert!(entry.is_file(), "{name}: entry missing");
         let (_, s2) = prepare(&p, Some(dir)).unwrap();

@@ -40,6 +40,8 @@ mod resources_v1;
 mod resources_v2;
 mod stats;
 #[cfg(test)]
+mod tests;
+#[cfg(test)]
 mod testutil;
 mod v1;
 mod v2;

@@ -28,38 +28,37 @@ pub(crate) fn mkdir_hier(h: &Hier, created: &mut Vec<PathBuf>) -> Result<bool> {
 }
 
 pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
-    let mut keep = Vec::with_capacity(m.v1.len());
-    for h in std::mem::take(&mut m.v1) {
+    // On error nothing in `m` changes (the caller rolls back what was created).
+    let mut unmounted = Vec::new();
+    for (i, h) in m.v1.iter().enumerate() {
         let start = created.len();
-        match mkdir_hier(&h, created) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => {
-                m.v1 = keep;
-                return Err(e);
-            }
+        if !mkdir_hier(h, created)? {
+            unmounted.push(i);
+            continue;
         }
         if h.name == "cpuset" {
-            if let Err(e) = copy_cpuset(&created[start..]) {
-                m.v1 = keep;
-                return Err(e);
-            }
+            copy_cpuset(&created[start..])?;
         }
-        keep.push(h);
     }
-    m.v1 = keep;
     // Hybrid: also the cgroup2 leaf, for process tracking (and cgroup.kill / cgroup.freeze).
-    if let Some(u) = m.unified.take() {
-        if mkdir_hier(&u, created)? {
-            m.unified = Some(u);
-        }
+    let unified_mounted = match &m.unified {
+        Some(u) => mkdir_hier(u, created)?,
+        None => false,
+    };
+    if !unified_mounted {
+        m.unified = None;
     }
+    let mut i = 0;
+    m.v1.retain(|_| {
+        i += 1;
+        !unmounted.contains(&(i - 1))
+    });
     Ok(())
 }
 
 /// A new v1 cpuset cgroup starts with empty cpuset.cpus/mems, and no task can join it until
 /// they are set: copy them from the parent, top-down over the directories we created.
-fn copy_cpuset(new_dirs: &[PathBuf]) -> Result<()> {
+pub(crate) fn copy_cpuset(new_dirs: &[PathBuf]) -> Result<()> {
     for d in new_dirs {
         let parent = d.parent().unwrap_or(Path::new("/"));
         for file in ["cpuset.cpus", "cpuset.mems"] {

@@ -1,0 +1,489 @@
+//! Unit tests against a fake cgroupfs tree in a temp dir. The fake tree cannot make
+//! interface files appear on mkdir, so tests create the files a kernel would.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use oci_spec::runtime::*;
+
+use crate::testutil::{files, read, TempDir};
+use crate::*;
+
+const HYBRID_SELF: &str = "9:name=systemd:/\n8:pids:/\n7:blkio:/\n6:freezer:/\n5:devices:/\n\
+4:memory:/process_api/h1\n2:cpuacct:/\n1:cpu:/\n10:hugetlb:/\n0::/\n";
+
+fn hybrid_host(t: &TempDir) -> Host {
+    let root = t.path().to_path_buf();
+    // hugetlb is listed in /proc/self/cgroup but its mount point is missing.
+    for d in ["cpu", "cpuacct", "memory/process_api/h1", "devices", "freezer", "blkio", "pids", "systemd", "unified"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    Host { root, layout: Layout::Hybrid, self_cgroup: Some(HYBRID_SELF.into()), systemd_running: Some(false) }
+}
+
+const V1_FILES: &[(&str, &[&str])] = &[
+    ("cpu", &["cpu.shares", "cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.cfs_burst_us", "cpu.rt_period_us", "cpu.rt_runtime_us", "cpu.idle"]),
+    ("memory/process_api/h1", &["memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.soft_limit_in_bytes", "memory.swappiness", "memory.oom_control", "memory.use_hierarchy", "memory.kmem.tcp.limit_in_bytes", "memory.usage_in_bytes"]),
+    ("pids", &["pids.max"]),
+    ("blkio", &["blkio.bfq.weight", "blkio.bfq.weight_device", "blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device", "blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"]),
+    ("devices", &["devices.allow", "devices.deny"]),
+    ("freezer", &["freezer.state"]),
+];
+
+/// Give the container's v1 leaves (under `rel`) the interface files a kernel would.
+fn populate_v1(root: &Path, rel: &str) {
+    for (ctrl, names) in V1_FILES {
+        let v: Vec<(&str, &str)> = names.iter().map(|n| (*n, "")).collect();
+        files(&root.join(ctrl).join(rel), &v);
+    }
+}
+
+#[test]
+fn hybrid_paths_nest_under_own_cgroup_per_controller() {
+    let t = TempDir::new("paths");
+    let host = hybrid_host(&t);
+    let m = Manager::new_in(&host, None, "ctr1", false).unwrap();
+    let r = t.path();
+    assert_eq!(m.v1_path("memory").unwrap(), r.join("memory/process_api/h1/ctr1"));
+    assert_eq!(m.v1_path("cpu").unwrap(), r.join("cpu/ctr1"));
+    assert_eq!(m.v1_path("name=systemd").unwrap(), r.join("systemd/ctr1"));
+    assert_eq!(m.v1_path("cpuset"), None, "not in /proc/self/cgroup");
+    assert_eq!(m.unified_path().unwrap(), r.join("unified/ctr1"));
+
+    let m = Manager::new_in(&host, Some("/abs/x"), "ctr1", false).unwrap();
+    assert_eq!(m.v1_path("memory").unwrap(), r.join("memory/abs/x"));
+    assert_eq!(m.unified_path().unwrap(), r.join("unified/abs/x"));
+
+    let m = Manager::new_in(&host, Some("rel/x"), "ctr1", false).unwrap();
+    assert_eq!(m.v1_path("memory").unwrap(), r.join("memory/process_api/h1/rel/x"));
+
+    let e = Manager::new_in(&host, Some("a/../../b"), "c", false).unwrap_err().to_string();
+    assert!(e.contains("linux.cgroupsPath") && e.contains(".."), "{e}");
+    let e = Manager::new_in(&host, Some("system.slice:docker:abc"), "c", true).unwrap_err();
+    assert_eq!(e.to_string(), "cgroup: --systemd-cgroup: systemd is not running on this host");
+}
+
+#[test]
+fn create_records_only_new_dirs_and_destroy_removes_exactly_those() {
+    let t = TempDir::new("create");
+    let host = hybrid_host(&t);
+    let r = t.path();
+    std::fs::create_dir_all(r.join("cpu/pre")).unwrap(); // pre-existing: not ours
+    let mut m = Manager::new_in(&host, Some("pre/ctr"), "x", false).unwrap();
+    m.create().unwrap();
+    assert!(m.v1_path("hugetlb").is_none(), "unmounted hierarchy dropped");
+    let created: Vec<_> = m.created().to_vec();
+    assert!(created.contains(&r.join("cpu/pre/ctr")));
+    assert!(!created.contains(&r.join("cpu/pre")));
+    assert!(created.contains(&r.join("memory/process_api/h1/pre")));
+    assert!(created.contains(&r.join("memory/process_api/h1/pre/ctr")));
+    assert!(created.contains(&r.join("unified/pre/ctr")));
+    // parents before children
+    let pos = |p: &Path| created.iter().position(|c| c == p).unwrap();
+    assert!(pos(&r.join("memory/process_api/h1/pre")) < pos(&r.join("memory/process_api/h1/pre/ctr")));
+
+    // Serialize round trip, as state.json does.
+    let json = serde_json::to_string(&m).unwrap();
+    let m2: Manager = serde_json::from_str(&json).unwrap();
+    assert_eq!(m2.created(), m.created());
+
+    // A foreign dir inside ours is not ours: destroy must fail on that one and leave it.
+    m2.destroy().unwrap();
+    for c in &created {
+        assert!(!c.exists(), "{} left", c.display());
+    }
+    assert!(r.join("cpu/pre").is_dir());
+    assert!(r.join("memory/process_api/h1").is_dir());
+    m2.destroy().unwrap(); // idempotent
+}
+
+#[test]
+fn create_fails_cleanly_when_own_cgroup_is_missing() {
+    let t = TempDir::new("ownmissing");
+    let host = hybrid_host(&t);
+    std::fs::remove_dir_all(t.path().join("memory/process_api")).unwrap();
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    let e = m.create().unwrap_err().to_string();
+    assert!(e.contains("own memory cgroup"), "{e}");
+    // rolled back: nothing left from this attempt
+    assert!(!t.path().join("cpu/c").exists());
+    assert!(m.created().is_empty());
+}
+
+#[test]
+fn cpuset_copy_from_parent() {
+    let t = TempDir::new("cpuset");
+    let r = t.path();
+    files(&r.join("cpuset"), &[("cpuset.cpus", "0-3\n"), ("cpuset.mems", "0\n")]);
+    files(&r.join("cpuset/a"), &[("cpuset.cpus", ""), ("cpuset.mems", "")]);
+    files(&r.join("cpuset/a/b"), &[("cpuset.cpus", ""), ("cpuset.mems", "")]);
+    let self_cg = "3:cpuset:/\n";
+    let host = Host { root: r.into(), layout: Layout::V1, self_cgroup: Some(self_cg.into()), systemd_running: None };
+    // Pretend create made a and a/b (the fake fs cannot make the files appear on mkdir).
+    let mut m = Manager::new_in(&host, Some("a/b"), "x", false).unwrap();
+    m.create().unwrap(); // both exist: nothing created, nothing copied
+    assert!(m.created().is_empty());
+    assert_eq!(read(r.join("cpuset/a/cpuset.cpus")), "");
+    v1_copy_cpuset_for_test(&[r.join("cpuset/a"), r.join("cpuset/a/b")]);
+    assert_eq!(read(r.join("cpuset/a/b/cpuset.cpus")), "0-3");
+    assert_eq!(read(r.join("cpuset/a/b/cpuset.mems")), "0");
+}
+
+fn v1_copy_cpuset_for_test(dirs: &[std::path::PathBuf]) {
+    crate::v1::copy_cpuset(dirs).unwrap();
+}
+
+fn full_resources() -> LinuxResources {
+    let mut rdma = HashMap::new();
+    rdma.insert("mlx4_0".to_string(), LinuxRdmaBuilder::default().hca_handles(2u32).build().unwrap());
+    LinuxResourcesBuilder::default()
+        .memory(
+            LinuxMemoryBuilder::default()
+                .limit(100_000_000i64)
+                .swap(200_000_000i64)
+                .reservation(50_000_000i64)
+                .swappiness(10u64)
+                .disable_oom_killer(true)
+                .build()
+                .unwrap(),
+        )
+        .cpu(
+            LinuxCpuBuilder::default()
+                .shares(1024u64)
+                .quota(50_000i64)
+                .period(100_000u64)
+                .burst(1000u64)
+                .idle(1i64)
+                .build()
+                .unwrap(),
+        )
+        .pids(LinuxPidsBuilder::default().limit(42i64).build().unwrap())
+        .block_io(
+            LinuxBlockIoBuilder::default()
+                .weight(500u16)
+                .weight_device(vec![LinuxWeightDeviceBuilder::default().major(8i64).minor(0i64).weight(300u16).build().unwrap()])
+                .throttle_read_bps_device(vec![LinuxThrottleDeviceBuilder::default().major(8i64).minor(0i64).rate(1048576u64).build().unwrap()])
+                .throttle_write_iops_device(vec![LinuxThrottleDeviceBuilder::default().major(8i64).minor(16i64).rate(100u64).build().unwrap()])
+                .build()
+                .unwrap(),
+        )
+        .devices(vec![
+            LinuxDeviceCgroupBuilder::default().allow(false).access("rwm").build().unwrap(),
+            LinuxDeviceCgroupBuilder::default().allow(true).typ(LinuxDeviceType::C).major(1i64).minor(3i64).access("rwm").build().unwrap(),
+        ])
+        .rdma(rdma)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn apply_v1_writes_every_set_field() {
+    let t = TempDir::new("applyv1");
+    let host = hybrid_host(&t);
+    let r = t.path();
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    populate_v1(r, "c");
+    files(&r.join("memory/process_api/h1/c"), &[("memory.limit_in_bytes", "9223372036854771712")]);
+    let mut res = full_resources();
+    res.set_rdma(None);
+    m.apply(&res).unwrap();
+    let mem = r.join("memory/process_api/h1/c");
+    assert_eq!(read(mem.join("memory.limit_in_bytes")), "100000000");
+    assert_eq!(read(mem.join("memory.memsw.limit_in_bytes")), "200000000");
+    assert_eq!(read(mem.join("memory.soft_limit_in_bytes")), "50000000");
+    assert_eq!(read(mem.join("memory.swappiness")), "10");
+    assert_eq!(read(mem.join("memory.oom_control")), "1");
+    assert_eq!(read(mem.join("memory.use_hierarchy")), "", "unset field not written");
+    let cpu = r.join("cpu/c");
+    assert_eq!(read(cpu.join("cpu.shares")), "1024");
+    assert_eq!(read(cpu.join("cpu.cfs_quota_us")), "50000");
+    assert_eq!(read(cpu.join("cpu.cfs_period_us")), "100000");
+    assert_eq!(read(cpu.join("cpu.cfs_burst_us")), "1000");
+    assert_eq!(read(cpu.join("cpu.idle")), "1");
+    assert_eq!(read(cpu.join("cpu.rt_period_us")), "");
+    assert_eq!(read(r.join("pids/c/pids.max")), "42");
+    let blk = r.join("blkio/c");
+    assert_eq!(read(blk.join("blkio.bfq.weight")), "500", "falls back to BFQ");
+    assert_eq!(read(blk.join("blkio.bfq.weight_device")), "8:0 300");
+    assert_eq!(read(blk.join("blkio.throttle.read_bps_device")), "8:0 1048576");
+    assert_eq!(read(blk.join("blkio.throttle.write_iops_device")), "8:16 100");
+    assert_eq!(read(r.join("devices/c/devices.deny")), "a *:* rwm");
+    assert_eq!(read(r.join("devices/c/devices.allow")), "c 1:3 rwm");
+
+    // pids -1 => max
+    m.apply(&LinuxResourcesBuilder::default().pids(LinuxPidsBuilder::default().limit(-1i64).build().unwrap()).build().unwrap()).unwrap();
+    assert_eq!(read(r.join("pids/c/pids.max")), "max");
+}
+
+#[test]
+fn apply_v1_errors_name_the_field() {
+    let t = TempDir::new("errv1");
+    let host = hybrid_host(&t);
+    let r = t.path();
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    populate_v1(r, "c");
+    let err = |res: LinuxResources| m.apply(&res).unwrap_err().to_string();
+
+    std::fs::remove_file(r.join("blkio/c/blkio.bfq.weight")).unwrap();
+    let e = err(LinuxResourcesBuilder::default().block_io(LinuxBlockIoBuilder::default().weight(100u16).build().unwrap()).build().unwrap());
+    assert_eq!(e, "cgroup: linux.resources.blockIO.weight: not supported by this kernel (no blkio.weight)");
+
+    let e = err(LinuxResourcesBuilder::default().block_io(LinuxBlockIoBuilder::default().leaf_weight(100u16).build().unwrap()).build().unwrap());
+    assert!(e.contains("blockIO.leafWeight") && e.contains("no blkio.leaf_weight"), "{e}");
+
+    let e = err(LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(-7i64).build().unwrap()).build().unwrap());
+    assert!(e.contains("linux.resources.memory.limit") && e.contains("-7"), "{e}");
+
+    let e = err(LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(100i64).swap(50i64).build().unwrap()).build().unwrap());
+    assert!(e.contains("memory.swap"), "{e}");
+
+    let e = err(LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().shares(1u64).build().unwrap()).build().unwrap());
+    assert!(e.contains("cpu.shares"), "{e}");
+
+    let e = err(LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().cpus("0-1").build().unwrap()).build().unwrap());
+    assert!(e.contains("cpu.cpus") && e.contains("cpuset") && e.contains("not mounted"), "{e}");
+
+    let e = err(LinuxResourcesBuilder::default()
+        .hugepage_limits(vec![LinuxHugepageLimitBuilder::default().page_size("2MB").limit(1i64 << 21).build().unwrap()])
+        .build().unwrap());
+    assert!(e.contains("hugepageLimits") && e.contains("hugetlb.2MB.max"), "hybrid routes hugetlb to cgroup2: {e}");
+
+    let e = err(LinuxResourcesBuilder::default().network(LinuxNetworkBuilder::default().class_id(7u32).build().unwrap()).build().unwrap());
+    assert!(e.contains("network.classID") && e.contains("net_cls"), "{e}");
+
+    let e = err(LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().swappiness(101u64).build().unwrap()).build().unwrap());
+    assert!(e.contains("memory.swappiness"), "{e}");
+
+    // checkBeforeUpdate
+    std::fs::write(r.join("memory/process_api/h1/c/memory.usage_in_bytes"), "5000").unwrap();
+    let e = err(LinuxResourcesBuilder::default()
+        .memory(LinuxMemoryBuilder::default().limit(4096i64).check_before_update(true).build().unwrap())
+        .build().unwrap());
+    assert!(e.contains("checkBeforeUpdate") && e.contains("5000"), "{e}");
+
+    // memsw missing: explicit extra swap is an error, swap == limit is fine.
+    std::fs::remove_file(r.join("memory/process_api/h1/c/memory.memsw.limit_in_bytes")).unwrap();
+    let e = err(LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(4096i64).swap(8192i64).build().unwrap()).build().unwrap());
+    assert!(e.contains("memory.swap") && e.contains("memory.memsw.limit_in_bytes"), "{e}");
+    m.apply(&LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(4096i64).swap(4096i64).build().unwrap()).build().unwrap()).unwrap();
+    m.apply(&LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(-1i64).build().unwrap()).build().unwrap()).unwrap();
+}
+
+#[test]
+fn unified_keys_rejected_on_v1() {
+    let t = TempDir::new("unifiedv1");
+    let mut host = hybrid_host(&t);
+    host.layout = Layout::V1;
+    let m = Manager::new_in(&host, None, "c", false).unwrap();
+    let mut u = HashMap::new();
+    u.insert("memory.high".to_string(), "1000".to_string());
+    let e = m.apply(&LinuxResourcesBuilder::default().unified(u).build().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("linux.resources.unified") && e.contains("v1"), "{e}");
+}
+
+fn v2_host(t: &TempDir) -> Host {
+    let root = t.path().to_path_buf();
+    files(&root, &[("cgroup.controllers", "cpuset cpu io memory hugetlb pids\n"), ("cgroup.subtree_control", "")]);
+    files(&root.join("user.slice/me"), &[("cgroup.controllers", "cpu io memory pids\n"), ("cgroup.subtree_control", "")]);
+    Host { root, layout: Layout::V2, self_cgroup: Some("0::/user.slice/me\n".into()), systemd_running: None }
+}
+
+#[test]
+fn v2_create_delegates_controllers_within_own_subtree() {
+    let t = TempDir::new("v2create");
+    let host = v2_host(&t);
+    let r = t.path();
+    let mut m = Manager::new_in(&host, Some("pod/ctr"), "x", false).unwrap();
+    assert_eq!(m.unified_path().unwrap(), r.join("user.slice/me/pod/ctr"));
+    m.create().unwrap();
+    assert_eq!(m.created(), &[r.join("user.slice/me/pod"), r.join("user.slice/me/pod/ctr")]);
+    assert_eq!(read(r.join("user.slice/me/cgroup.subtree_control")), "+cpu +io +memory +pids");
+    assert_eq!(read(r.join("cgroup.subtree_control")), "", "above our own cgroup: untouched");
+    assert!(m.v2_dir_fd().is_some());
+    m.destroy().unwrap();
+    assert!(!r.join("user.slice/me/pod").exists());
+    assert!(r.join("user.slice/me").exists());
+
+    // An absolute path on v2 does not even need /proc/self/cgroup.
+    let host2 = Host { self_cgroup: Some("garbage".into()), ..host };
+    let m = Manager::new_in(&host2, Some("/a/b"), "x", false).unwrap();
+    assert_eq!(m.unified_path().unwrap(), r.join("a/b"));
+}
+
+#[test]
+fn apply_v2_conversions() {
+    let t = TempDir::new("applyv2");
+    let host = v2_host(&t);
+    let r = t.path();
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    let d = r.join("user.slice/me/c");
+    let names = ["memory.max", "memory.swap.max", "memory.low", "memory.current", "cpu.weight", "cpu.max", "cpu.max.burst", "cpu.idle", "pids.max", "io.weight", "io.max", "hugetlb.2MB.max", "rdma.max", "memory.high", "cpuset.cpus"];
+    let v: Vec<(&str, &str)> = names.iter().map(|n| (*n, "")).collect();
+    files(&d, &v);
+    let mut res = full_resources();
+    res.set_devices(None);
+    res.set_hugepage_limits(Some(vec![LinuxHugepageLimitBuilder::default().page_size("2048kB").limit(-1i64).build().unwrap()]));
+    let mut u = HashMap::new();
+    u.insert("memory.high".to_string(), "90000000".to_string());
+    res.set_unified(Some(u));
+    if let Some(c) = res.cpu_mut() {
+        c.set_cpus(Some("0".into()));
+    }
+    if let Some(mm) = res.memory_mut() {
+        mm.set_swappiness(None);
+        mm.set_disable_oom_killer(None);
+    }
+    m.apply(&res).unwrap();
+    assert_eq!(read(d.join("memory.max")), "100000000");
+    assert_eq!(read(d.join("memory.swap.max")), "100000000", "swap total minus limit");
+    assert_eq!(read(d.join("memory.low")), "50000000");
+    assert_eq!(read(d.join("cpu.weight")), "39");
+    assert_eq!(read(d.join("cpu.max")), "50000 100000");
+    assert_eq!(read(d.join("cpu.max.burst")), "1000");
+    assert_eq!(read(d.join("cpu.idle")), "1");
+    assert_eq!(read(d.join("cpuset.cpus")), "0");
+    assert_eq!(read(d.join("pids.max")), "42");
+    // the fake file keeps only the last write
+    assert_eq!(read(d.join("io.weight")), "8:0 2930");
+    assert_eq!(read(d.join("io.max")), "8:16 wiops=100");
+    assert_eq!(read(d.join("hugetlb.2MB.max")), "max");
+    assert_eq!(read(d.join("rdma.max")), "mlx4_0 hca_handle=2");
+    assert_eq!(read(d.join("memory.high")), "90000000");
+
+    // blkio weight alone -> io.weight "default N"
+    m.apply(&LinuxResourcesBuilder::default().block_io(LinuxBlockIoBuilder::default().weight(10u16).build().unwrap()).build().unwrap()).unwrap();
+    assert_eq!(read(d.join("io.weight")), "default 1");
+    // period alone keeps the quota
+    std::fs::write(d.join("cpu.max"), "max 100000\n").unwrap();
+    m.apply(&LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().period(20000u64).build().unwrap()).build().unwrap()).unwrap();
+    assert_eq!(read(d.join("cpu.max")), "max 20000");
+    m.apply(&LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().quota(-1i64).build().unwrap()).build().unwrap()).unwrap();
+    assert_eq!(read(d.join("cpu.max")), "max");
+    m.apply(&LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(-1i64).swap(-1i64).build().unwrap()).build().unwrap()).unwrap();
+    assert_eq!(read(d.join("memory.max")), "max");
+    assert_eq!(read(d.join("memory.swap.max")), "max");
+}
+
+#[test]
+fn apply_v2_errors() {
+    let t = TempDir::new("errv2");
+    let host = v2_host(&t);
+    let r = t.path();
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    let d = r.join("user.slice/me/c");
+    files(&d, &[("memory.max", "")]);
+    let err = |res: LinuxResources| m.apply(&res).unwrap_err().to_string();
+
+    let e = err(LinuxResourcesBuilder::default().pids(LinuxPidsBuilder::default().limit(5i64).build().unwrap()).build().unwrap());
+    assert!(e.contains("linux.resources.pids.limit") && e.contains("no pids.max") && e.contains("subtree_control"), "{e}");
+
+    let e = err(LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().swap(5000i64).build().unwrap()).build().unwrap());
+    assert!(e.contains("memory.swap") && e.contains("without a memory limit"), "{e}");
+
+    let e = err(LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().realtime_runtime(1000i64).build().unwrap()).build().unwrap());
+    assert!(e.contains("cpu.realtimeRuntime"), "{e}");
+
+    let e = err(LinuxResourcesBuilder::default().network(LinuxNetworkBuilder::default().class_id(1u32).build().unwrap()).build().unwrap());
+    assert!(e.contains("network.classID"), "{e}");
+
+    // devices: the default allow-all / deny-all lists pass, anything else is an error
+    m.apply(&LinuxResourcesBuilder::default().devices(vec![LinuxDeviceCgroupBuilder::default().allow(true).access("rwm").build().unwrap()]).build().unwrap()).unwrap();
+    m.apply(&LinuxResourcesBuilder::default().devices(vec![LinuxDeviceCgroupBuilder::default().allow(false).build().unwrap()]).build().unwrap()).unwrap();
+    let e = err(full_resources());
+    assert!(e.contains("linux.resources.devices") && e.contains("eBPF"), "{e}");
+
+    let mut u = HashMap::new();
+    u.insert("../../etc/passwd".to_string(), "x".to_string());
+    let e = err(LinuxResourcesBuilder::default().unified(u).build().unwrap());
+    assert!(e.contains("linux.resources.unified"), "{e}");
+    let mut u = HashMap::new();
+    u.insert("io.latency".to_string(), "x".to_string());
+    let e = err(LinuxResourcesBuilder::default().unified(u).build().unwrap());
+    assert!(e.contains("linux.resources.unified.io.latency") && e.contains("no io.latency"), "{e}");
+}
+
+#[test]
+fn freezer_and_pids_on_fake_tree() {
+    let t = TempDir::new("freeze");
+    let host = hybrid_host(&t);
+    let r = t.path();
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    files(&r.join("freezer/c"), &[("freezer.state", "THAWED\n"), ("cgroup.procs", "11\n12\n")]);
+    files(&r.join("freezer/c/sub"), &[("cgroup.procs", "13\n")]);
+    assert_eq!(m.freezer_state().unwrap(), FreezerState::Thawed);
+    m.freeze().unwrap();
+    assert_eq!(m.freezer_state().unwrap(), FreezerState::Frozen);
+    m.thaw().unwrap();
+    assert_eq!(read(r.join("freezer/c/freezer.state")), "THAWED");
+    let mut p = m.pids().unwrap();
+    p.sort();
+    assert_eq!(p, vec![11, 12, 13]);
+
+    // v2 freezer: cgroup.freeze + cgroup.events
+    let t2 = TempDir::new("freeze2");
+    let host2 = v2_host(&t2);
+    let mut m2 = Manager::new_in(&host2, None, "c", false).unwrap();
+    m2.create().unwrap();
+    let d = t2.path().join("user.slice/me/c");
+    files(&d, &[("cgroup.freeze", "0"), ("cgroup.events", "populated 0\nfrozen 1\n"), ("cgroup.kill", ""), ("cgroup.procs", "")]);
+    m2.freeze().unwrap();
+    assert_eq!(read(d.join("cgroup.freeze")), "1");
+    assert_eq!(m2.freezer_state().unwrap(), FreezerState::Frozen);
+    m2.kill_all(libc::SIGKILL).unwrap();
+    assert_eq!(read(d.join("cgroup.kill")), "1");
+    assert!(m2.pids().unwrap().is_empty());
+}
+
+#[test]
+fn stats_from_fake_trees() {
+    let t = TempDir::new("statsv2");
+    let host = v2_host(&t);
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    let d = t.path().join("user.slice/me/c");
+    files(&d, &[
+        ("cpu.stat", "usage_usec 10\nuser_usec 6\nsystem_usec 4\nnr_periods 3\nnr_throttled 1\nthrottled_usec 2\n"),
+        ("memory.current", "4096\n"), ("memory.max", "max\n"), ("memory.peak", "8192\n"),
+        ("memory.stat", "anon 1\nfile 2\n"), ("pids.current", "3\n"), ("pids.max", "10\n"),
+        ("io.stat", "8:0 rbytes=100 wbytes=200 rios=1 wios=2 dbytes=0 dios=0\n"),
+        ("hugetlb.2MB.current", "0\n"), ("hugetlb.2MB.events", "max 4\n"),
+    ]);
+    let s = m.stats().unwrap();
+    assert_eq!(s.cpu.usage.total, 10_000);
+    assert_eq!(s.cpu.usage.user, 6_000);
+    assert_eq!(s.cpu.throttling.throttled_time, 2_000);
+    assert_eq!(s.memory.usage.usage, 4096);
+    assert_eq!(s.memory.usage.limit, u64::MAX);
+    assert_eq!(s.memory.usage.max, 8192);
+    assert_eq!(s.memory.cache, 2);
+    assert_eq!(s.pids, PidsStats { current: 3, limit: 10 });
+    assert_eq!(s.blkio.io_service_bytes_recursive.len(), 2);
+    assert_eq!(s.blkio.io_service_bytes_recursive[1].op, "Write");
+    assert_eq!(s.hugetlb["2MB"].failcnt, 4);
+    let j = serde_json::to_value(&s).unwrap();
+    assert_eq!(j["memory"]["usage"]["usage"], 4096);
+    assert_eq!(j["blkio"]["ioServiceBytesRecursive"][0]["op"], "Read");
+
+    let t = TempDir::new("statsv1");
+    let host = hybrid_host(&t);
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    let r = t.path();
+    files(&r.join("cpuacct/c"), &[("cpuacct.usage", "123\n"), ("cpuacct.usage_percpu", "100 23 \n")]);
+    files(&r.join("memory/process_api/h1/c"), &[("memory.usage_in_bytes", "77\n"), ("memory.limit_in_bytes", "1000\n"), ("memory.stat", "cache 5\ntotal_cache 6\n")]);
+    files(&r.join("pids/c"), &[("pids.current", "2\n"), ("pids.max", "max\n")]);
+    files(&r.join("blkio/c"), &[("blkio.throttle.io_service_bytes_recursive", "8:0 Read 10\n8:0 Write 20\nTotal 30\n")]);
+    let s = m.stats().unwrap();
+    assert_eq!(s.cpu.usage.total, 123);
+    assert_eq!(s.cpu.usage.percpu, vec![100, 23]);
+    assert_eq!(s.memory.usage.usage, 77);
+    assert_eq!(s.memory.usage.limit, 1000);
+    assert_eq!(s.memory.cache, 6);
+    assert_eq!(s.pids.limit, u64::MAX);
+    assert_eq!(s.blkio.io_service_bytes_recursive.len(), 2);
+}

@@ -60,10 +60,21 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// A compiled filter ready to load.
+#[derive(Clone)]
 pub struct Prepared {
     filter: Box<[libc::sock_filter]>,
     flags: u32,
     listener: bool,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("instructions", &self.filter.len())
+            .field("flags", &format_args!("{:#x}", self.flags))
+            .field("listener", &self.listener)
+            .finish()
+    }
 }
 
 /// Whether `prepare` hit the cache or compiled, for the phase trace.

@@ -4,6 +4,8 @@
 //! environment variable `SPROUT_BIN` and defaults to
 //! `<workspace>/target/release/sprout`.  Run them against runc with
 //! `SPROUT_BIN=/usr/sbin/runc cargo test -p sprout-integration-tests`.
+//! `SPROUT_GLOBAL_ARGS` (whitespace-separated) adds global flags before
+//! `--root`, e.g. `--cgroup-manager=disabled` to try crun on a hybrid host.
 //!
 //! Isolation rules the helpers enforce:
 //! * every test gets its own `--root` (state directory) below
@@ -396,6 +398,13 @@ impl Ctx {
         let bin = runtime_bin();
         let mut cmd = Command::new(&bin);
         let mut line = bin.display().to_string();
+        // Extra global flags, e.g. SPROUT_GLOBAL_ARGS=--cgroup-manager=disabled for crun.
+        if let Ok(g) = std::env::var("SPROUT_GLOBAL_ARGS") {
+            for a in g.split_whitespace() {
+                cmd.arg(a);
+                line.push_str(&format!(" {a}"));
+            }
+        }
         if !opts.no_root {
             cmd.arg("--root").arg(&self.root);
             line.push_str(&format!(" --root {}", self.root.display()));

@@ -32,6 +32,9 @@
 # parse results...) or a --min-ok / --max-not-ok threshold is not met;
 # not-ok results alone do not fail the run.
 set -euo pipefail
+# The whole script is one { ... } block: bash parses it completely before
+# running it, so editing this file while a suite run is going is harmless.
+{
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -243,7 +246,7 @@ for p in "${PROGRAMS[@]}"; do
         cd "$WORK"
         exec env TMPDIR="$WORK/tmp" RUNTIME="$WRAP" \
             timeout -k 10 "$TIMEOUT" unshare -m --propagation private "$BIN/$p"
-    ) > "$RESULTS/$p.tap" 2> "$RESULTS/$p.stderr" < /dev/null
+    ) > "$RESULTS/$p.tap" 2> "$RESULTS/$p.stderr" < /dev/null 9>&-
     rc=$?
     set -e
     secs=$(( $(date +%s) - t1 ))
@@ -292,3 +295,4 @@ if [ -n "$MAX_NOT_OK" ] && [ "$NOTOK" -gt "$MAX_NOT_OK" ]; then
     echo "compliance: FAIL: $NOTOK not ok > --max-not-ok $MAX_NOT_OK" >&2; exit 1
 fi
 exit 0
+}

@@ -51,6 +51,37 @@ function reason (diag) {
   return parts.join('; ')
 }
 
+// runtime-tools programs sometimes report a failure only as a YAML block
+// with an "error" key that follows no test point (e.g. hooks, prestart:
+// "TAP version 13 / --- {error: ...} ... / 1..0"). TAP consumers ignore
+// those; we surface them as program-level errors.
+function orphanErrors (text) {
+  const out = []
+  const lines = text.split('\n')
+  let lastAssert = false
+  for (let i = 0; i < lines.length; i++) {
+    const l = lines[i]
+    if (/^(not )?ok\b/.test(l)) { lastAssert = true; continue }
+    if (/^\s+---\s*$/.test(l)) {
+      let j = i + 1
+      const block = []
+      while (j < lines.length && !/^\s+\.\.\.\s*$/.test(lines[j])) block.push(lines[j++])
+      if (!lastAssert) {
+        const m = block.join('\n').match(/"error":\s*"((?:[^"\\]|\\.)*)"/)
+        if (m) {
+          let msg = m[1]
+          try { msg = JSON.parse('"' + m[1] + '"') } catch (e) {}
+          out.push(msg.split('\n')[0])
+        }
+      }
+      i = j
+      continue
+    }
+    if (l.trim() !== '') lastAssert = false
+  }
+  return out
+}
+
 function parseOne (file) {
   return new Promise(resolve => {
     const asserts = []
@@ -68,7 +99,7 @@ async function main () {
       const [name, rc, secs, to] = l.split(/\s+/)
       return { name, rc: Number(rc), secs: Number(secs), timedOut: to === '1' }
     })
-  const tot = { ok: 0, notOk: 0, skip: 0, todo: 0, programs: list.length, incomplete: 0, seconds: 0 }
+  const tot = { ok: 0, notOk: 0, skip: 0, todo: 0, programs: list.length, incomplete: 0, orphanErrors: 0, seconds: 0 }
   const progs = []
   const notOkLines = []
   const w = Math.max(10, ...list.map(p => p.name.length))
@@ -91,13 +122,22 @@ async function main () {
         r.problems.push(f.tapError)
     }
     if (prog.rc !== 0 && !prog.timedOut) r.problems.push('exit ' + prog.rc)
+    let raw = ''
+    try { raw = fs.readFileSync(path.join(dir, prog.name + '.tap'), 'utf8') } catch (e) {}
+    r.orphanErrors = orphanErrors(raw)
+    if (r.orphanErrors.length) {
+      r.problems.push('error outside test points')
+      tot.orphanErrors += r.orphanErrors.length
+    }
     if (r.problems.length) {
       tot.incomplete++
       let tail = ''
       try {
         tail = fs.readFileSync(path.join(dir, prog.name + '.stderr'), 'utf8').trim().split('\n').slice(-3).join(' | ')
       } catch (e) {}
-      notOkLines.push(`${prog.name}: PROGRAM ${r.problems.join(', ')}` + (tail ? `\n    stderr: ${oneLine(tail, 400)}` : ''))
+      notOkLines.push(`${prog.name}: PROGRAM ${r.problems.join(', ')}` +
+        r.orphanErrors.map(e => `\n    error: ${oneLine(e, 300)}`).join('') +
+        (tail ? `\n    stderr: ${oneLine(tail, 400)}` : ''))
     }
     tot.ok += r.ok; tot.notOk += r.notOk; tot.skip += r.skip; tot.todo += r.todo
     tot.seconds += prog.secs
@@ -109,7 +149,9 @@ async function main () {
   console.log('')
   console.log(`TOTAL: ${tot.ok} ok (incl. ${tot.skip} skipped), ${tot.notOk} not ok` +
               (tot.todo ? `, ${tot.todo} todo` : '') +
-              ` — ${tot.programs} programs, ${tot.incomplete} did not complete cleanly, ${tot.seconds}s`)
+              ` — ${tot.programs} programs, ${tot.incomplete} did not complete cleanly` +
+              (tot.orphanErrors ? ` (${tot.orphanErrors} errors reported outside test points)` : '') +
+              `, ${tot.seconds}s`)
   fs.writeFileSync(path.join(dir, 'summary.json'), JSON.stringify({ totals: tot, programs: progs }, null, 2) + '\n')
   fs.writeFileSync(path.join(dir, 'not-ok.txt'), notOkLines.join('\n') + (notOkLines.length ? '\n' : ''))
 }

@@ -266,13 +266,9 @@ fn validate_masks(m: &CapMasks) -> Result<()> {
             name_or_number(first_bit(bad))
         )));
     }
-    let bad = m.ambient & !(m.permitted & m.inheritable);
-    if bad != 0 {
-        return Err(Error::invalid(format!(
-            "process.capabilities.ambient: {} is not in the permitted and inheritable sets",
-            name_or_number(first_bit(bad))
-        )));
-    }
+    // Ambient capabilities outside permitted ∩ inheritable cannot be raised. runc's own default
+    // spec asks for them without inheritable ones (since CVE-2022-29162) and runc only warns, so
+    // they are left out here too rather than failing the container (see `raisable_ambient`).
     Ok(())
 }
 
@@ -520,7 +516,12 @@ pub fn finalize_privileges(user: &User, caps: Option<&LinuxCapabilities>) -> Res
         source: e,
     })?;
 
-    set_ambient(m.ambient)
+    set_ambient(raisable_ambient(&m))
+}
+
+/// The ambient capabilities the kernel will let us raise: those also permitted and inheritable.
+fn raisable_ambient(m: &CapMasks) -> u64 {
+    m.ambient & m.permitted & m.inheritable
 }
 
 #[cfg(test)]
@@ -665,8 +666,8 @@ mod tests {
             .ambient(set(&[Capability::SysAdmin]))
             .build()
             .unwrap();
-        let e = validate_capabilities(Some(&c)).unwrap_err().to_string();
-        assert_eq!(e, "process.capabilities.ambient: CAP_SYS_ADMIN is not in the permitted and inheritable sets");
+        // Not an error (runc compatibility): the cap is left out of the ambient set at raise time.
+        validate_capabilities(Some(&c)).unwrap();
 
         validate_capabilities(None).unwrap();
         validate_capabilities(Some(&LinuxCapabilities::default())).unwrap();
@@ -844,31 +845,22 @@ mod tests {
     }
 
     #[test]
-    fn ambient_not_permitted_fails_with_field() {
+    fn ambient_not_inheritable_is_left_out_like_runc() {
+        // runc's default spec lists ambient caps without inheritable ones; runc warns and goes on.
         in_child(|| {
-            let before = bounding_set();
             let user = UserBuilder::default().uid(0u32).gid(0u32).build().unwrap();
             let caps = empty_caps()
                 .bounding(set(&[Capability::SysAdmin]))
                 .permitted(set(&[Capability::SysAdmin]))
+                .effective(set(&[Capability::SysAdmin]))
                 .ambient(set(&[Capability::SysAdmin]))
                 .build()
                 .unwrap();
-            let e = finalize_privileges(&user, Some(&caps))
-                .unwrap_err()
-                .to_string();
-            check_eq(
-                "error",
-                e,
-                "process.capabilities.ambient: CAP_SYS_ADMIN is not in the permitted and inheritable sets".to_string(),
-            )?;
-            // Nothing was changed: the precheck runs before the first syscall that changes state.
-            check_eq("CapBnd", bounding_set(), before)?;
-            check_eq(
-                "CapBnd (status)",
-                status_mask(&proc_status(), "CapBnd"),
-                before,
-            )?;
+            finalize_privileges(&user, Some(&caps)).map_err(|e| e.to_string())?;
+            let st = proc_status();
+            check_eq("CapAmb", status_mask(&st, "CapAmb"), 0)?;
+            check_eq("CapPrm", status_mask(&st, "CapPrm"), 1 << 21)?;
+            check_eq("CapInh", status_mask(&st, "CapInh"), 0)?;
             Ok(())
         });
     }

@@ -102,6 +102,24 @@ fn unescape_mountinfo(s: &str) -> String {
     out
 }
 
+/// All mount points now, to compare before/after a failing command.
+pub fn mount_snapshot() -> Vec<String> {
+    let mut m = mount_points();
+    m.sort();
+    m
+}
+
+/// Mount points present now but not in `before`, ignoring those below the
+/// per-run directories of the test harness (other tests' bundles/roots,
+/// checked separately per test).
+pub fn new_mounts_since(before: &[String]) -> Vec<String> {
+    mount_snapshot()
+        .into_iter()
+        .filter(|m| !before.contains(m))
+        .filter(|m| !m.starts_with("/tmp/sprout-itest/") && !m.starts_with("/run/sprout-itest/"))
+        .collect()
+}
+
 /// True when something is mounted at or below `dir`.
 pub fn has_mounts_below(dir: &Path) -> bool {
     let d = dir.to_string_lossy().to_string();

@@ -13,10 +13,13 @@ const SLEEP: &[&str] = &["sleep", "1000"];
 fn expect_rejected(ctx: &Ctx, b: &Bundle, cmd: &str, id: &str, keywords: &[&str]) -> Output {
     let pidfile = ctx.dir.join(format!("{}-{cmd}.pid", b.id));
     let bd = b.bundle_arg();
+    let before = mount_snapshot();
     let o = ctx.rt(&[cmd, "--bundle", &bd, "--pid-file", pidfile.to_str().unwrap(), id]);
     o.assert_fail();
     o.assert_one_line_error(keywords);
     ctx.assert_no_trace(&o, b, &[], Some(&pidfile));
+    let new = new_mounts_since(&before);
+    assert!(new.is_empty(), "new host mounts after a failed {cmd}: {new:?}{}", o.describe());
     assert_no_state_files_beside_root(ctx);
     o
 }
@@ -284,4 +287,77 @@ fn kill_with_bad_signal_fails() {
     o.assert_fail();
     o.assert_one_line_error(&["SIGBOGUS", "signal"]);
     assert_eq!(b.status().as_deref(), Some("running"));
+}
+
+// Configs that pass validation but fail while the container is being set
+// up: the half-built container must be torn down completely.
+
+#[test]
+fn bind_mount_source_missing() {
+    rejected_config(
+        "bindmissing",
+        |b| {
+            b.add_mount(json!({"destination": "/data", "type": "bind", "source": "/nonexistent/sprout-src", "options": ["rbind"]}));
+        },
+        &["/nonexistent/sprout-src", "/data"],
+    );
+}
+
+#[test]
+fn executable_not_found() {
+    rejected_config(
+        "noexec",
+        |b| {
+            b.set("/process/args", json!(["/bin/no-such-binary-xyz"]));
+        },
+        &["no-such-binary-xyz"],
+    );
+}
+
+#[test]
+fn executable_not_in_path() {
+    rejected_config(
+        "nopath",
+        |b| {
+            b.set("/process/args", json!(["no-such-cmd-xyz", "arg"]));
+        },
+        &["no-such-cmd-xyz"],
+    );
+}
+
+#[test]
+fn invalid_sysctl() {
+    rejected_config(
+        "badsysctl",
+        |b| {
+            b.set("/linux/sysctl", json!({"net.ipv4.no_such_knob_xyz": "1"}));
+        },
+        &["no_such_knob_xyz", "sysctl"],
+    );
+}
+
+#[test]
+fn join_nonexistent_namespace_path() {
+    rejected_config(
+        "badnspath",
+        |b| {
+            for n in b.config["linux"]["namespaces"].as_array_mut().unwrap() {
+                if n["type"] == "network" {
+                    n["path"] = json!("/proc/999999999/ns/net");
+                }
+            }
+        },
+        &["/proc/999999999/ns/net", "namespace"],
+    );
+}
+
+#[test]
+fn cwd_is_a_file() {
+    rejected_config(
+        "cwdfile",
+        |b| {
+            b.set("/process/cwd", json!("/etc/passwd"));
+        },
+        &["/etc/passwd", "cwd", "directory"],
+    );
 }

@@ -1,1 +1,25 @@
+//! sprout's OCI runtime library. The CLI (crates/sprout) is a thin layer over these functions.
+//!
+//! Start path (see docs/architecture.md): config.rs parses and validates, create.rs makes the
+//! state dir, cgroup and seccomp filter, then one clone3 into every namespace; init.rs sets up the
+//! rootfs and process inside and waits on the exec fifo; lifecycle.rs starts, signals, deletes.
 
+pub mod config;
+pub mod console;
+pub mod create;
+pub mod error;
+pub mod exec;
+pub mod features;
+pub mod hooks;
+pub mod init;
+pub mod lifecycle;
+pub mod log;
+pub mod namespaces;
+pub mod rootfs;
+pub mod spec_default;
+pub mod state;
+pub mod sync;
+pub mod sys;
+pub mod trace;
+
+pub use error::{Error, Result};

@@ -1,1 +1,450 @@
-fn main() {}
+//! sprout: the runc-compatible command line over sprout-runtime. Thin by design: parse, call the
+//! library, print, map errors to one line on stderr (and the --log file) and a non-zero exit.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use sprout_runtime::create::{self, CreateOpts};
+use sprout_runtime::exec::{self, ExecOpts};
+use sprout_runtime::lifecycle;
+use sprout_runtime::log::{self, LogConfig};
+use sprout_runtime::state::Store;
+use sprout_runtime::trace::Trace;
+use sprout_runtime::{Error, Result};
+
+#[derive(Parser)]
+#[command(name = "sprout", about = "a fast OCI container runtime (runc-compatible command line)", disable_version_flag = true)]
+struct Cli {
+    /// Directory for container state (should be on tmpfs).
+    #[arg(long, global = true, default_value = "/run/sprout")]
+    root: PathBuf,
+    /// Log file (errors are always written here too).
+    #[arg(long, global = true)]
+    log: Option<PathBuf>,
+    /// Log format: text or json.
+    #[arg(long = "log-format", global = true, default_value = "text")]
+    log_format: String,
+    #[arg(long, global = true)]
+    debug: bool,
+    /// Use systemd for cgroups (needs a running systemd).
+    #[arg(long = "systemd-cgroup", global = true)]
+    systemd_cgroup: bool,
+    /// Accepted for runc compatibility (rootless is detected from the euid).
+    #[arg(long = "rootless", id = "global_rootless")]
+    rootless: Option<String>,
+    /// Accepted for runc compatibility.
+    #[arg(long)]
+    criu: Option<String>,
+    /// Print the phase trace (also SPROUT_TRACE=1).
+    #[arg(long, global = true)]
+    trace: bool,
+    /// Print the version.
+    #[arg(short = 'v', long = "version")]
+    version: bool,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Args, Clone, Default)]
+struct CreateArgs {
+    /// Path to the bundle (defaults to the current directory).
+    #[arg(short = 'b', long, default_value = ".")]
+    bundle: PathBuf,
+    #[arg(long = "pid-file")]
+    pid_file: Option<PathBuf>,
+    #[arg(long = "console-socket")]
+    console_socket: Option<PathBuf>,
+    #[arg(long = "no-pivot")]
+    no_pivot: bool,
+    #[arg(long = "no-new-keyring")]
+    no_new_keyring: bool,
+    #[arg(long = "preserve-fds", default_value_t = 0)]
+    preserve_fds: u32,
+    id: String,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create a container (its process waits for `start`).
+    Create(CreateArgs),
+    /// Start a created container.
+    Start { id: String },
+    /// Create and start a container; in the foreground, wait and return its exit status.
+    Run {
+        #[arg(short = 'd', long)]
+        detach: bool,
+        #[arg(long = "keep")]
+        keep: bool,
+        #[command(flatten)]
+        c: CreateArgs,
+    },
+    /// Print the state of a container as JSON.
+    State { id: String },
+    /// Send a signal to the container's init (default SIGTERM).
+    Kill {
+        #[arg(short = 'a', long)]
+        all: bool,
+        id: String,
+        signal: Option<String>,
+    },
+    /// Delete a container.
+    Delete {
+        #[arg(short = 'f', long)]
+        force: bool,
+        id: String,
+    },
+    /// List containers.
+    List {
+        #[arg(short = 'q', long)]
+        quiet: bool,
+        #[arg(short = 'f', long, default_value = "table")]
+        format: String,
+    },
+    /// Run a new process inside a container.
+    Exec {
+        #[arg(short = 'p', long = "process")]
+        process: Option<PathBuf>,
+        #[arg(short = 't', long)]
+        tty: bool,
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        #[arg(short = 'e', long = "env")]
+        env: Vec<String>,
+        #[arg(short = 'u', long)]
+        user: Option<String>,
+        #[arg(short = 'g', long = "additional-gids")]
+        additional_gids: Vec<u32>,
+        #[arg(short = 'c', long = "cap")]
+        cap: Vec<String>,
+        #[arg(short = 'd', long)]
+        detach: bool,
+        #[arg(long = "pid-file")]
+        pid_file: Option<PathBuf>,
+        #[arg(long = "console-socket")]
+        console_socket: Option<PathBuf>,
+        #[arg(long = "preserve-fds", default_value_t = 0)]
+        preserve_fds: u32,
+        #[arg(long = "process-label")]
+        process_label: Option<String>,
+        #[arg(long)]
+        apparmor: Option<String>,
+        #[arg(long = "no-new-privs")]
+        no_new_privs: bool,
+        id: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Suspend every process of a container.
+    Pause { id: String },
+    /// Resume a paused container.
+    Resume { id: String },
+    /// List the processes of a container.
+    Ps {
+        #[arg(short = 'f', long, default_value = "table")]
+        format: String,
+        id: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        ps_args: Vec<String>,
+    },
+    /// Update a container's resource limits.
+    Update {
+        #[arg(short = 'r', long)]
+        resources: Option<String>,
+        #[arg(long)]
+        memory: Option<String>,
+        #[arg(long = "memory-swap")]
+        memory_swap: Option<String>,
+        #[arg(long = "memory-reservation")]
+        memory_reservation: Option<String>,
+        #[arg(long = "cpu-shares")]
+        cpu_shares: Option<u64>,
+        #[arg(long = "cpu-quota")]
+        cpu_quota: Option<i64>,
+        #[arg(long = "cpu-period")]
+        cpu_period: Option<u64>,
+        #[arg(long = "cpuset-cpus")]
+        cpuset_cpus: Option<String>,
+        #[arg(long = "cpuset-mems")]
+        cpuset_mems: Option<String>,
+        #[arg(long = "pids-limit")]
+        pids_limit: Option<i64>,
+        #[arg(long = "blkio-weight")]
+        blkio_weight: Option<u16>,
+        id: String,
+    },
+    /// Write a default config.json.
+    Spec {
+        #[arg(short = 'b', long, default_value = ".")]
+        bundle: PathBuf,
+        #[arg(long)]
+        rootless: bool,
+    },
+    /// Print the runtime's features as JSON.
+    Features,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(1) } else { ExitCode::SUCCESS };
+        }
+    };
+    log::init(LogConfig { file: cli.log.clone(), json: cli.log_format == "json", debug: cli.debug });
+    if cli.version {
+        println!("sprout version {}\nspec: {}", env!("CARGO_PKG_VERSION"), sprout_runtime::config::OCI_VERSION);
+        return ExitCode::SUCCESS;
+    }
+    match run(cli) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            let msg = e.to_string();
+            log::error(&msg);
+            eprintln!("sprout: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn print_json(v: &serde_json::Value) -> Result<()> {
+    let s = serde_json::to_string_pretty(v).map_err(|e| Error::msg(e.to_string()))?;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{s}");
+    Ok(())
+}
+
+fn create_opts(c: &CreateArgs, systemd: bool) -> CreateOpts {
+    CreateOpts {
+        id: c.id.clone(),
+        bundle: c.bundle.clone(),
+        pid_file: c.pid_file.clone(),
+        console_socket: c.console_socket.clone(),
+        no_pivot: c.no_pivot,
+        no_new_keyring: c.no_new_keyring,
+        preserve_fds: c.preserve_fds,
+        systemd_cgroup: systemd,
+    }
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    let store = Store::new(&cli.root);
+    let mut trace = Trace::from_env(cli.trace);
+    let Some(cmd) = cli.cmd else {
+        return Err(Error::msg("no command given (try --help)"));
+    };
+    match cmd {
+        Cmd::Create(c) => {
+            let opts = create_opts(&c, cli.systemd_cgroup);
+            create::create(&store, &opts, &mut trace, true)?;
+            trace.emit("create", &c.id);
+            Ok(0)
+        }
+        Cmd::Start { id } => {
+            lifecycle::start(&store, &id, &mut trace)?;
+            trace.emit("start", &id);
+            Ok(0)
+        }
+        Cmd::Run { detach, keep, c } => {
+            let opts = create_opts(&c, cli.systemd_cgroup);
+            let created = create::create(&store, &opts, &mut trace, detach)?;
+            if detach {
+                lifecycle::start(&store, &c.id, &mut trace)?;
+                trace.emit("run", &c.id);
+                return Ok(0);
+            }
+            // Foreground: the init did not wait for a fifo; poststart hooks run now.
+            if let Some(h) = created.config.spec.hooks() {
+                if h.poststart().as_ref().is_some_and(|v| !v.is_empty()) {
+                    let sj = serde_json::to_vec(&created.state.spec_json(sprout_runtime::state::Status::Running)).unwrap_or_default();
+                    sprout_runtime::hooks::run_all_warn("poststart", h.poststart().as_ref(), &sj);
+                }
+            }
+            trace.mark("started");
+            let code = lifecycle::wait_forwarding(&created.pidfd, created.state.pid)?;
+            trace.reset_last();
+            if !keep {
+                lifecycle::delete(&store, &c.id, true, &mut trace)?;
+            }
+            trace.emit("run", &c.id);
+            Ok(code)
+        }
+        Cmd::State { id } => {
+            print_json(&lifecycle::state_json(&store, &id)?)?;
+            Ok(0)
+        }
+        Cmd::Kill { all, id, signal } => {
+            let sig = lifecycle::parse_signal(signal.as_deref().unwrap_or("SIGTERM"))?;
+            lifecycle::kill(&store, &id, sig, all)?;
+            Ok(0)
+        }
+        Cmd::Delete { force, id } => {
+            lifecycle::delete(&store, &id, force, &mut trace)?;
+            trace.emit("delete", &id);
+            Ok(0)
+        }
+        Cmd::List { quiet, format } => list(&store, quiet, &format),
+        Cmd::Exec {
+            process, tty, cwd, env, user, additional_gids, cap, detach, pid_file, console_socket,
+            preserve_fds, process_label, apparmor, no_new_privs, id, args,
+        } => {
+            let o = ExecOpts {
+                id: id.clone(), process_json: process, args, tty, cwd, env, user, additional_gids, caps: cap,
+                detach, pid_file, console_socket, preserve_fds, process_label, apparmor, no_new_privs,
+            };
+            let code = exec::exec(&store, &o, &mut trace)?;
+            trace.emit("exec", &id);
+            Ok(code)
+        }
+        Cmd::Pause { id } => lifecycle::pause(&store, &id).map(|_| 0),
+        Cmd::Resume { id } => lifecycle::resume(&store, &id).map(|_| 0),
+        Cmd::Ps { format, id, ps_args } => {
+            let pids = lifecycle::pids(&store, &id)?;
+            if format == "json" {
+                print_json(&serde_json::json!(pids))?;
+            } else {
+                let _ = ps_args;
+                println!("PID");
+                for p in pids {
+                    println!("{p}");
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Update { resources, memory, memory_swap, memory_reservation, cpu_shares, cpu_quota, cpu_period, cpuset_cpus, cpuset_mems, pids_limit, blkio_weight, id } => {
+            update(&store, &id, resources, memory, memory_swap, memory_reservation, cpu_shares, cpu_quota, cpu_period, cpuset_cpus, cpuset_mems, pids_limit, blkio_weight)
+        }
+        Cmd::Spec { bundle, rootless } => {
+            let path = bundle.join("config.json");
+            if path.exists() {
+                return Err(Error::msg(format!("{}: already exists, remove it first", path.display())));
+            }
+            let s = serde_json::to_string_pretty(&sprout_runtime::spec_default::default_spec(rootless)).unwrap_or_default();
+            std::fs::write(&path, s + "\n").map_err(|e| Error::os(path.display(), e))?;
+            Ok(0)
+        }
+        Cmd::Features => {
+            print_json(&sprout_runtime::features::features_json())?;
+            Ok(0)
+        }
+    }
+}
+
+fn list(store: &Store, quiet: bool, format: &str) -> Result<i32> {
+    let ids = store.ids()?;
+    if quiet {
+        for id in ids {
+            println!("{id}");
+        }
+        return Ok(0);
+    }
+    let mut rows = Vec::new();
+    for id in &ids {
+        if let Ok(st) = store.load(id) {
+            let status = st.status(store);
+            rows.push((st, status));
+        }
+    }
+    match format {
+        "json" => {
+            let v: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(st, status)| {
+                    serde_json::json!({
+                        "ociVersion": sprout_runtime::config::OCI_VERSION,
+                        "id": st.id,
+                        "pid": if *status == sprout_runtime::state::Status::Stopped { 0 } else { st.pid },
+                        "status": status.as_str(),
+                        "bundle": st.bundle,
+                        "rootfs": st.rootfs,
+                        "created": st.created,
+                        "owner": if st.owner.is_empty() { "root" } else { st.owner.as_str() },
+                        "annotations": st.annotations,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::Value::Array(v));
+        }
+        "table" => {
+            println!("{:<20} {:<8} {:<10} {:<40} {:<32} OWNER", "ID", "PID", "STATUS", "BUNDLE", "CREATED");
+            for (st, status) in rows {
+                let pid = if status == sprout_runtime::state::Status::Stopped { 0 } else { st.pid };
+                println!("{:<20} {:<8} {:<10} {:<40} {:<32} root", st.id, pid, status.as_str(), st.bundle.display(), st.created);
+            }
+        }
+        other => return Err(Error::msg(format!("--format {other:?}: expected table or json"))),
+    }
+    Ok(0)
+}
+
+fn parse_bytes(flag: &str, s: &str) -> Result<i64> {
+    let s = s.trim();
+    if s == "-1" {
+        return Ok(-1);
+    }
+    let (num, mult) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => {
+            let unit = s[i..].to_ascii_lowercase();
+            let m: i64 = match unit.trim_end_matches('b').trim_end_matches('i') {
+                "" => 1,
+                "k" => 1 << 10,
+                "m" => 1 << 20,
+                "g" => 1 << 30,
+                "t" => 1 << 40,
+                _ => return Err(Error::msg(format!("{flag} {s:?}: unknown unit"))),
+            };
+            (&s[..i], m)
+        }
+        None => (s, 1),
+    };
+    let n: i64 = num.trim().parse().map_err(|_| Error::msg(format!("{flag} {s:?}: not a size")))?;
+    if n < 0 {
+        return Err(Error::msg(format!("{flag} {s:?}: must not be negative")));
+    }
+    Ok(n * mult)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn update(
+    store: &Store, id: &str, resources: Option<String>, memory: Option<String>, memory_swap: Option<String>,
+    memory_reservation: Option<String>, cpu_shares: Option<u64>, cpu_quota: Option<i64>, cpu_period: Option<u64>,
+    cpuset_cpus: Option<String>, cpuset_mems: Option<String>, pids_limit: Option<i64>, blkio_weight: Option<u16>,
+) -> Result<i32> {
+    let st = store.load(id)?;
+    if st.status(store) == sprout_runtime::state::Status::Stopped {
+        return Err(Error::msg(format!("container {id:?} is stopped: cannot update it")));
+    }
+    let mut res: serde_json::Value = match resources {
+        Some(p) => {
+            let raw = if p == "-" {
+                let mut s = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| Error::os("reading resources from stdin", e))?;
+                s
+            } else {
+                std::fs::read_to_string(&p).map_err(|e| Error::os(format!("--resources {p}"), e))?
+            };
+            serde_json::from_str(&raw).map_err(|e| Error::msg(format!("--resources: invalid JSON: {e}")))?
+        }
+        None => serde_json::json!({}),
+    };
+    let obj = res.as_object_mut().ok_or_else(|| Error::msg("--resources: expected a JSON object"))?;
+    let mut set = |section: &str, key: &str, v: serde_json::Value| {
+        let e = obj.entry(section.to_string()).or_insert_with(|| serde_json::json!({}));
+        e[key] = v;
+    };
+    if let Some(m) = memory { set("memory", "limit", parse_bytes("--memory", &m)?.into()); }
+    if let Some(m) = memory_swap { set("memory", "swap", parse_bytes("--memory-swap", &m)?.into()); }
+    if let Some(m) = memory_reservation { set("memory", "reservation", parse_bytes("--memory-reservation", &m)?.into()); }
+    if let Some(v) = cpu_shares { set("cpu", "shares", v.into()); }
+    if let Some(v) = cpu_quota { set("cpu", "quota", v.into()); }
+    if let Some(v) = cpu_period { set("cpu", "period", v.into()); }
+    if let Some(v) = cpuset_cpus { set("cpu", "cpus", v.into()); }
+    if let Some(v) = cpuset_mems { set("cpu", "mems", v.into()); }
+    if let Some(v) = pids_limit { set("pids", "limit", v.into()); }
+    if let Some(v) = blkio_weight { set("blockIO", "weight", v.into()); }
+    let r: oci_spec::runtime::LinuxResources = serde_json::from_value(res).map_err(|e| Error::msg(format!("--resources: {e}")))?;
+    st.cgroup.as_ref().ok_or_else(|| Error::msg("container has no cgroup"))?.apply(&r)?;
+    Ok(0)
+}

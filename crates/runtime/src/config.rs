@@ -1,0 +1,268 @@
+//! Loading and validating config.json. Parsing goes through serde_path_to_error so that a bad
+//! field is reported by its JSON path ("linux.namespaces[1].type: unknown variant ..."). Every
+//! check that can be done before touching the host is done here, so that a bad config fails before
+//! anything exists that would need cleaning up.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
+
+use crate::bail;
+use crate::error::{Error, Result};
+
+/// The runtime-spec versions we implement: 1.0.0 up to 1.2.x.
+pub const OCI_VERSION: &str = "1.2.0";
+pub const OCI_VERSION_MIN: &str = "1.0.0";
+
+pub struct Config {
+    pub spec: Spec,
+    /// The raw bytes of config.json, kept so `create` can store them for `exec` without
+    /// serialising the spec again.
+    pub raw: Vec<u8>,
+    pub bundle: PathBuf,
+    /// Absolute path of the root filesystem.
+    pub rootfs: PathBuf,
+}
+
+pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
+    let de = &mut serde_json::Deserializer::from_slice(raw);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." || path.is_empty() {
+            Error::msg(format!("{what}: invalid JSON: {inner}"))
+        } else {
+            Error::msg(format!("{what}: {path}: {inner}"))
+        }
+    })
+}
+
+impl Config {
+    pub fn load(bundle: &Path) -> Result<Config> {
+        let bundle = if bundle.is_absolute() {
+            bundle.to_path_buf()
+        } else {
+            std::env::current_dir().map_err(|e| Error::os("current directory", e))?.join(bundle)
+        };
+        let path = bundle.join("config.json");
+        let raw = std::fs::read(&path).map_err(|e| Error::os(format!("config.json ({})", path.display()), e))?;
+        let spec = parse_spec(&raw, "config.json")?;
+        let rootfs = validate(&spec, &bundle)?;
+        Ok(Config { spec, raw, bundle, rootfs })
+    }
+}
+
+/// Compare "1.2.3" style versions on major only (and reject below 1.0.0 and above 1.x).
+fn check_version(v: &str) -> Result<()> {
+    let major = v.split('.').next().and_then(|m| m.parse::<u32>().ok());
+    match major {
+        Some(1) => Ok(()),
+        Some(m) if m > 1 => bail!("ociVersion: {v} is not supported (this runtime implements {OCI_VERSION_MIN} to {OCI_VERSION})"),
+        _ => bail!("ociVersion: {v:?} is not a valid runtime-spec version (this runtime implements {OCI_VERSION_MIN} to {OCI_VERSION})"),
+    }
+}
+
+pub fn ns_name(t: LinuxNamespaceType) -> &'static str {
+    match t {
+        LinuxNamespaceType::Pid => "pid",
+        LinuxNamespaceType::Network => "network",
+        LinuxNamespaceType::Mount => "mount",
+        LinuxNamespaceType::Ipc => "ipc",
+        LinuxNamespaceType::Uts => "uts",
+        LinuxNamespaceType::User => "user",
+        LinuxNamespaceType::Cgroup => "cgroup",
+        LinuxNamespaceType::Time => "time",
+    }
+}
+
+/// Validate what can be validated without touching the host; returns the absolute rootfs path.
+pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
+    check_version(spec.version())?;
+
+    let root = spec.root().as_ref().ok_or_else(|| Error::msg("root: missing (config.json must name the root filesystem)"))?;
+    let rootfs = if root.path().is_absolute() { root.path().clone() } else { bundle.join(root.path()) };
+    match std::fs::metadata(&rootfs) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => bail!("root.path: {} is not a directory", rootfs.display()),
+        Err(e) => bail!("root.path: {}: {e}", rootfs.display()),
+    }
+
+    let process = spec.process().as_ref();
+    if let Some(p) = process {
+        match p.args() {
+            Some(a) if !a.is_empty() && !a[0].is_empty() => {}
+            _ => bail!("process.args: must name at least the program to run"),
+        }
+        if !p.cwd().is_absolute() {
+            bail!("process.cwd: {:?} must be an absolute path", p.cwd());
+        }
+        if let Some(env) = p.env() {
+            for e in env {
+                if !e.contains('=') {
+                    bail!("process.env: {e:?} is not of the form KEY=value");
+                }
+            }
+        }
+    }
+
+    for (i, m) in spec.mounts().iter().flatten().enumerate() {
+        if !m.destination().is_absolute() {
+            bail!("mounts[{i}].destination: {:?} must be an absolute path", m.destination());
+        }
+    }
+
+    let Some(linux) = spec.linux() else { return Ok(rootfs) };
+    let mut seen = HashSet::new();
+    let mut has_uts = false;
+    let mut has_user = false;
+    let mut has_net = false;
+    let mut has_ipc = false;
+    for (i, ns) in linux.namespaces().iter().flatten().enumerate() {
+        let t = ns.typ();
+        if !seen.insert(t) {
+            bail!("linux.namespaces[{i}]: duplicate namespace type {:?}", ns_name(t));
+        }
+        if let Some(p) = ns.path() {
+            if !p.is_absolute() {
+                bail!("linux.namespaces[{i}].path: {:?} must be absolute", p);
+            }
+        }
+        match t {
+            LinuxNamespaceType::Uts => has_uts = ns.path().is_none(),
+            LinuxNamespaceType::User => has_user = true,
+            LinuxNamespaceType::Network => has_net = true,
+            LinuxNamespaceType::Ipc => has_ipc = true,
+            _ => {}
+        }
+    }
+    if (spec.hostname().as_deref().is_some_and(|h| !h.is_empty())
+        || spec.domainname().as_deref().is_some_and(|h| !h.is_empty()))
+        && !has_uts
+    {
+        bail!("hostname: setting a hostname or domainname needs a new uts namespace in linux.namespaces");
+    }
+    let maps = linux.uid_mappings().as_ref().is_some_and(|m| !m.is_empty())
+        || linux.gid_mappings().as_ref().is_some_and(|m| !m.is_empty());
+    if maps && !has_user {
+        bail!("linux.uidMappings: id mappings need a user namespace in linux.namespaces");
+    }
+    if let Some(sysctl) = linux.sysctl() {
+        for key in sysctl.keys() {
+            check_sysctl(key, has_net, has_ipc, has_uts)?;
+        }
+    }
+    if linux.intel_rdt().is_some() {
+        bail!("linux.intelRdt: Intel RDT is not supported by sprout");
+    }
+    if linux.memory_policy().is_some() {
+        bail!("linux.memoryPolicy: memory policies are not supported by sprout");
+    }
+    if let Some(prop) = linux.rootfs_propagation() {
+        if crate::rootfs::propagation_flag(prop).is_none() {
+            bail!("linux.rootfsPropagation: unknown propagation {prop:?}");
+        }
+    }
+    if let Some(cg) = linux.cgroups_path() {
+        if cg.components().any(|c| c == std::path::Component::ParentDir) {
+            bail!("linux.cgroupsPath: {:?} must not contain '..'", cg);
+        }
+    }
+    for (i, d) in linux.devices().iter().flatten().enumerate() {
+        if !d.path().is_absolute() {
+            bail!("linux.devices[{i}].path: {:?} must be absolute", d.path());
+        }
+    }
+    Ok(rootfs)
+}
+
+/// Only namespaced sysctls may be set, and only when the container has the namespace that scopes
+/// them (as runc checks): otherwise the write would change the host.
+fn check_sysctl(key: &str, has_net: bool, has_ipc: bool, has_uts: bool) -> Result<()> {
+    const IPC: &[&str] = &["kernel.msgmax", "kernel.msgmnb", "kernel.msgmni", "kernel.sem", "kernel.shmall", "kernel.shmmax", "kernel.shmmni", "kernel.shm_rmid_forced"];
+    if IPC.contains(&key) || key.starts_with("fs.mqueue.") {
+        if !has_ipc {
+            bail!("linux.sysctl: {key} needs a new ipc namespace");
+        }
+        return Ok(());
+    }
+    if key.starts_with("net.") {
+        if !has_net {
+            bail!("linux.sysctl: {key} needs a new network namespace");
+        }
+        return Ok(());
+    }
+    if key == "kernel.hostname" || key == "kernel.domainname" {
+        if !has_uts {
+            bail!("linux.sysctl: {key} needs a new uts namespace");
+        }
+        return Ok(());
+    }
+    bail!("linux.sysctl: {key} is not a namespaced sysctl and would change the host")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert!(check_version("1.0.0").is_ok());
+        assert!(check_version("1.2.1").is_ok());
+        assert!(check_version("1.0.2-dev").is_ok());
+        let e = check_version("2.0.0").unwrap_err();
+        assert!(e.to_string().starts_with("ociVersion: 2.0.0"), "{e}");
+        assert!(check_version("").is_err());
+        assert!(check_version("0.5").is_err());
+    }
+
+    #[test]
+    fn bad_namespace_names_the_field() {
+        let raw = br#"{"ociVersion":"1.0.0","root":{"path":"r"},"linux":{"namespaces":[{"type":"pid"},{"type":"bogus"}]}}"#;
+        let e = parse_spec(raw, "config.json").unwrap_err().to_string();
+        assert!(e.contains("linux.namespaces[1].type"), "{e}");
+    }
+
+    #[test]
+    fn truncated_json() {
+        let e = parse_spec(br#"{"ociVersion":"1.0.0","root":{"pa"#, "config.json").unwrap_err().to_string();
+        assert!(e.starts_with("config.json"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn sysctls() {
+        assert!(check_sysctl("net.ipv4.ip_forward", true, false, false).is_ok());
+        assert!(check_sysctl("net.ipv4.ip_forward", false, true, true).is_err());
+        assert!(check_sysctl("kernel.shmmax", false, true, false).is_ok());
+        assert!(check_sysctl("vm.swappiness", true, true, true).is_err());
+    }
+
+    fn spec_with(extra: &str, root: &Path) -> Spec {
+        let raw = format!(
+            r#"{{"ociVersion":"1.0.0","root":{{"path":"{}"}},"process":{{"cwd":"/","args":["sh"]}}{extra}}}"#,
+            root.display()
+        );
+        parse_spec(raw.as_bytes(), "config.json").unwrap()
+    }
+
+    #[test]
+    fn validation_errors_name_fields() {
+        let dir = std::env::temp_dir();
+        let ok = spec_with("", &dir);
+        assert!(validate(&ok, &dir).is_ok());
+        let cases = [
+            (r#","linux":{"namespaces":[{"type":"pid"},{"type":"pid"}]}"#, "linux.namespaces[1]"),
+            (r#","mounts":[{"destination":"rel","type":"tmpfs","source":"tmpfs"}]"#, "mounts[0].destination"),
+            (r#","hostname":"x""#, "hostname"),
+            (r#","linux":{"cgroupsPath":"a/../b"}"#, "linux.cgroupsPath"),
+        ];
+        for (extra, field) in cases {
+            let e = validate(&spec_with(extra, &dir), &dir).unwrap_err().to_string();
+            assert!(e.starts_with(field), "{extra}: {e}");
+        }
+        let raw = br#"{"ociVersion":"1.0.0","root":{"path":"/nonexistent-sprout"},"process":{"cwd":"/","args":[]}}"#;
+        let e = validate(&parse_spec(raw, "c").unwrap(), &dir).unwrap_err().to_string();
+        assert!(e.starts_with("root.path"), "{e}");
+    }
+}

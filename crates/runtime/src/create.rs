@@ -1,0 +1,304 @@
+//! `create` (and the first half of `run`): the parent side of a container start.
+//!
+//! One clone3(2) puts the init into every new namespace at once (and, on cgroup v2, straight into
+//! its cgroup with CLONE_INTO_CGROUP); no re-exec of the runtime, no copy of the binary. The
+//! parent and the init talk over a SOCK_SEQPACKET pair (see sync.rs). Every failure path undoes
+//! what was made: the init is killed, the cgroup removed, the state directory deleted.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::init::{self, InitCtx};
+use crate::namespaces::{self, Plan};
+use crate::state::{self, State, Status, Store};
+use crate::sync::{self, Channel};
+use crate::sys::{self, cstr, cvt_l};
+use crate::trace::Trace;
+
+#[derive(Default, Clone)]
+pub struct CreateOpts {
+    pub id: String,
+    pub bundle: PathBuf,
+    pub pid_file: Option<PathBuf>,
+    pub console_socket: Option<PathBuf>,
+    pub no_pivot: bool,
+    pub no_new_keyring: bool,
+    pub preserve_fds: u32,
+    pub systemd_cgroup: bool,
+}
+
+pub struct Created {
+    pub state: State,
+    /// pidfd of the init (we are its parent: `run` waits on it).
+    pub pidfd: OwnedFd,
+    pub config: Config,
+}
+
+/// Undo-log for a failing create.
+struct Cleanup<'a> {
+    store: &'a Store,
+    id: String,
+    dir_made: bool,
+    cgroup: Option<sprout_cgroups::Manager>,
+    child: Option<OwnedFd>,
+    armed: bool,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some(pidfd) = &self.child {
+            let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            unsafe { libc::waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED) };
+        }
+        if let Some(cg) = &self.cgroup {
+            let _ = cg.destroy();
+        }
+        if self.dir_made {
+            let _ = self.store.remove(&self.id);
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+const CLONE_INTO_CGROUP: u64 = 0x200000000;
+
+/// fork-like clone3: returns 0 in the child, the child's pid in the parent (with its pidfd).
+pub fn clone3(flags: u64, cgroup_fd: Option<&OwnedFd>) -> std::io::Result<(i32, Option<OwnedFd>)> {
+    let mut pidfd: libc::c_int = -1;
+    let mut args = CloneArgs {
+        flags: flags | libc::CLONE_PIDFD as u64,
+        pidfd: &mut pidfd as *mut libc::c_int as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..Default::default()
+    };
+    if let Some(fd) = cgroup_fd {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = fd.as_raw_fd() as u64;
+    }
+    let pid = cvt_l(unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) })?;
+    if pid == 0 {
+        return Ok((0, None));
+    }
+    Ok((pid as i32, Some(unsafe { OwnedFd::from_raw_fd(pidfd) })))
+}
+
+/// `wait_for_start`: true for `create` (the init waits on the exec fifo for `start`), false for
+/// `run`, which starts at once and needs no fifo.
+pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_start: bool) -> Result<Created> {
+    state::validate_id(&opts.id)?;
+    let config = Config::load(&opts.bundle)?;
+    trace.mark("config_parse");
+    let spec = &config.spec;
+    let process = spec.process().as_ref().ok_or_else(|| Error::msg("process: missing (nothing to run)"))?;
+    sprout_process::check_lsm(process.apparmor_profile().as_deref(), process.selinux_label().as_deref())?;
+    let linux = spec.linux().as_ref();
+    let plan = Plan::from_spec(linux.and_then(|l| l.namespaces().as_deref()).unwrap_or(&[]))?;
+    let terminal = process.terminal().unwrap_or(false);
+    let console = match (&opts.console_socket, terminal) {
+        (Some(p), true) => Some(crate::console::connect(p)?),
+        (None, true) => return Err(Error::msg("process.terminal: a terminal needs --console-socket (or `run` in the foreground)")),
+        _ => None,
+    };
+
+    let dir = store.create_dir(&opts.id)?;
+    let mut cleanup = Cleanup { store, id: opts.id.clone(), dir_made: true, cgroup: None, child: None, armed: true };
+    trace.mark("state_dir");
+
+    let layout = sprout_cgroups::Layout::detect()?;
+    let mut cg = sprout_cgroups::Manager::new(
+        linux.and_then(|l| l.cgroups_path().as_ref()).and_then(|p| p.to_str()),
+        &opts.id,
+        opts.systemd_cgroup,
+    )?;
+    cg.create()?;
+    cleanup.cgroup = Some(cg.clone());
+    if let Some(res) = linux.and_then(|l| l.resources().as_ref()) {
+        cg.apply(res)?;
+    }
+    trace.mark("cgroup");
+
+    let seccomp = match linux.and_then(|l| l.seccomp().as_ref()) {
+        Some(profile) => {
+            let (p, src) = sprout_seccomp::prepare(profile, Some(&store.root.join("cache/seccomp")))?;
+            trace.mark(if src == sprout_seccomp::Source::Cache { "seccomp_cache_hit" } else { "seccomp_compile" });
+            Some(p)
+        }
+        None => None,
+    };
+
+    let fifo = if wait_for_start {
+        let path = dir.join(state::FIFO_FILE);
+        let c = cstr(&path);
+        if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } < 0 {
+            return Err(Error::last_os("creating the exec fifo"));
+        }
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(Error::last_os("opening the exec fifo"));
+        }
+        Some(unsafe { OwnedFd::from_raw_fd(fd) })
+    } else {
+        None
+    };
+
+    let (parent_chan, child_chan) = Channel::pair().map_err(|e| Error::os("socketpair", e))?;
+    if let Some(pidns) = &plan.pid_join {
+        if unsafe { libc::setns(pidns.as_raw_fd(), libc::CLONE_NEWPID) } < 0 {
+            return Err(Error::last_os("linux.namespaces: joining the pid namespace"));
+        }
+    }
+    let hooks = spec.hooks().as_ref();
+    let has_runtime_hooks = hooks.is_some_and(|h| {
+        h.create_runtime().as_ref().is_some_and(|v| !v.is_empty()) || h.prestart().as_ref().is_some_and(|v| !v.is_empty())
+    });
+    let cg_fd = cg.v2_dir_fd();
+    let ctx = InitCtx {
+        id: &opts.id,
+        spec,
+        rootfs: &config.rootfs,
+        bundle: &config.bundle,
+        plan: &plan,
+        chan: &child_chan,
+        fifo: fifo.as_ref(),
+        console: console.as_ref(),
+        seccomp: seccomp.as_ref(),
+        no_pivot: opts.no_pivot,
+        no_new_keyring: opts.no_new_keyring,
+        preserve_fds: opts.preserve_fds,
+        cgroup_v2: layout == sprout_cgroups::Layout::V2,
+        clone_into_cgroup: cg_fd.is_some(),
+        has_runtime_hooks,
+        trace: trace.enabled(),
+    };
+    trace.mark("prepare");
+
+    let (pid, pidfd) = clone3(plan.clone_flags, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
+    if pid == 0 {
+        drop(parent_chan);
+        init::run(&ctx);
+    }
+    let pidfd = pidfd.expect("pidfd");
+    drop(child_chan);
+    drop(console);
+    trace.mark("clone");
+    let pid_start = sys::proc_start_time(pid).map(|s| s.0).unwrap_or(0);
+    let mut st = State {
+        id: opts.id.clone(),
+        pid,
+        pid_start,
+        bundle: config.bundle.clone(),
+        rootfs: config.rootfs.clone(),
+        created: sys::now_rfc3339(),
+        owner: String::new(),
+        annotations: spec.annotations().clone().unwrap_or_default(),
+        cgroup: Some(cg.clone()),
+        own_pid_ns: plan.new_pid,
+        systemd_cgroup: opts.systemd_cgroup,
+    };
+    cleanup.child = Some(pidfd);
+
+    // Id maps (the child asks first if it made its user namespace with unshare), then the cgroup,
+    // then GO.
+    if plan.new_user {
+        if plan.clone_flags & libc::CLONE_NEWUSER as u64 == 0 {
+            expect(&parent_chan, sync::MAPS)?;
+        }
+        let l = linux.expect("user namespace implies linux");
+        namespaces::write_id_maps(pid, l.uid_mappings().as_deref().unwrap_or(&[]), l.gid_mappings().as_deref().unwrap_or(&[]))?;
+    }
+    if cg_fd.is_none() {
+        cg.add_pid(pid)?;
+    }
+    parent_chan.send(sync::GO, b"").map_err(|e| Error::os("starting the init", e))?;
+    trace.mark("cgroup_join");
+
+    let mut listener: Option<OwnedFd> = None;
+    loop {
+        let (tag, payload, fd) = parent_chan.recv().map_err(|e| Error::os("waiting for the init", e))?;
+        match tag {
+            sync::HOOKS => {
+                let sj = serde_json::to_vec(&st.spec_json(Status::Creating)).unwrap_or_default();
+                let h = hooks.expect("hooks");
+                crate::hooks::run_all("prestart", h.prestart().as_ref(), &sj)?;
+                crate::hooks::run_all("createRuntime", h.create_runtime().as_ref(), &sj)?;
+                parent_chan.send(sync::GO, b"").map_err(|e| Error::os("resuming the init", e))?;
+                trace.reset_last();
+            }
+            sync::LISTENER => listener = fd,
+            sync::READY => {
+                trace.mark("init");
+                trace.add_remote("init.", &payload);
+                break;
+            }
+            sync::ERROR => return Err(Error::msg(payload)),
+            0 => return Err(Error::msg("the container's init exited during setup")),
+            other => return Err(Error::msg(format!("unexpected message {other} from the init"))),
+        }
+    }
+    if let Some(l) = listener {
+        send_listener(spec, &st, l)?;
+    }
+
+    std::fs::write(dir.join(state::CONFIG_FILE), &config.raw).map_err(|e| Error::os("saving config", e))?;
+    store.save(&st)?;
+    if let Some(p) = &opts.pid_file {
+        write_pid_file(p, pid)?;
+    }
+    trace.mark("state_save");
+    st.owner.clear();
+    cleanup.armed = false;
+    let pidfd = cleanup.child.take().expect("pidfd");
+    Ok(Created { state: st, pidfd, config })
+}
+
+fn expect(chan: &Channel, want: u8) -> Result<()> {
+    let (tag, payload, _) = chan.recv().map_err(|e| Error::os("waiting for the init", e))?;
+    match tag {
+        t if t == want => Ok(()),
+        sync::ERROR => Err(Error::msg(payload)),
+        _ => Err(Error::msg("the container's init exited during setup")),
+    }
+}
+
+/// Send the seccomp notify fd and the state to linux.seccomp.listenerPath.
+fn send_listener(spec: &oci_spec::runtime::Spec, st: &State, fd: OwnedFd) -> Result<()> {
+    let sc = spec.linux().as_ref().and_then(|l| l.seccomp().as_ref());
+    let Some(path) = sc.and_then(|s| s.listener_path().as_ref()) else { return Ok(()) };
+    let sock = std::os::unix::net::UnixStream::connect(path).map_err(|e| Error::os(format!("linux.seccomp.listenerPath {}", path.display()), e))?;
+    let mut msg = serde_json::json!({
+        "ociVersion": crate::config::OCI_VERSION,
+        "fds": ["seccompFd"],
+        "pid": st.pid,
+        "metadata": sc.and_then(|s| s.listener_metadata().clone()).unwrap_or_default(),
+        "state": st.spec_json(Status::Creating),
+    });
+    msg["state"]["status"] = "creating".into();
+    let data = serde_json::to_vec(&msg).unwrap_or_default();
+    sys::send_fd(sock.as_raw_fd(), &data, fd.as_raw_fd()).map_err(|e| Error::os("linux.seccomp.listenerPath: sending the listener fd", e))
+}
+
+pub fn write_pid_file(p: &Path, pid: i32) -> Result<()> {
+    // Absolute path for the temp file so rename stays on one filesystem.
+    state::write_atomic(p, pid.to_string().as_bytes()).map_err(|e| e.context("--pid-file"))
+}

@@ -1,0 +1,40 @@
+//! `features`: what this runtime implements, per the runtime-spec's features.md.
+
+pub fn features_json() -> serde_json::Value {
+    let caps: Vec<String> = sprout_process::all_cap_names().iter().map(|s| s.to_string()).collect();
+    serde_json::json!({
+        "ociVersionMin": crate::config::OCI_VERSION_MIN,
+        "ociVersionMax": crate::config::OCI_VERSION,
+        "hooks": ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"],
+        "mountOptions": [
+            "async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "loud", "mand",
+            "noatime", "nodev", "nodiratime", "noexec", "nomand", "norelatime", "nostrictatime", "nosuid",
+            "nosymfollow", "private", "rbind", "rdev", "rdiratime", "relatime", "remount", "rexec",
+            "rnoatime", "rnodev", "rnodiratime", "rnoexec", "rnostrictatime", "rnosuid", "rnosymfollow",
+            "ro", "rprivate", "rrelatime", "rro", "rrw", "rshared", "rslave", "rstrictatime", "rsuid",
+            "rsymfollow", "runbindable", "rw", "shared", "silent", "slave", "strictatime", "suid",
+            "symfollow", "sync", "tmpcopyup", "unbindable"
+        ],
+        "linux": {
+            "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "time", "user", "uts"],
+            "capabilities": caps,
+            "cgroup": { "v1": true, "v2": true, "systemd": false, "systemdUser": false, "rdma": true },
+            "seccomp": {
+                "enabled": true,
+                "actions": ["SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_NOTIFY", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"],
+                "operators": ["SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT", "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"],
+                "archs": ["SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
+                "knownFlags": ["SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_SPEC_ALLOW", "SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"],
+                "supportedFlags": ["SECCOMP_FILTER_FLAG_SPEC_ALLOW", "SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"]
+            },
+            "apparmor": { "enabled": std::path::Path::new("/sys/module/apparmor/parameters/enabled").exists() },
+            "selinux": { "enabled": std::path::Path::new("/sys/fs/selinux/enforce").exists() },
+            "intelRdt": { "enabled": false },
+            "mountExtensions": { "idmap": { "enabled": false } }
+        },
+        "annotations": {
+            "org.opencontainers.runc.checkpoint.enabled": "false",
+            "io.github.sprout.version": env!("CARGO_PKG_VERSION")
+        }
+    })
+}

@@ -1,0 +1,76 @@
+//! Running OCI hooks: the hook's path is executed with its args and env, the container state
+//! JSON on stdin, and killed if it outlives its timeout.
+
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::process::{Command, Stdio};
+
+use oci_spec::runtime::Hook;
+
+use crate::bail;
+use crate::error::{Error, Result};
+
+pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<()> {
+    let path = hook.path();
+    let mut cmd = Command::new(path);
+    if let Some(args) = hook.args() {
+        if let Some((first, rest)) = args.split_first() {
+            use std::os::unix::process::CommandExt;
+            cmd.arg0(first);
+            cmd.args(rest);
+        }
+    }
+    cmd.env_clear();
+    for kv in hook.env().iter().flatten() {
+        if let Some((k, v)) = kv.split_once('=') {
+            cmd.env(k, v);
+        }
+    }
+    cmd.stdin(Stdio::piped()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
+    let what = || format!("hooks.{kind}[{i}] ({})", path.display());
+    let mut child = cmd.spawn().map_err(|e| Error::os(what(), e))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A hook that does not read its stdin must not make us fail (EPIPE).
+        let _ = stdin.write_all(state_json);
+    }
+    let timeout = hook.timeout();
+    if let Some(t) = timeout {
+        if t <= 0 {
+            bail!("{}: timeout must be positive, got {t}", what());
+        }
+        let pidfd = crate::sys::pidfd_open(child.id() as i32).map_err(|e| Error::os(what(), e))?;
+        let exited = crate::sys::pidfd_wait_exit(&pidfd, (t as i64 * 1000).min(i32::MAX as i64) as i32).map_err(|e| Error::os(what(), e))?;
+        if !exited {
+            let _ = crate::sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
+            let _ = child.wait();
+            bail!("{}: timed out after {t}s", what());
+        }
+        let _ = pidfd.as_fd();
+    }
+    let status = child.wait().map_err(|e| Error::os(what(), e))?;
+    if !status.success() {
+        match status.code() {
+            Some(c) => bail!("{}: exited with status {c}", what()),
+            None => bail!("{}: killed by a signal", what()),
+        }
+    }
+    Ok(())
+}
+
+/// Run every hook of one kind; the first failure stops the rest (createRuntime, createContainer,
+/// startContainer, prestart: the spec makes it an error of the operation).
+pub fn run_all(kind: &str, hooks: Option<&Vec<Hook>>, state_json: &[u8]) -> Result<()> {
+    for (i, h) in hooks.into_iter().flatten().enumerate() {
+        run_hook(kind, i, h, state_json)?;
+    }
+    Ok(())
+}
+
+/// poststart / poststop: a failing hook is logged as a warning and the others still run.
+pub fn run_all_warn(kind: &str, hooks: Option<&Vec<Hook>>, state_json: &[u8]) {
+    for (i, h) in hooks.into_iter().flatten().enumerate() {
+        if let Err(e) = run_hook(kind, i, h, state_json) {
+            crate::log::warn(&e.to_string());
+        }
+    }
+}

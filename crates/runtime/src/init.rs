@@ -1,0 +1,371 @@
+//! The container's init between clone and execve: everything here runs in the cloned child,
+//! inside the new namespaces, single-threaded. It never returns: it execs the container process
+//! or reports the error to the parent and exits.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+use oci_spec::runtime::{Process, Spec};
+
+use crate::error::{Error, Result};
+use crate::namespaces::Plan;
+use crate::rootfs;
+use crate::sync::{self, Channel};
+use crate::sys::{cstr, cstr_s, cvt};
+use crate::trace::ChildTrace;
+
+pub struct InitCtx<'a> {
+    pub id: &'a str,
+    pub spec: &'a Spec,
+    pub rootfs: &'a Path,
+    pub bundle: &'a Path,
+    pub plan: &'a Plan,
+    pub chan: &'a Channel,
+    /// The exec fifo, opened O_RDWR by the parent: reading a byte from it is the `start` signal.
+    pub fifo: Option<&'a OwnedFd>,
+    pub console: Option<&'a OwnedFd>,
+    pub seccomp: Option<&'a sprout_seccomp::Prepared>,
+    pub no_pivot: bool,
+    pub no_new_keyring: bool,
+    pub preserve_fds: u32,
+    pub cgroup_v2: bool,
+    pub clone_into_cgroup: bool,
+    pub has_runtime_hooks: bool,
+    pub trace: bool,
+}
+
+/// Entry point in the child. Never returns.
+pub fn run(ctx: &InitCtx) -> ! {
+    let mut tr = ChildTrace::new(ctx.trace);
+    let mut go = GoLatch { waited: false };
+    let r = setup(ctx, &mut tr, &mut go);
+    match r {
+        Ok(exec) => {
+            let e = exec_now(ctx, exec, &mut tr);
+            // Only reachable when execve failed after the parent was told we're ready.
+            let msg = format!("sprout: container init: {e}\n");
+            let _ = crate::sys::write_all_fd(2, msg.as_bytes());
+            unsafe { libc::_exit(127) }
+        }
+        Err(e) => {
+            let _ = ctx.chan.send(sync::ERROR, e.message().as_bytes());
+            unsafe { libc::_exit(1) }
+        }
+    }
+}
+
+/// Waits for the parent's GO (cgroup joined, id maps written) at the first point that needs it.
+struct GoLatch {
+    waited: bool,
+}
+
+impl GoLatch {
+    fn wait(&mut self, ctx: &InitCtx) -> Result<()> {
+        if !self.waited {
+            ctx.chan.wait_go().map_err(|e| Error::os("waiting for the runtime", e))?;
+            self.waited = true;
+        }
+        Ok(())
+    }
+}
+
+pub struct Exec {
+    path: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    nnp: bool,
+}
+
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Find the program like execvp would, with the container's PATH, so that a missing binary is an
+/// error of `create`, not a process that dies after `start`.
+pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
+    if arg0.contains('/') {
+        return Ok(cstr_s(arg0));
+    }
+    let path = env.iter().rev().find_map(|e| e.strip_prefix("PATH=")).unwrap_or(DEFAULT_PATH);
+    for dir in path.split(':') {
+        let dir = if dir.is_empty() { "." } else { dir };
+        let cand = format!("{dir}/{arg0}");
+        let c = cstr_s(&cand);
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::stat(c.as_ptr(), &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_mode & 0o111 != 0 {
+            return Ok(c);
+        }
+    }
+    Err(Error::msg(format!("process.args: executable {arg0:?} not found in $PATH ({path})")))
+}
+
+fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
+    let spec = ctx.spec;
+    let plan = ctx.plan;
+    let linux = spec.linux().as_ref();
+    let process = spec.process().as_ref().ok_or_else(|| Error::msg("process: missing"))?;
+
+    plan.join_and_unshare(false)?;
+    let in_new_userns = plan.new_user;
+    if in_new_userns {
+        if plan.clone_flags & libc::CLONE_NEWUSER as u64 == 0 {
+            ctx.chan.send(sync::MAPS, b"").map_err(|e| Error::os("asking for id maps", e))?;
+        }
+        go.wait(ctx)?;
+        cvt(unsafe { libc::setresgid(0, 0, 0) }).map_err(|e| Error::os("becoming root in the user namespace (gid)", e))?;
+        cvt(unsafe { libc::setresuid(0, 0, 0) }).map_err(|e| Error::os("becoming root in the user namespace (uid)", e))?;
+    }
+    let joined_user = plan.joins.iter().any(|(t, _)| *t == oci_spec::runtime::LinuxNamespaceType::User);
+    tr.mark("namespaces");
+
+    if plan.new_uts {
+        if let Some(h) = spec.hostname().as_deref().filter(|h| !h.is_empty()) {
+            cvt(unsafe { libc::sethostname(h.as_ptr().cast(), h.len()) }).map_err(|e| Error::os("hostname", e))?;
+        }
+        if let Some(d) = spec.domainname().as_deref().filter(|d| !d.is_empty()) {
+            cvt(unsafe { libc::setdomainname(d.as_ptr().cast(), d.len()) }).map_err(|e| Error::os("domainname", e))?;
+        }
+    }
+
+    let has_mount_ns = plan.new_mount || plan.join_mount;
+    if plan.new_mount {
+        rootfs::prepare_root(ctx.rootfs, linux.and_then(|l| l.rootfs_propagation().as_deref()))?;
+        let root_fd = open_dir(ctx.rootfs)?;
+        // The cgroup mount must see the container's own cgroup: wait for the parent's GO first.
+        let needs_cg = spec.mounts().iter().flatten().any(|m| matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2")));
+        if needs_cg {
+            go.wait(ctx)?;
+        }
+        let binds = rootfs::own_cgroup_binds;
+        let mctx = rootfs::MountCtx {
+            rootfs_fd: &root_fd,
+            bundle: ctx.bundle,
+            cgroup_v2: ctx.cgroup_v2,
+            new_cgroup_ns: plan.new_cgroup,
+            cgroup_binds: &binds,
+        };
+        if plan.new_cgroup && needs_cg {
+            // Enter the cgroup namespace now that we are in our cgroup, so cgroup2 mounts at it.
+            cvt(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) }).map_err(|e| Error::os("unshare cgroup namespace", e))?;
+        }
+        let mut dev_tmpfs = false;
+        for (i, m) in spec.mounts().iter().flatten().enumerate() {
+            rootfs::mount_one(&mctx, i, m)?;
+            if m.destination() == Path::new("/dev") {
+                dev_tmpfs = true;
+            }
+        }
+        tr.mark("mounts");
+        let devices = linux.and_then(|l| l.devices().as_ref()).map(|v| v.as_slice()).unwrap_or(&[]);
+        rootfs::create_devices(&root_fd, devices, in_new_userns || joined_user, dev_tmpfs)?;
+        tr.mark("devices");
+    }
+
+    if ctx.has_runtime_hooks {
+        go.wait(ctx)?;
+        ctx.chan.send(sync::HOOKS, b"").map_err(|e| Error::os("hooks", e))?;
+        ctx.chan.wait_go().map_err(|e| Error::os("hooks.createRuntime", e))?;
+    }
+    if let Some(hooks) = spec.hooks() {
+        if hooks.create_container().as_ref().is_some_and(|h| !h.is_empty()) {
+            let st = hook_state(ctx, "created");
+            crate::hooks::run_all("createContainer", hooks.create_container().as_ref(), &st)?;
+        }
+    }
+
+    if plan.new_mount && !ctx.no_pivot {
+        rootfs::pivot(ctx.rootfs)?;
+    } else if plan.new_mount {
+        rootfs::move_and_chroot(ctx.rootfs)?;
+    } else if !has_mount_ns {
+        let c = cstr(ctx.rootfs);
+        cvt(unsafe { libc::chroot(c.as_ptr()) }).map_err(|e| Error::os("chroot", e))?;
+        cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
+    }
+    tr.mark("pivot_root");
+
+    if plan.new_cgroup {
+        go.wait(ctx)?;
+        // Harmless if already done above (unshare again would make a nested one: guard).
+        let needs_cg = spec.mounts().iter().flatten().any(|m| matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2")));
+        if !(plan.new_mount && needs_cg) {
+            cvt(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) }).map_err(|e| Error::os("unshare cgroup namespace", e))?;
+        }
+    }
+
+    if let Some(l) = linux {
+        if plan.new_mount {
+            if let Some(m) = l.masked_paths() {
+                rootfs::mask_paths(m)?;
+            }
+            if let Some(r) = l.readonly_paths() {
+                rootfs::readonly_paths(r)?;
+            }
+        }
+        tr.mark("masked_paths");
+        if let Some(s) = l.sysctl() {
+            rootfs::set_sysctls(s)?;
+        }
+    }
+    if spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false) && plan.new_mount {
+        rootfs::readonly_root()?;
+    }
+
+    if !ctx.no_new_keyring {
+        // A fresh session keyring, so the container can't see the host's keys. Failure is
+        // tolerated (keyrings may be unavailable, e.g. in some user namespaces).
+        unsafe { libc::syscall(libc::SYS_keyctl, 1 /* KEYCTL_JOIN_SESSION_KEYRING */, c"_ses.sprout".as_ptr()) };
+    }
+
+    if process.terminal().unwrap_or(false) {
+        let sock = ctx.console.ok_or_else(|| Error::msg("process.terminal: needs --console-socket"))?;
+        let size = process.console_size().map(|b| (b.height(), b.width()));
+        crate::console::setup_pty(sock.as_raw_fd(), size)?;
+    }
+
+    // cwd: created if missing (as root, before privileges are dropped).
+    let cwd = process.cwd();
+    let ccwd = cstr(cwd);
+    if unsafe { libc::chdir(ccwd.as_ptr()) } < 0 {
+        std::fs::create_dir_all(cwd).map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
+        cvt(unsafe { libc::chdir(ccwd.as_ptr()) }).map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
+    }
+
+    let exec = prepare_exec(process)?;
+    apply_process_attrs(process, linux.and_then(|l| l.personality().as_ref()))?;
+    go.wait(ctx)?;
+    if let (Some(sc), false) = (ctx.seccomp, exec.nnp) {
+        // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: load it while we have it.
+        load_seccomp(ctx.chan, sc)?;
+    }
+    sprout_process::finalize_privileges(process.user(), process.capabilities().as_ref())?;
+    if exec.nnp {
+        sprout_process::set_no_new_privs()?;
+    }
+    // Nothing of the host may reach the container: every fd past stdio and the preserved ones is
+    // closed at execve (CVE-2024-21626).
+    crate::sys::cloexec_from(3 + ctx.preserve_fds).map_err(|e| Error::os("close_range", e))?;
+    if ctx.preserve_fds > 0 {
+        for fd in 3..3 + ctx.preserve_fds as RawFd {
+            let _ = crate::sys::set_cloexec(fd, false);
+        }
+    }
+    tr.mark("process");
+    ctx.chan.send(sync::READY, tr.buf.as_bytes()).map_err(|e| Error::os("reporting ready", e))?;
+    Ok(exec)
+}
+
+fn apply_process_attrs(process: &Process, personality: Option<&oci_spec::runtime::LinuxPersonality>) -> Result<()> {
+    if let Some(p) = personality {
+        sprout_process::set_personality(p)?;
+    }
+    if let Some(r) = process.rlimits() {
+        sprout_process::set_rlimits(r)?;
+    }
+    if let Some(o) = process.oom_score_adj() {
+        sprout_process::set_oom_score_adj(o)?;
+    }
+    if let Some(p) = process.io_priority() {
+        sprout_process::set_io_priority(p)?;
+    }
+    if let Some(s) = process.scheduler() {
+        sprout_process::set_scheduler(s)?;
+    }
+    sprout_process::set_exec_lsm_labels(process.apparmor_profile().as_deref(), process.selinux_label().as_deref())?;
+    Ok(())
+}
+
+fn load_seccomp(chan: &Channel, sc: &sprout_seccomp::Prepared) -> Result<()> {
+    if let Some(listener) = sc.load()? {
+        // The parent forwards the listener fd to linux.seccomp.listenerPath.
+        let _ = chan.send_with_fd(sync::LISTENER, listener.as_raw_fd());
+    }
+    Ok(())
+}
+
+pub fn prepare_exec(process: &Process) -> Result<Exec> {
+    let args = process.args().as_ref().ok_or_else(|| Error::msg("process.args: missing"))?;
+    let env: &[String] = process.env().as_deref().unwrap_or(&[]);
+    let path = resolve_program(&args[0], env)?;
+    let argv = args.iter().map(|a| cstr_s(a)).collect();
+    let mut envp: Vec<CString> = env.iter().map(|e| cstr_s(e)).collect();
+    if !env.iter().any(|e| e.starts_with("HOME=")) {
+        // runc sets HOME when the config doesn't (from /etc/passwd; "/" as the fallback).
+        envp.push(cstr_s(&format!("HOME={}", home_of(process.user().uid()))));
+    }
+    Ok(Exec { path, argv, envp, nnp: process.no_new_privileges().unwrap_or(false) })
+}
+
+fn home_of(uid: u32) -> String {
+    if let Ok(s) = std::fs::read_to_string("/etc/passwd") {
+        for line in s.lines() {
+            let f: Vec<&str> = line.split(':').collect();
+            if f.len() >= 6 && f[2].parse::<u32>().ok() == Some(uid) {
+                return f[5].to_string();
+            }
+        }
+    }
+    "/".into()
+}
+
+fn exec_now(ctx: &InitCtx, exec: Exec, tr: &mut ChildTrace) -> Error {
+    if let Some(fifo) = ctx.fifo {
+        let mut b = [0u8; 1];
+        loop {
+            let n = unsafe { libc::read(fifo.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            break;
+        }
+    }
+    if let Some(hooks) = ctx.spec.hooks() {
+        if hooks.start_container().as_ref().is_some_and(|h| !h.is_empty()) {
+            let st = hook_state(ctx, "running");
+            if let Err(e) = crate::hooks::run_all("startContainer", hooks.start_container().as_ref(), &st) {
+                return e;
+            }
+        }
+    }
+    if let (Some(sc), true) = (ctx.seccomp, exec.nnp) {
+        if let Err(e) = load_seccomp(ctx.chan, sc) {
+            return e;
+        }
+    }
+    let _ = tr;
+    do_execve(&exec)
+}
+
+pub fn do_execve(exec: &Exec) -> Error {
+    let mut argv: Vec<*const libc::c_char> = exec.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = exec.envp.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    unsafe { libc::execve(exec.path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+    Error::last_os(format!("process.args: exec {:?}", exec.path))
+}
+
+fn hook_state(ctx: &InitCtx, status: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "ociVersion": crate::config::OCI_VERSION,
+        "id": ctx.id,
+        "status": status,
+        "pid": host_pid(),
+        "bundle": ctx.bundle,
+    }))
+    .unwrap_or_default()
+}
+
+/// Our pid as the runtime's namespace sees it ("/proc/self" of the host's proc, before pivot).
+fn host_pid() -> i32 {
+    std::fs::read_link("/proc/self").ok().and_then(|p| p.to_str().and_then(|s| s.parse().ok())).unwrap_or(0)
+}
+
+fn open_dir(p: &Path) -> Result<OwnedFd> {
+    let c = cstr(p);
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(Error::last_os(format!("root.path {}", p.display())));
+    }
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+

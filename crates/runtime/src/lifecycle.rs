@@ -1,0 +1,298 @@
+//! start, kill, delete, state, list, pause, resume, ps, and `run`'s wait.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::bail;
+use crate::error::{Error, Result};
+use crate::state::{self, State, Status, Store};
+use crate::sys;
+use crate::trace::Trace;
+
+fn load_hooks(store: &Store, id: &str) -> Option<oci_spec::runtime::Hooks> {
+    let raw = std::fs::read(store.dir(id).join(state::CONFIG_FILE)).ok()?;
+    #[derive(serde::Deserialize)]
+    struct HooksOnly {
+        hooks: Option<oci_spec::runtime::Hooks>,
+    }
+    serde_json::from_slice::<HooksOnly>(&raw).ok()?.hooks
+}
+
+/// `start`: release the init waiting on the exec fifo, then run poststart hooks.
+pub fn start(store: &Store, id: &str, trace: &mut Trace) -> Result<()> {
+    let st = store.load(id)?;
+    match st.status(store) {
+        Status::Created => {}
+        s => bail!("container {id:?} cannot be started: it is {}", s.as_str()),
+    }
+    let fifo = store.dir(id).join(state::FIFO_FILE);
+    let c = sys::cstr(&fifo);
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(Error::last_os(format!("container {id:?}: opening the exec fifo")));
+    }
+    let r = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+    unsafe { libc::close(fd) };
+    if r != 1 {
+        return Err(Error::last_os(format!("container {id:?}: signalling start")));
+    }
+    let _ = std::fs::remove_file(&fifo);
+    trace.mark("start_signal");
+    if let Some(h) = load_hooks(store, id) {
+        if h.poststart().as_ref().is_some_and(|v| !v.is_empty()) {
+            let sj = serde_json::to_vec(&st.spec_json(Status::Running)).unwrap_or_default();
+            crate::hooks::run_all_warn("poststart", h.poststart().as_ref(), &sj);
+        }
+    }
+    Ok(())
+}
+
+/// Signal names (with or without SIG) and numbers.
+pub fn parse_signal(s: &str) -> Result<i32> {
+    if let Ok(n) = s.parse::<i32>() {
+        if (1..=64).contains(&n) {
+            return Ok(n);
+        }
+        bail!("signal {s:?}: out of range");
+    }
+    let up = s.to_ascii_uppercase();
+    let name = up.strip_prefix("SIG").unwrap_or(&up);
+    let n = match name {
+        "HUP" => libc::SIGHUP,
+        "INT" => libc::SIGINT,
+        "QUIT" => libc::SIGQUIT,
+        "ILL" => libc::SIGILL,
+        "TRAP" => libc::SIGTRAP,
+        "ABRT" | "IOT" => libc::SIGABRT,
+        "BUS" => libc::SIGBUS,
+        "FPE" => libc::SIGFPE,
+        "KILL" => libc::SIGKILL,
+        "USR1" => libc::SIGUSR1,
+        "SEGV" => libc::SIGSEGV,
+        "USR2" => libc::SIGUSR2,
+        "PIPE" => libc::SIGPIPE,
+        "ALRM" => libc::SIGALRM,
+        "TERM" => libc::SIGTERM,
+        "STKFLT" => libc::SIGSTKFLT,
+        "CHLD" | "CLD" => libc::SIGCHLD,
+        "CONT" => libc::SIGCONT,
+        "STOP" => libc::SIGSTOP,
+        "TSTP" => libc::SIGTSTP,
+        "TTIN" => libc::SIGTTIN,
+        "TTOU" => libc::SIGTTOU,
+        "URG" => libc::SIGURG,
+        "XCPU" => libc::SIGXCPU,
+        "XFSZ" => libc::SIGXFSZ,
+        "VTALRM" => libc::SIGVTALRM,
+        "PROF" => libc::SIGPROF,
+        "WINCH" => libc::SIGWINCH,
+        "IO" | "POLL" => libc::SIGIO,
+        "PWR" => libc::SIGPWR,
+        "SYS" => libc::SIGSYS,
+        _ => {
+            if let Some(rest) = name.strip_prefix("RTMIN") {
+                let off: i32 = if rest.is_empty() { 0 } else { rest.trim_start_matches('+').parse().map_err(|_| Error::msg(format!("unknown signal {s:?}")))? };
+                return Ok(libc::SIGRTMIN() + off);
+            }
+            if let Some(rest) = name.strip_prefix("RTMAX") {
+                let off: i32 = if rest.is_empty() { 0 } else { rest.trim_start_matches('-').parse().map_err(|_| Error::msg(format!("unknown signal {s:?}")))? };
+                return Ok(libc::SIGRTMAX() - off);
+            }
+            bail!("unknown signal {s:?}")
+        }
+    };
+    Ok(n)
+}
+
+/// A pidfd for the container's init, verified to be the process we started (not a reused pid).
+pub fn init_pidfd(st: &State) -> Option<OwnedFd> {
+    let fd = sys::pidfd_open(st.pid).ok()?;
+    // Verify after opening: if the start time still matches, the pidfd is for our process.
+    if st.init_alive() {
+        Some(fd)
+    } else {
+        None
+    }
+}
+
+pub fn kill(store: &Store, id: &str, sig: i32, all: bool) -> Result<()> {
+    let st = store.load(id)?;
+    let status = st.status(store);
+    if status == Status::Stopped && !all {
+        bail!("container {id:?} is not running");
+    }
+    if all {
+        if let Some(cg) = &st.cgroup {
+            cg.kill_all(sig)?;
+            return Ok(());
+        }
+    }
+    let fd = init_pidfd(&st).ok_or_else(|| Error::msg(format!("container {id:?} is not running")))?;
+    sys::pidfd_send_signal(&fd, sig).map_err(|e| Error::os(format!("kill {id:?}"), e))?;
+    if status == Status::Paused && (sig == libc::SIGKILL || sig == libc::SIGTERM) {
+        // A frozen process can't act on the signal until thawed.
+        if let Some(cg) = &st.cgroup {
+            let _ = cg.thaw();
+        }
+    }
+    Ok(())
+}
+
+/// Kill everything of the container and wait until the init is gone.
+fn kill_and_wait(st: &State) -> Result<()> {
+    let fd = init_pidfd(st);
+    if let Some(cg) = &st.cgroup {
+        let _ = cg.kill_all(libc::SIGKILL);
+        let _ = cg.thaw();
+    }
+    if let Some(fd) = &fd {
+        let _ = sys::pidfd_send_signal(fd, libc::SIGKILL);
+        // We may be its parent (run); reap if so, otherwise wait for its exit.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::waitid(libc::P_PIDFD, fd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED) };
+        if r < 0 {
+            let _ = sys::pidfd_wait_exit(fd, 10_000);
+        }
+    }
+    // Processes in the cgroup that were not in the init's pid namespace: wait until it is empty.
+    if let Some(cg) = &st.cgroup {
+        for _ in 0..200 {
+            match cg.pids() {
+                Ok(p) if p.is_empty() => break,
+                Err(_) => break,
+                Ok(_) => {
+                    let _ = cg.kill_all(libc::SIGKILL);
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn delete(store: &Store, id: &str, force: bool, trace: &mut Trace) -> Result<()> {
+    let st = match store.load(id) {
+        Ok(st) => st,
+        Err(e) => {
+            // --force on a half-created container (no state.json yet): remove the directory.
+            if force && store.dir(id).exists() && state::validate_id(id).is_ok() {
+                store.remove(id)?;
+                return Ok(());
+            }
+            return Err(e);
+        }
+    };
+    let status = st.status(store);
+    match status {
+        Status::Stopped | Status::Created => {}
+        Status::Running | Status::Paused | Status::Creating if !force => {
+            bail!("container {id:?} is {}: stop it first or use delete --force", status.as_str())
+        }
+        _ => {}
+    }
+    if status != Status::Stopped {
+        kill_and_wait(&st)?;
+    } else if let Some(cg) = &st.cgroup {
+        // The init is gone but children outside its pid namespace may remain.
+        if cg.pids().map(|p| !p.is_empty()).unwrap_or(false) {
+            kill_and_wait(&st)?;
+        }
+    }
+    trace.mark("kill");
+    if let Some(cg) = &st.cgroup {
+        cg.destroy()?;
+    }
+    trace.mark("cgroup_remove");
+    let hooks = load_hooks(store, id);
+    store.remove(id)?;
+    trace.mark("state_remove");
+    if let Some(h) = hooks {
+        if h.poststop().as_ref().is_some_and(|v| !v.is_empty()) {
+            let sj = serde_json::to_vec(&st.spec_json(Status::Stopped)).unwrap_or_default();
+            crate::hooks::run_all_warn("poststop", h.poststop().as_ref(), &sj);
+        }
+    }
+    Ok(())
+}
+
+pub fn state_json(store: &Store, id: &str) -> Result<serde_json::Value> {
+    let st = store.load(id)?;
+    Ok(st.spec_json(st.status(store)))
+}
+
+pub fn pause(store: &Store, id: &str) -> Result<()> {
+    let st = store.load(id)?;
+    match st.status(store) {
+        Status::Running | Status::Created => {}
+        s => bail!("container {id:?} cannot be paused: it is {}", s.as_str()),
+    }
+    st.cgroup.as_ref().ok_or_else(|| Error::msg("container has no cgroup"))?.freeze()?;
+    Ok(())
+}
+
+pub fn resume(store: &Store, id: &str) -> Result<()> {
+    let st = store.load(id)?;
+    match st.status(store) {
+        Status::Paused => {}
+        s => bail!("container {id:?} cannot be resumed: it is {}", s.as_str()),
+    }
+    st.cgroup.as_ref().ok_or_else(|| Error::msg("container has no cgroup"))?.thaw()?;
+    Ok(())
+}
+
+pub fn pids(store: &Store, id: &str) -> Result<Vec<i32>> {
+    let st = store.load(id)?;
+    match &st.cgroup {
+        Some(cg) => Ok(cg.pids()?),
+        None => Ok(if st.init_alive() { vec![st.pid] } else { vec![] }),
+    }
+}
+
+/// Wait for our child (the init of `run`, or an exec'd process) while forwarding the usual
+/// signals to it; returns the exit code as a shell would (128+signal).
+pub fn wait_forwarding(pidfd: &OwnedFd, pid: i32) -> Result<i32> {
+    const FWD: [i32; 8] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH, libc::SIGCONT];
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in FWD {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let sfd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
+        let mut fds = [
+            libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: sfd, events: libc::POLLIN, revents: 0 },
+        ];
+        loop {
+            let n = libc::poll(fds.as_mut_ptr(), if sfd >= 0 { 2 } else { 1 }, -1);
+            if n < 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                break;
+            }
+            if fds[0].revents != 0 {
+                break;
+            }
+            if sfd >= 0 && fds[1].revents != 0 {
+                let mut si: libc::signalfd_siginfo = std::mem::zeroed();
+                let r = libc::read(sfd, (&mut si as *mut libc::signalfd_siginfo).cast(), std::mem::size_of::<libc::signalfd_siginfo>());
+                if r > 0 {
+                    let _ = sys::pidfd_send_signal(pidfd, si.ssi_signo as i32);
+                }
+            }
+        }
+        if sfd >= 0 {
+            libc::close(sfd);
+        }
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        if libc::waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED) < 0 {
+            return Err(Error::last_os(format!("waiting for process {pid}")));
+        }
+        let status = info.si_status();
+        Ok(match info.si_code {
+            libc::CLD_EXITED => status,
+            _ => 128 + status,
+        })
+    }
+}

@@ -1,0 +1,176 @@
+//! Which namespaces the container's init is cloned into and which it joins by path.
+//!
+//! The fast path is one clone(2) with every new namespace's flag. Namespaces given with a `path`
+//! are opened in the parent (so a bad path fails before anything exists) and joined by the child
+//! with setns(2); a pid namespace path is joined by the parent itself before the clone, since
+//! setns(CLONE_NEWPID) only affects children.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use oci_spec::runtime::{LinuxNamespace, LinuxNamespaceType};
+
+use crate::bail;
+use crate::config::ns_name;
+use crate::error::{Error, Result};
+use crate::sys::{cstr, cvt};
+
+pub fn clone_flag(t: LinuxNamespaceType) -> libc::c_int {
+    match t {
+        LinuxNamespaceType::Pid => libc::CLONE_NEWPID,
+        LinuxNamespaceType::Network => libc::CLONE_NEWNET,
+        LinuxNamespaceType::Mount => libc::CLONE_NEWNS,
+        LinuxNamespaceType::Ipc => libc::CLONE_NEWIPC,
+        LinuxNamespaceType::Uts => libc::CLONE_NEWUTS,
+        LinuxNamespaceType::User => libc::CLONE_NEWUSER,
+        LinuxNamespaceType::Cgroup => libc::CLONE_NEWCGROUP,
+        LinuxNamespaceType::Time => 0x80, // CLONE_NEWTIME (clone3 only)
+    }
+}
+
+#[derive(Default)]
+pub struct Plan {
+    /// Flags for clone3: namespaces created at clone time.
+    pub clone_flags: u64,
+    /// Namespaces the child creates with unshare(2) after joining (cgroup: only once it has been
+    /// placed in its cgroup, so that the namespace's root is the container's cgroup).
+    pub unshare_flags: libc::c_int,
+    /// Namespaces to join by path, in the order they must be joined (user first).
+    pub joins: Vec<(LinuxNamespaceType, OwnedFd)>,
+    /// A pid namespace to join (by the parent, before clone).
+    pub pid_join: Option<OwnedFd>,
+    pub new_user: bool,
+    pub new_mount: bool,
+    pub new_pid: bool,
+    pub new_net: bool,
+    pub new_uts: bool,
+    pub new_cgroup: bool,
+    pub new_time: bool,
+    pub join_mount: bool,
+}
+
+impl Plan {
+    pub fn from_spec(namespaces: &[LinuxNamespace]) -> Result<Plan> {
+        let mut p = Plan::default();
+        for ns in namespaces {
+            let t = ns.typ();
+            match ns.path() {
+                Some(path) => {
+                    let f = std::fs::File::open(path)
+                        .map_err(|e| Error::os(format!("linux.namespaces: {} path {}", ns_name(t), path.display()), e))?;
+                    let fd: OwnedFd = f.into();
+                    // Check that the file really is a namespace of that type.
+                    if unsafe { libc::ioctl(fd.as_raw_fd(), 0xb703 /* NS_GET_NSTYPE */) } != clone_flag(t) {
+                        bail!("linux.namespaces: {} is not a {} namespace", path.display(), ns_name(t));
+                    }
+                    match t {
+                        LinuxNamespaceType::Pid => p.pid_join = Some(fd),
+                        LinuxNamespaceType::User => p.joins.insert(0, (t, fd)),
+                        _ => {
+                            if t == LinuxNamespaceType::Mount {
+                                p.join_mount = true;
+                            }
+                            p.joins.push((t, fd))
+                        }
+                    }
+                }
+                None => {
+                    let f = clone_flag(t);
+                    match t {
+                        LinuxNamespaceType::User => p.new_user = true,
+                        LinuxNamespaceType::Mount => p.new_mount = true,
+                        LinuxNamespaceType::Pid => p.new_pid = true,
+                        LinuxNamespaceType::Network => p.new_net = true,
+                        LinuxNamespaceType::Uts => p.new_uts = true,
+                        LinuxNamespaceType::Cgroup => p.new_cgroup = true,
+                        LinuxNamespaceType::Time => p.new_time = true,
+                        _ => {}
+                    }
+                    if t == LinuxNamespaceType::Cgroup {
+                        p.unshare_flags |= f;
+                    } else {
+                        p.clone_flags |= f as u64;
+                    }
+                }
+            }
+        }
+        let joins_user = p.joins.iter().any(|(t, _)| *t == LinuxNamespaceType::User);
+        if !p.joins.is_empty() && (p.new_user || joins_user) {
+            // Namespaces created after joining a user namespace must be owned by it, and
+            // namespaces joined after creating one would be owned by the host: both mean creating
+            // them with unshare(2) after the joins instead of at clone time.
+            if p.new_pid && (p.new_user || joins_user) {
+                bail!("linux.namespaces: a new pid namespace together with joining namespaces by path and a user namespace is not supported");
+            }
+            p.unshare_flags |= (p.clone_flags as libc::c_int) & !libc::CLONE_NEWPID;
+            p.clone_flags &= libc::CLONE_NEWPID as u64;
+        }
+        Ok(p)
+    }
+
+    /// Child side: join the namespaces given by path, then create those left for unshare.
+    pub fn join_and_unshare(&self, unshare_cgroup_now: bool) -> Result<()> {
+        for (t, fd) in &self.joins {
+            cvt(unsafe { libc::setns(fd.as_raw_fd(), clone_flag(*t)) })
+                .map_err(|e| Error::os(format!("joining {} namespace", ns_name(*t)), e))?;
+        }
+        let mut flags = self.unshare_flags;
+        if !unshare_cgroup_now {
+            flags &= !libc::CLONE_NEWCGROUP;
+        }
+        if flags != 0 {
+            cvt(unsafe { libc::unshare(flags) }).map_err(|e| Error::os("unshare namespaces", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Write /proc/PID/{uid,gid}_map from the spec's mappings (parent side).
+pub fn write_id_maps(
+    pid: i32,
+    uid: &[oci_spec::runtime::LinuxIdMapping],
+    gid: &[oci_spec::runtime::LinuxIdMapping],
+) -> Result<()> {
+    let fmt = |m: &[oci_spec::runtime::LinuxIdMapping]| {
+        m.iter().map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size())).collect::<String>()
+    };
+    if unsafe { libc::geteuid() } != 0 {
+        // Unprivileged: setgroups must be denied before a gid map can be written.
+        let _ = std::fs::write(format!("/proc/{pid}/setgroups"), "deny");
+    }
+    if !uid.is_empty() {
+        std::fs::write(format!("/proc/{pid}/uid_map"), fmt(uid)).map_err(|e| Error::os("linux.uidMappings: writing uid_map", e))?;
+    }
+    if !gid.is_empty() {
+        std::fs::write(format!("/proc/{pid}/gid_map"), fmt(gid)).map_err(|e| Error::os("linux.gidMappings: writing gid_map", e))?;
+    }
+    Ok(())
+}
+
+/// Join every namespace of a running container's init, for `exec` (child side).
+pub fn join_all_of(pidfd: &OwnedFd, types: &[LinuxNamespaceType]) -> Result<()> {
+    let mut flags = 0;
+    for t in types {
+        if *t != LinuxNamespaceType::Pid {
+            flags |= clone_flag(*t);
+        }
+    }
+    if flags == 0 {
+        return Ok(());
+    }
+    cvt(unsafe { libc::setns(pidfd.as_raw_fd(), flags) }).map_err(|e| Error::os("joining the container's namespaces", e))?;
+    Ok(())
+}
+
+pub fn path_of(pid: i32, t: LinuxNamespaceType) -> std::ffi::CString {
+    let n = match t {
+        LinuxNamespaceType::Pid => "pid",
+        LinuxNamespaceType::Network => "net",
+        LinuxNamespaceType::Mount => "mnt",
+        LinuxNamespaceType::Ipc => "ipc",
+        LinuxNamespaceType::Uts => "uts",
+        LinuxNamespaceType::User => "user",
+        LinuxNamespaceType::Cgroup => "cgroup",
+        LinuxNamespaceType::Time => "time",
+    };
+    cstr(format!("/proc/{pid}/ns/{n}"))
+}

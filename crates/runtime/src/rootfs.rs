@@ -1,0 +1,604 @@
+//! The container's root filesystem: mount propagation, the spec's mounts, devices, pivot_root,
+//! masked and read-only paths.
+//!
+//! Every mount destination is resolved inside the rootfs with openat2(RESOLVE_IN_ROOT) and the
+//! mount is made onto the resulting fd (through /proc/self/fd/N, or move_mount on the fd), so a
+//! symlink planted in the rootfs can never redirect a mount to the host (CVE-2021-30465). Bind
+//! mounts use the new mount API (open_tree + mount_setattr + move_mount): attributes are set on a
+//! detached tree before it is attached, which needs no remount and leaves no window.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Component, Path, PathBuf};
+
+use oci_spec::runtime::{LinuxDevice, LinuxDeviceType, Mount};
+
+use crate::bail;
+use crate::error::{Error, Result};
+use crate::sys::{cstr, cstr_s, cvt, cvt_l, fd_path, mount, open_in_root};
+
+pub fn propagation_flag(s: &str) -> Option<libc::c_ulong> {
+    Some(match s {
+        "shared" => libc::MS_SHARED,
+        "rshared" => libc::MS_SHARED | libc::MS_REC,
+        "slave" => libc::MS_SLAVE,
+        "rslave" => libc::MS_SLAVE | libc::MS_REC,
+        "private" => libc::MS_PRIVATE,
+        "rprivate" => libc::MS_PRIVATE | libc::MS_REC,
+        "unbindable" => libc::MS_UNBINDABLE,
+        "runbindable" => libc::MS_UNBINDABLE | libc::MS_REC,
+        _ => return None,
+    })
+}
+
+/// Parsed mount options: flags for mount(2), the same as mount_setattr attributes for binds,
+/// propagation, and the rest as the fs-specific data string.
+#[derive(Default, Debug, PartialEq)]
+pub struct MountOpts {
+    pub flags: libc::c_ulong,
+    pub clear: libc::c_ulong,
+    pub propagation: Vec<libc::c_ulong>,
+    pub data: String,
+    pub bind: bool,
+    pub recursive: bool,
+    /// "rro", "rnosuid"...: attributes applied to every mount of a recursive bind.
+    pub rec_attr_set: u64,
+    pub rec_attr_clr: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+const MOUNT_ATTR__ATIME: u64 = 0x70;
+const MOUNT_ATTR_NOATIME: u64 = 0x10;
+const MOUNT_ATTR_STRICTATIME: u64 = 0x20;
+const MOUNT_ATTR_NODIRATIME: u64 = 0x80;
+const MOUNT_ATTR_NOSYMFOLLOW: u64 = 0x200000;
+
+pub fn parse_options(opts: &[String]) -> Result<MountOpts> {
+    let mut o = MountOpts::default();
+    for opt in opts {
+        let (set, clr): (libc::c_ulong, libc::c_ulong) = match opt.as_str() {
+            "defaults" => (0, 0),
+            "ro" => (libc::MS_RDONLY, 0),
+            "rw" => (0, libc::MS_RDONLY),
+            "suid" => (0, libc::MS_NOSUID),
+            "nosuid" => (libc::MS_NOSUID, 0),
+            "dev" => (0, libc::MS_NODEV),
+            "nodev" => (libc::MS_NODEV, 0),
+            "exec" => (0, libc::MS_NOEXEC),
+            "noexec" => (libc::MS_NOEXEC, 0),
+            "sync" => (libc::MS_SYNCHRONOUS, 0),
+            "async" => (0, libc::MS_SYNCHRONOUS),
+            "dirsync" => (libc::MS_DIRSYNC, 0),
+            "remount" => (libc::MS_REMOUNT, 0),
+            "mand" => (libc::MS_MANDLOCK, 0),
+            "nomand" => (0, libc::MS_MANDLOCK),
+            "atime" => (0, libc::MS_NOATIME),
+            "noatime" => (libc::MS_NOATIME, 0),
+            "diratime" => (0, libc::MS_NODIRATIME),
+            "nodiratime" => (libc::MS_NODIRATIME, 0),
+            "relatime" => (libc::MS_RELATIME, 0),
+            "norelatime" => (0, libc::MS_RELATIME),
+            "strictatime" => (libc::MS_STRICTATIME, 0),
+            "nostrictatime" => (0, libc::MS_STRICTATIME),
+            "silent" => (libc::MS_SILENT, 0),
+            "loud" => (0, libc::MS_SILENT),
+            "nosymfollow" => (0x100, 0), // MS_NOSYMFOLLOW
+            "symfollow" => (0, 0x100),
+            "bind" => {
+                o.bind = true;
+                (0, 0)
+            }
+            "rbind" => {
+                o.bind = true;
+                o.recursive = true;
+                (0, 0)
+            }
+            // crun's extension; the copy-up is not needed for correctness here.
+            "tmpcopyup" | "notmpcopyup" => (0, 0),
+            "idmap" | "ridmap" => bail!("mounts: option {opt:?} (id-mapped mounts) is not supported by sprout"),
+            "rro" => { o.rec_attr_set |= MOUNT_ATTR_RDONLY; (0, 0) }
+            "rrw" => { o.rec_attr_clr |= MOUNT_ATTR_RDONLY; (0, 0) }
+            "rnosuid" => { o.rec_attr_set |= MOUNT_ATTR_NOSUID; (0, 0) }
+            "rsuid" => { o.rec_attr_clr |= MOUNT_ATTR_NOSUID; (0, 0) }
+            "rnodev" => { o.rec_attr_set |= MOUNT_ATTR_NODEV; (0, 0) }
+            "rdev" => { o.rec_attr_clr |= MOUNT_ATTR_NODEV; (0, 0) }
+            "rnoexec" => { o.rec_attr_set |= MOUNT_ATTR_NOEXEC; (0, 0) }
+            "rexec" => { o.rec_attr_clr |= MOUNT_ATTR_NOEXEC; (0, 0) }
+            "rnodiratime" => { o.rec_attr_set |= MOUNT_ATTR_NODIRATIME; (0, 0) }
+            "rdiratime" => { o.rec_attr_clr |= MOUNT_ATTR_NODIRATIME; (0, 0) }
+            "rnosymfollow" => { o.rec_attr_set |= MOUNT_ATTR_NOSYMFOLLOW; (0, 0) }
+            "rsymfollow" => { o.rec_attr_clr |= MOUNT_ATTR_NOSYMFOLLOW; (0, 0) }
+            "rnoatime" => { o.rec_attr_set |= MOUNT_ATTR_NOATIME; o.rec_attr_clr |= MOUNT_ATTR__ATIME; (0, 0) }
+            "rstrictatime" => { o.rec_attr_set |= MOUNT_ATTR_STRICTATIME; o.rec_attr_clr |= MOUNT_ATTR__ATIME; (0, 0) }
+            "rrelatime" => { o.rec_attr_clr |= MOUNT_ATTR__ATIME; (0, 0) }
+            other => {
+                if let Some(p) = propagation_flag(other) {
+                    o.propagation.push(p);
+                } else {
+                    if !o.data.is_empty() {
+                        o.data.push(',');
+                    }
+                    o.data.push_str(other);
+                }
+                (0, 0)
+            }
+        };
+        o.flags = (o.flags | set) & !clr;
+        o.clear = (o.clear | clr) & !set;
+    }
+    Ok(o)
+}
+
+fn attr_from_flags(flags: libc::c_ulong) -> u64 {
+    let mut a = 0;
+    if flags & libc::MS_RDONLY != 0 { a |= MOUNT_ATTR_RDONLY; }
+    if flags & libc::MS_NOSUID != 0 { a |= MOUNT_ATTR_NOSUID; }
+    if flags & libc::MS_NODEV != 0 { a |= MOUNT_ATTR_NODEV; }
+    if flags & libc::MS_NOEXEC != 0 { a |= MOUNT_ATTR_NOEXEC; }
+    if flags & libc::MS_NODIRATIME != 0 { a |= MOUNT_ATTR_NODIRATIME; }
+    if flags & libc::MS_NOATIME != 0 { a |= MOUNT_ATTR_NOATIME; }
+    if flags & libc::MS_STRICTATIME != 0 { a |= MOUNT_ATTR_STRICTATIME; }
+    if flags & 0x100 != 0 { a |= MOUNT_ATTR_NOSYMFOLLOW; }
+    a
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const OPEN_TREE_CLONE: u32 = 1;
+const AT_RECURSIVE: u32 = 0x8000;
+const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
+
+pub fn open_tree(dirfd: RawFd, path: &CStr, recursive: bool) -> io::Result<OwnedFd> {
+    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as u32;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    if path.to_bytes().is_empty() {
+        flags |= libc::AT_EMPTY_PATH as u32;
+    }
+    let fd = cvt_l(unsafe { libc::syscall(libc::SYS_open_tree, dirfd, path.as_ptr(), flags) })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn mount_setattr(fd: RawFd, recursive: bool, set: u64, clr: u64) -> io::Result<()> {
+    if set == 0 && clr == 0 {
+        return Ok(());
+    }
+    let attr = MountAttr { attr_set: set, attr_clr: clr, propagation: 0, userns_fd: 0 };
+    let mut flags = libc::AT_EMPTY_PATH as u32;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    cvt_l(unsafe {
+        libc::syscall(libc::SYS_mount_setattr, fd, c"".as_ptr(), flags, &attr as *const MountAttr, std::mem::size_of::<MountAttr>())
+    })
+    .map(drop)
+}
+
+pub fn move_mount_to_fd(tree: RawFd, target: RawFd) -> io::Result<()> {
+    cvt_l(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            target,
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+/// Bind `tree` (from open_tree) onto `target` with attributes `flags` applied first.
+fn attach_bind(tree: OwnedFd, target: &OwnedFd, opts: &MountOpts) -> io::Result<()> {
+    let set = attr_from_flags(opts.flags);
+    let mut clr = attr_from_flags(opts.clear);
+    if set & MOUNT_ATTR__ATIME != 0 {
+        clr |= MOUNT_ATTR__ATIME;
+    }
+    mount_setattr(tree.as_raw_fd(), false, set, clr & !set)?;
+    if opts.rec_attr_set != 0 || opts.rec_attr_clr != 0 {
+        mount_setattr(tree.as_raw_fd(), true, opts.rec_attr_set, opts.rec_attr_clr)?;
+    }
+    move_mount_to_fd(tree.as_raw_fd(), target.as_raw_fd())?;
+    for p in &opts.propagation {
+        mount(None, &fd_path(&tree), None, *p, None)?;
+    }
+    Ok(())
+}
+
+/// Make `path` (absolute, container view) exist inside `root`, as a directory or (if `file`) an
+/// empty file, without ever following a symlink out of the rootfs. Returns an O_PATH fd on it.
+pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd> {
+    match open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0) {
+        Ok(fd) => return Ok(fd),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => return Err(Error::os(format!("resolving {} in the rootfs", path.display()), e)),
+    }
+    // Walk down, creating what is missing.
+    let mut cur = open_in_root(root.as_raw_fd(), Path::new("/"), libc::O_PATH | libc::O_DIRECTORY, 0)
+        .map_err(|e| Error::os("opening the rootfs", e))?;
+    let mut sofar = PathBuf::from("/");
+    let comps: Vec<_> = path.components().filter(|c| matches!(c, Component::Normal(_))).collect();
+    for (i, c) in comps.iter().enumerate() {
+        sofar.push(c);
+        let last = i + 1 == comps.len();
+        let next = match open_in_root(root.as_raw_fd(), &sofar, libc::O_PATH, 0) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                let name = cstr(c.as_os_str());
+                // mkdirat/mknodat on an O_PATH dirfd works; the name is a single component.
+                let r = if last && file {
+                    unsafe { libc::mknodat(cur.as_raw_fd(), name.as_ptr(), libc::S_IFREG | 0o644, 0) }
+                } else {
+                    unsafe { libc::mkdirat(cur.as_raw_fd(), name.as_ptr(), 0o755) }
+                };
+                if r < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.raw_os_error() != Some(libc::EEXIST) {
+                        return Err(Error::os(format!("creating {} in the rootfs", sofar.display()), e));
+                    }
+                }
+                open_in_root(root.as_raw_fd(), &sofar, libc::O_PATH, 0)
+                    .map_err(|e| Error::os(format!("resolving {} in the rootfs", sofar.display()), e))?
+            }
+            Err(e) => return Err(Error::os(format!("resolving {} in the rootfs", sofar.display()), e)),
+        };
+        cur = next;
+    }
+    Ok(cur)
+}
+
+/// Make the host's mounts invisible to propagation from the container, then bind the rootfs onto
+/// itself so that it is a mount point pivot_root can use.
+pub fn prepare_root(rootfs: &Path, propagation: Option<&str>) -> Result<()> {
+    let flag = propagation.and_then(propagation_flag).unwrap_or(libc::MS_SLAVE | libc::MS_REC);
+    mount(None, c"/", None, flag, None).map_err(|e| Error::os("making / private to the container", e))?;
+    let c = cstr(rootfs);
+    mount(Some(&c), &c, None, libc::MS_BIND | libc::MS_REC, None).map_err(|e| Error::os(format!("binding rootfs {}", rootfs.display()), e))?;
+    // With rshared/shared rootfsPropagation the rootfs mount itself must be shared too.
+    if let Some(p) = propagation.and_then(propagation_flag) {
+        if p & (libc::MS_SHARED | libc::MS_PRIVATE | libc::MS_UNBINDABLE) != 0 {
+            mount(None, &c, None, p, None).map_err(|e| Error::os("linux.rootfsPropagation", e))?;
+        }
+    }
+    Ok(())
+}
+
+/// What the cgroup mount needs: (name under /sys/fs/cgroup, host path of our cgroup in it).
+pub type CgroupBinds = Vec<(String, PathBuf)>;
+
+/// The init's own cgroups, read from /proc/self/cgroup (call once placed in its cgroup).
+pub fn own_cgroup_binds() -> CgroupBinds {
+    let Ok(s) = std::fs::read_to_string("/proc/self/cgroup") else { return Vec::new() };
+    let unified_root = if Path::new("/sys/fs/cgroup/unified").exists() { "unified" } else { "" };
+    let mut out = Vec::new();
+    for line in s.lines() {
+        let mut it = line.splitn(3, ':');
+        let (_, ctrls, path) = match (it.next(), it.next(), it.next()) {
+            (Some(a), Some(b), Some(c)) => (a, b, c),
+            _ => continue,
+        };
+        let name = if ctrls.is_empty() {
+            if unified_root.is_empty() {
+                continue;
+            }
+            unified_root.to_string()
+        } else {
+            ctrls.strip_prefix("name=").unwrap_or(ctrls).to_string()
+        };
+        let host = Path::new("/sys/fs/cgroup").join(&name).join(path.trim_start_matches('/'));
+        if Path::new("/sys/fs/cgroup").join(&name).exists() {
+            out.push((name, host));
+        }
+    }
+    out
+}
+
+pub struct MountCtx<'a> {
+    pub rootfs_fd: &'a OwnedFd,
+    pub bundle: &'a Path,
+    pub cgroup_v2: bool,
+    pub new_cgroup_ns: bool,
+    pub cgroup_binds: &'a dyn Fn() -> CgroupBinds,
+}
+
+pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
+    let typ = m.typ().as_deref().unwrap_or("");
+    let opts = parse_options(m.options().as_deref().unwrap_or(&[])).map_err(|e| e.context(format!("mounts[{i}]")))?;
+    let dest = m.destination();
+    let what = || format!("mounts[{i}] ({})", dest.display());
+    let is_bind = opts.bind || typ == "bind";
+    if is_bind {
+        let src = m.source().as_ref().ok_or_else(|| Error::msg(format!("{}: bind mount needs a source", what())))?;
+        let src = if src.is_absolute() { src.clone() } else { ctx.bundle.join(src) };
+        let meta = std::fs::metadata(&src).map_err(|e| Error::os(format!("{}: source {}", what(), src.display()), e))?;
+        let target = ensure_in_root(ctx.rootfs_fd, dest, !meta.is_dir())?;
+        let tree = open_tree(libc::AT_FDCWD, &cstr(&src), opts.recursive).map_err(|e| Error::os(format!("{}: cloning {}", what(), src.display()), e))?;
+        attach_bind(tree, &target, &opts).map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
+        return Ok(());
+    }
+    if typ == "cgroup" || typ == "cgroup2" {
+        return mount_cgroup(ctx, dest, &opts).map_err(|e| e.context(what()));
+    }
+    let target = ensure_in_root(ctx.rootfs_fd, dest, false)?;
+    let src = cstr_s(m.source().as_ref().and_then(|s| s.to_str()).unwrap_or(typ));
+    let fstype = cstr_s(typ);
+    let data = cstr_s(&opts.data);
+    let tp = fd_path(&target);
+    let r = mount(Some(&src), &tp, Some(&fstype), opts.flags & !libc::MS_REMOUNT, if opts.data.is_empty() { None } else { Some(&data) });
+    if let Err(e) = r {
+        // sysfs can't be mounted in a user namespace that doesn't own the netns: fall back to a
+        // recursive read-only bind of the host's /sys, as runc does.
+        if typ == "sysfs" && e.raw_os_error() == Some(libc::EPERM) {
+            let tree = open_tree(libc::AT_FDCWD, c"/sys", true).map_err(|e| Error::os(format!("{}: bind /sys", what()), e))?;
+            let mut o = MountOpts { flags: opts.flags | libc::MS_RDONLY, ..Default::default() };
+            o.rec_attr_set = MOUNT_ATTR_RDONLY;
+            attach_bind(tree, &target, &o).map_err(|e| Error::os(format!("{}: bind /sys", what()), e))?;
+            return Ok(());
+        }
+        return Err(Error::os(format!("{}: mount {typ}", what()), e));
+    }
+    if !opts.propagation.is_empty() {
+        let fd = open_in_root(ctx.rootfs_fd.as_raw_fd(), dest, libc::O_PATH, 0).map_err(|e| Error::os(what(), e))?;
+        for p in &opts.propagation {
+            mount(None, &fd_path(&fd), None, *p, None).map_err(|e| Error::os(format!("{}: propagation", what()), e))?;
+        }
+    }
+    Ok(())
+}
+
+fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Result<()> {
+    let target = ensure_in_root(ctx.rootfs_fd, dest, false)?;
+    let flags = opts.flags | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    if ctx.cgroup_v2 {
+        if ctx.new_cgroup_ns {
+            mount(Some(c"cgroup2"), &fd_path(&target), Some(c"cgroup2"), flags, None).map_err(|e| Error::os("mount cgroup2", e))?;
+            return Ok(());
+        }
+        for (_, host) in (ctx.cgroup_binds)() {
+            let tree = open_tree(libc::AT_FDCWD, &cstr(&host), true).map_err(|e| Error::os("bind cgroup", e))?;
+            attach_bind(tree, &target, &MountOpts { flags, ..Default::default() }).map_err(|e| Error::os("bind cgroup", e))?;
+        }
+        return Ok(());
+    }
+    // v1 / hybrid: a tmpfs with one bind per hierarchy of the container's own cgroup.
+    mount(Some(c"tmpfs"), &fd_path(&target), Some(c"tmpfs"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some(c"mode=755"))
+        .map_err(|e| Error::os("mount tmpfs for cgroups", e))?;
+    for (name, host) in (ctx.cgroup_binds)() {
+        let sub = dest.join(&name);
+        let t = ensure_in_root(ctx.rootfs_fd, &sub, false)?;
+        let tree = open_tree(libc::AT_FDCWD, &cstr(&host), false).map_err(|e| Error::os(format!("bind cgroup {name}"), e))?;
+        attach_bind(tree, &t, &MountOpts { flags, ..Default::default() }).map_err(|e| Error::os(format!("bind cgroup {name}"), e))?;
+    }
+    if opts.flags & libc::MS_RDONLY != 0 {
+        let fd = open_in_root(ctx.rootfs_fd.as_raw_fd(), dest, libc::O_PATH, 0).map_err(|e| Error::os("cgroup tmpfs", e))?;
+        mount(None, &fd_path(&fd), None, libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some(c"mode=755"))
+            .map_err(|e| Error::os("remount cgroup tmpfs read-only", e))?;
+    }
+    Ok(())
+}
+
+/// The devices every container gets (runtime-spec "Default Devices").
+pub fn default_devices() -> [(&'static str, u32, u32); 6] {
+    [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)]
+}
+
+/// Create one device node in the rootfs; falls back to bind-mounting the host's node when mknod
+/// is not permitted (user namespaces).
+pub fn create_device(root: &OwnedFd, path: &Path, kind: libc::mode_t, major: u32, minor: u32, mode: u32, uid: u32, gid: u32, in_userns: bool) -> Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let name = path.file_name().ok_or_else(|| Error::msg(format!("linux.devices: bad path {}", path.display())))?;
+    let dir = ensure_in_root(root, parent, false)?;
+    // mknodat needs a real directory fd (O_PATH works for *at calls with a name).
+    let cname = cstr(name);
+    unsafe { libc::unlinkat(dir.as_raw_fd(), cname.as_ptr(), 0) };
+    let r = if in_userns {
+        -1
+    } else {
+        unsafe { libc::mknodat(dir.as_raw_fd(), cname.as_ptr(), kind | (mode & 0o7777), libc::makedev(major, minor)) }
+    };
+    if r == 0 {
+        let r = unsafe { libc::fchownat(dir.as_raw_fd(), cname.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) };
+        if r < 0 {
+            return Err(Error::last_os(format!("linux.devices: chown {}", path.display())));
+        }
+        // mknod is subject to umask; set the exact mode.
+        let fd = open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0).map_err(|e| Error::os(format!("linux.devices: {}", path.display()), e))?;
+        let _ = std::fs::set_permissions(
+            std::str::from_utf8(fd_path(&fd).as_bytes()).unwrap_or(""),
+            std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777),
+        );
+        return Ok(());
+    }
+    let err = if in_userns { io::Error::from_raw_os_error(libc::EPERM) } else { io::Error::last_os_error() };
+    if err.raw_os_error() != Some(libc::EPERM) {
+        return Err(Error::os(format!("linux.devices: mknod {}", path.display()), err));
+    }
+    // Bind the host's node of the same path.
+    let host = Path::new("/dev").join(path.strip_prefix("/dev").unwrap_or(path));
+    let target = ensure_in_root(root, path, true)?;
+    let tree = open_tree(libc::AT_FDCWD, &cstr(&host), false).map_err(|e| Error::os(format!("linux.devices: bind {}", host.display()), e))?;
+    attach_bind(tree, &target, &MountOpts::default()).map_err(|e| Error::os(format!("linux.devices: bind {}", host.display()), e))?;
+    Ok(())
+}
+
+pub fn device_kind(t: LinuxDeviceType) -> Result<libc::mode_t> {
+    Ok(match t {
+        LinuxDeviceType::C | LinuxDeviceType::U => libc::S_IFCHR,
+        LinuxDeviceType::B => libc::S_IFBLK,
+        LinuxDeviceType::P => libc::S_IFIFO,
+        LinuxDeviceType::A => bail!("linux.devices: type 'a' is only valid in cgroup device rules"),
+    })
+}
+
+pub fn create_devices(root: &OwnedFd, devices: &[LinuxDevice], in_userns: bool, dev_is_tmpfs: bool) -> Result<()> {
+    if dev_is_tmpfs {
+        for (name, maj, min) in default_devices() {
+            let p = Path::new("/dev").join(name);
+            if devices.iter().any(|d| d.path() == &p) {
+                continue;
+            }
+            create_device(root, &p, libc::S_IFCHR, maj, min, 0o666, 0, 0, in_userns)?;
+        }
+    }
+    for d in devices {
+        let kind = device_kind(d.typ())?;
+        let mode = d.file_mode().unwrap_or(0o666);
+        create_device(root, d.path(), kind, d.major() as u32, d.minor() as u32, mode, d.uid().unwrap_or(0), d.gid().unwrap_or(0), in_userns)?;
+    }
+    if dev_is_tmpfs {
+        let dev = ensure_in_root(root, Path::new("/dev"), false)?;
+        let mut links: Vec<(&str, &CStr)> = vec![
+            ("fd", c"/proc/self/fd"),
+            ("stdin", c"/proc/self/fd/0"),
+            ("stdout", c"/proc/self/fd/1"),
+            ("stderr", c"/proc/self/fd/2"),
+            ("ptmx", c"pts/ptmx"),
+        ];
+        if Path::new("/proc/kcore").exists() {
+            links.push(("core", c"/proc/kcore"));
+        }
+        for (name, target) in links {
+            let n = cstr_s(name);
+            if name == "ptmx" {
+                unsafe { libc::unlinkat(dev.as_raw_fd(), n.as_ptr(), 0) };
+            }
+            let r = unsafe { libc::symlinkat(target.as_ptr(), dev.as_raw_fd(), n.as_ptr()) };
+            if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+                return Err(Error::last_os(format!("creating /dev/{name}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// pivot_root into `rootfs` and detach the old root. The old root is made rslave first so the
+/// lazy unmount cannot propagate to the host.
+pub fn pivot(rootfs: &Path) -> Result<()> {
+    let c = cstr(rootfs);
+    let newroot = unsafe { libc::open(c.as_ptr(), libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC) };
+    if newroot < 0 {
+        return Err(Error::last_os("opening the rootfs for pivot_root"));
+    }
+    let newroot = unsafe { OwnedFd::from_raw_fd(newroot) };
+    cvt(unsafe { libc::fchdir(newroot.as_raw_fd()) }).map_err(|e| Error::os("chdir rootfs", e))?;
+    cvt(unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) } as libc::c_int).map_err(|e| Error::os("pivot_root", e))?;
+    mount(None, c".", None, libc::MS_SLAVE | libc::MS_REC, None).map_err(|e| Error::os("making the old root rslave", e))?;
+    cvt(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) }).map_err(|e| Error::os("detaching the old root", e))?;
+    cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
+    Ok(())
+}
+
+/// --no-pivot (or no mount namespace): move the rootfs over / and chroot into it.
+pub fn move_and_chroot(rootfs: &Path) -> Result<()> {
+    let c = cstr(rootfs);
+    cvt(unsafe { libc::chdir(c.as_ptr()) }).map_err(|e| Error::os("chdir rootfs", e))?;
+    mount(Some(c"."), c"/", None, libc::MS_MOVE, None).map_err(|e| Error::os("moving the rootfs to /", e))?;
+    cvt(unsafe { libc::chroot(c".".as_ptr()) }).map_err(|e| Error::os("chroot", e))?;
+    cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
+    Ok(())
+}
+
+/// Masked paths (after pivot_root): directories get a read-only empty tmpfs, files /dev/null.
+pub fn mask_paths(paths: &[String]) -> Result<()> {
+    for p in paths {
+        let c = cstr_s(p);
+        // Try the file case first: most masked paths are files.
+        match mount(Some(c"/dev/null"), &c, None, libc::MS_BIND, None) {
+            Ok(()) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {}
+            Err(e) => return Err(Error::os(format!("linux.maskedPaths: {p}"), e)),
+        }
+        match mount(Some(c"tmpfs"), &c, Some(c"tmpfs"), libc::MS_RDONLY, None) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(Error::os(format!("linux.maskedPaths: {p}"), e)),
+        }
+    }
+    Ok(())
+}
+
+/// Read-only paths (after pivot_root): a recursive bind of the path onto itself, read-only.
+pub fn readonly_paths(paths: &[String]) -> Result<()> {
+    for p in paths {
+        let c = cstr_s(p);
+        let tree = match open_tree(libc::AT_FDCWD, &c, true) {
+            Ok(t) => t,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) => return Err(Error::os(format!("linux.readonlyPaths: {p}"), e)),
+        };
+        mount_setattr(tree.as_raw_fd(), true, MOUNT_ATTR_RDONLY, 0).map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
+        let target = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
+        if target < 0 {
+            return Err(Error::last_os(format!("linux.readonlyPaths: {p}")));
+        }
+        let target = unsafe { OwnedFd::from_raw_fd(target) };
+        move_mount_to_fd(tree.as_raw_fd(), target.as_raw_fd()).map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
+    }
+    Ok(())
+}
+
+/// root.readonly: remount / read-only, keeping the flags the kernel locks.
+pub fn readonly_root() -> Result<()> {
+    let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
+    cvt(unsafe { libc::statvfs(c"/".as_ptr(), &mut sv) }).map_err(|e| Error::os("root.readonly: statvfs /", e))?;
+    let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+    for (st, ms) in [(libc::ST_NOSUID, libc::MS_NOSUID), (libc::ST_NODEV, libc::MS_NODEV), (libc::ST_NOEXEC, libc::MS_NOEXEC)] {
+        if sv.f_flag & st != 0 {
+            flags |= ms;
+        }
+    }
+    mount(None, c"/", None, flags, None).map_err(|e| Error::os("root.readonly: remount / read-only", e))
+}
+
+pub fn set_sysctls(sysctl: &std::collections::HashMap<String, String>) -> Result<()> {
+    for (k, v) in sysctl {
+        let path = format!("/proc/sys/{}", k.replace('.', "/"));
+        std::fs::write(&path, v).map_err(|e| Error::os(format!("linux.sysctl: {k}"), e))?;
+    }
+    Ok(())
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn options() {
+        let o = parse_options(&s(&["nosuid", "noexec", "nodev", "mode=755", "size=65536k"])).unwrap();
+        assert_eq!(o.flags, libc::MS_NOSUID | libc::MS_NOEXEC | libc::MS_NODEV);
+        assert_eq!(o.data, "mode=755,size=65536k");
+        let o = parse_options(&s(&["rbind", "ro", "rprivate"])).unwrap();
+        assert!(o.bind && o.recursive);
+        assert_eq!(o.flags, libc::MS_RDONLY);
+        assert_eq!(o.propagation, vec![libc::MS_PRIVATE | libc::MS_REC]);
+        let o = parse_options(&s(&["ro", "rw"])).unwrap();
+        assert_eq!(o.flags, 0);
+        assert!(parse_options(&s(&["idmap"])).unwrap_err().to_string().contains("idmap"));
+        let o = parse_options(&s(&["rro"])).unwrap();
+        assert_eq!(o.rec_attr_set, MOUNT_ATTR_RDONLY);
+    }
+
+    #[test]
+    fn attrs() {
+        assert_eq!(attr_from_flags(libc::MS_RDONLY | libc::MS_NODEV), MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
+    }
+}

@@ -1,0 +1,77 @@
+//! The parent ⇄ container-init channel: a SOCK_SEQPACKET socketpair, so every message keeps its
+//! boundaries and EOF means the other side is gone. A message is one tag byte and a payload.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::sys::cvt;
+
+/// child → parent: please write the uid/gid maps (payload empty).
+pub const MAPS: u8 = b'U';
+/// parent → child: continue (maps written, cgroup joined, hooks run).
+pub const GO: u8 = b'G';
+/// child → parent: run the createRuntime / prestart hooks now.
+pub const HOOKS: u8 = b'H';
+/// child → parent: setup done, waiting for `start`; payload = encoded phase trace.
+pub const READY: u8 = b'R';
+/// child → parent: setup failed; payload = the one-line error.
+pub const ERROR: u8 = b'E';
+/// child → parent: seccomp listener fd attached (payload empty).
+pub const LISTENER: u8 = b'L';
+
+pub struct Channel {
+    fd: OwnedFd,
+}
+
+impl Channel {
+    pub fn pair() -> io::Result<(Channel, Channel)> {
+        let mut fds = [0 as RawFd; 2];
+        cvt(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) })?;
+        unsafe { Ok((Channel { fd: OwnedFd::from_raw_fd(fds[0]) }, Channel { fd: OwnedFd::from_raw_fd(fds[1]) })) }
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    pub fn send(&self, tag: u8, payload: &[u8]) -> io::Result<()> {
+        let mut buf = Vec::with_capacity(1 + payload.len());
+        buf.push(tag);
+        buf.extend_from_slice(payload);
+        loop {
+            let n = unsafe { libc::send(self.raw(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                return Err(e);
+            }
+            return Ok(());
+        }
+    }
+
+    pub fn send_with_fd(&self, tag: u8, fd: RawFd) -> io::Result<()> {
+        crate::sys::send_fd(self.raw(), &[tag], fd)
+    }
+
+    /// Receive one message; `(0, "")` means EOF (the peer exited).
+    pub fn recv(&self) -> io::Result<(u8, String, Option<OwnedFd>)> {
+        let mut buf = vec![0u8; 8192];
+        let (n, fd) = crate::sys::recv_fd(self.raw(), &mut buf)?;
+        if n == 0 {
+            return Ok((0, String::new(), fd));
+        }
+        Ok((buf[0], String::from_utf8_lossy(&buf[1..n]).into_owned(), fd))
+    }
+
+    /// Block until the parent says GO (child side). EOF means the parent died: stop.
+    pub fn wait_go(&self) -> io::Result<()> {
+        let (tag, _, _) = self.recv()?;
+        if tag == GO {
+            Ok(())
+        } else {
+            Err(io::Error::new(io::ErrorKind::BrokenPipe, "parent went away"))
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! Thin wrappers over the raw syscalls the start path uses. libc is used directly (rather than a
+//! higher-level crate) where we need exact control over flags and over what allocates, since most
+//! of this runs in a freshly cloned child.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+pub fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+pub fn cvt_l(r: libc::c_long) -> io::Result<libc::c_long> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+pub fn cstr(p: impl AsRef<Path>) -> CString {
+    // Paths with interior NULs cannot come from JSON strings that reach here unescaped; map them
+    // to an empty string, which every syscall rejects with ENOENT.
+    CString::new(p.as_ref().as_os_str().as_bytes()).unwrap_or_default()
+}
+
+pub fn cstr_s(s: &str) -> CString {
+    CString::new(s).unwrap_or_default()
+}
+
+pub fn mount(
+    src: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> io::Result<()> {
+    let p = |c: Option<&CStr>| c.map_or(std::ptr::null(), |c| c.as_ptr());
+    cvt(unsafe {
+        libc::mount(p(src), target.as_ptr(), p(fstype), flags, p(data).cast())
+    })
+    .map(drop)
+}
+
+/// openat2(2) with RESOLVE_IN_ROOT: `path` is resolved as if `root` were "/", so that symlinks in a
+/// rootfs can never lead outside it (CVE-2021-30465 class).
+pub fn open_in_root(root: RawFd, path: &Path, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+    const RESOLVE_IN_ROOT: u64 = 0x10;
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC) as u64,
+        mode: mode as u64,
+        resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+    };
+    let rel = path.strip_prefix("/").unwrap_or(path);
+    let c = if rel.as_os_str().is_empty() { cstr_s(".") } else { cstr(rel) };
+    let fd = cvt_l(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root,
+            c.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// "/proc/self/fd/N": the path through which mount(2) reaches an fd opened safely.
+pub fn fd_path(fd: &impl AsRawFd) -> CString {
+    let mut buf = itoa_buf();
+    let s = fmt_fd_path(&mut buf, fd.as_raw_fd());
+    CString::new(s).unwrap_or_default()
+}
+
+fn itoa_buf() -> [u8; 32] {
+    [0u8; 32]
+}
+
+fn fmt_fd_path(buf: &mut [u8; 32], fd: RawFd) -> &str {
+    use std::io::Write;
+    let mut cur = io::Cursor::new(&mut buf[..]);
+    let _ = write!(cur, "/proc/self/fd/{fd}");
+    let n = cur.position() as usize;
+    std::str::from_utf8(&buf[..n]).unwrap_or("")
+}
+
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    let fd = cvt_l(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+pub fn pidfd_send_signal(pidfd: &OwnedFd, sig: i32) -> io::Result<()> {
+    cvt_l(unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    })
+    .map(drop)
+}
+
+/// Wait until the process behind `pidfd` exits, or `timeout_ms` passes (-1: forever).
+/// Returns true if it exited.
+pub fn pidfd_wait_exit(pidfd: &OwnedFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut pfd = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    loop {
+        let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok(r > 0);
+    }
+}
+
+/// Mark every fd from `first` up as close-on-exec (one syscall, no /proc scan). This is what keeps
+/// host fds from leaking into a container (CVE-2024-21626).
+pub fn cloexec_from(first: u32) -> io::Result<()> {
+    const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+    cvt(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) } as libc::c_int)
+        .map(drop)
+}
+
+pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
+    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    let nf = if on { flags | libc::FD_CLOEXEC } else { flags & !libc::FD_CLOEXEC };
+    if nf != flags {
+        cvt(unsafe { libc::fcntl(fd, libc::F_SETFD, nf) })?;
+    }
+    Ok(())
+}
+
+pub fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[n as usize..];
+    }
+    Ok(())
+}
+
+/// Send `fd` over a unix socket with SCM_RIGHTS, with `data` as the payload.
+pub fn send_fd(sock: RawFd, data: &[u8], fd: RawFd) -> io::Result<()> {
+    unsafe {
+        let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut _, iov_len: data.len() };
+        let space = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
+        let mut cbuf = [0u8; 64];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd);
+        cvt(libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) as libc::c_int)?;
+    }
+    Ok(())
+}
+
+/// Receive a message and at most one fd.
+pub fn recv_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    unsafe {
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let mut cbuf = [0u8; 64];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = cbuf.len();
+        let n = loop {
+            let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC);
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                return Err(e);
+            }
+            break n as usize;
+        };
+        let mut fd = None;
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
+                fd = Some(OwnedFd::from_raw_fd(raw));
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+        Ok((n, fd))
+    }
+}
+
+/// Field 22 of /proc/PID/stat: the process's start time in clock ticks. Stored with the pid so a
+/// recycled pid is never mistaken for the container.
+pub fn proc_start_time(pid: i32) -> io::Result<(u64, char)> {
+    let s = format!("/proc/{pid}/stat");
+    let data = std::fs::read(&s)?;
+    // The command name is in parentheses and may contain spaces: parse after the last ')'.
+    let close = data.iter().rposition(|&b| b == b')').ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let rest = std::str::from_utf8(&data[close + 1..]).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut it = rest.split_ascii_whitespace();
+    let state = it.next().and_then(|s| s.chars().next()).unwrap_or('?');
+    // After ')' fields start at field 3 (state); start time is field 22 → index 19 from state.
+    let st = it.nth(18).and_then(|s| s.parse().ok()).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok((st, state))
+}
+
+pub fn now_rfc3339() -> String {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    unsafe { libc::gmtime_r(&ts.tv_sec, &mut tm) };
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        ts.tv_nsec
+    )
+}
+
+pub fn monotonic_us() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+}

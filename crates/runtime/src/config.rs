@@ -40,11 +40,8 @@ pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
 
 impl Config {
     pub fn load(bundle: &Path) -> Result<Config> {
-        let bundle = if bundle.is_absolute() {
-            bundle.to_path_buf()
-        } else {
-            std::env::current_dir().map_err(|e| Error::os("current directory", e))?.join(bundle)
-        };
+        // Absolute and normalised ("." → the directory's path), as runc reports it in `state`.
+        let bundle = std::fs::canonicalize(bundle).map_err(|e| Error::os(format!("bundle {}", bundle.display()), e))?;
         let path = bundle.join("config.json");
         let raw = std::fs::read(&path).map_err(|e| Error::os(format!("config.json ({})", path.display()), e))?;
         let spec = parse_spec(&raw, "config.json")?;

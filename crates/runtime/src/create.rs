@@ -134,7 +134,8 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     cg.create()?;
     cleanup.cgroup = Some(cg.clone());
     if let Some(res) = linux.and_then(|l| l.resources().as_ref()) {
-        cg.apply(res)?;
+        let res = with_default_device_rules(res, linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]));
+        cg.apply(&res)?;
     }
     trace.mark("cgroup");
 
@@ -270,6 +271,40 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     cleanup.armed = false;
     let pidfd = cleanup.child.take().expect("pidfd");
     Ok(Created { state: st, pidfd, config })
+}
+
+/// Devices every container may use whatever its rules say (runc's list): the default devices,
+/// the pty devices, mknod of anything (access still needs a rule), and the config's own devices.
+/// They go after the config's rules, so a leading deny-all doesn't shadow them.
+pub fn with_default_device_rules(res: &oci_spec::runtime::LinuxResources, devices: &[oci_spec::runtime::LinuxDevice]) -> oci_spec::runtime::LinuxResources {
+    use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType};
+    let rule = |t: LinuxDeviceType, major: Option<i64>, minor: Option<i64>, access: &str| {
+        let mut r = LinuxDeviceCgroup::default();
+        r.set_allow(true);
+        r.set_typ(Some(t));
+        r.set_major(major);
+        r.set_minor(minor);
+        r.set_access(Some(access.to_string()));
+        r
+    };
+    let mut rules = res.devices().clone().unwrap_or_default();
+    rules.push(rule(LinuxDeviceType::C, None, None, "m"));
+    rules.push(rule(LinuxDeviceType::B, None, None, "m"));
+    for (maj, min) in [(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5, 2), (10, 200)] {
+        rules.push(rule(LinuxDeviceType::C, Some(maj), Some(min), "rwm"));
+    }
+    rules.push(rule(LinuxDeviceType::C, Some(136), None, "rwm"));
+    for d in devices {
+        let t = match d.typ() {
+            LinuxDeviceType::B => LinuxDeviceType::B,
+            LinuxDeviceType::P => continue,
+            _ => LinuxDeviceType::C,
+        };
+        rules.push(rule(t, Some(d.major()), Some(d.minor()), "rwm"));
+    }
+    let mut out = res.clone();
+    out.set_devices(Some(rules));
+    out
 }
 
 fn expect(chan: &Channel, want: u8) -> Result<()> {

@@ -13,8 +13,9 @@
 #   -t, --timeout SECS  per-program timeout (default 120)
 #   -k, --only REGEX    run only programs whose name matches (grep -E)
 #   -x, --exclude REGEX skip programs whose name matches (grep -E)
-#   --min-ok N          exit 1 when fewer than N assertions are ok
-#   --max-not-ok N      exit 1 when more than N assertions are not ok
+#   --min-ok N          exit 1 when fewer than N test points passed
+#                       ("ok" and not "# SKIP")
+#   --max-not-ok N      exit 1 when more than N test points are "not ok"
 #   --shared-root       don't give the runtime a private --root state dir
 #   --keep-work         keep the work dir (bundles, runtime state)
 #   -l, --list          list the validation programs and exit
@@ -265,14 +266,14 @@ echo "== OCI runtime compliance: $RT_NAME =="
 SUMMARY_OK=1
 if NODE_TAP_PREFIX="$NODE_TAP_PREFIX" node "$HERE/tap-summary.js" "$RESULTS" > "$RESULTS/summary.txt"; then
     cat "$RESULTS/summary.txt"
-    OK=$(node -e "console.log(require('$RESULTS/summary.json').totals.ok)")
+    OK=$(node -e "console.log(require('$RESULTS/summary.json').totals.pass)")
     NOTOK=$(node -e "console.log(require('$RESULTS/summary.json').totals.notOk)")
 else
     SUMMARY_OK=0
     echo "compliance/run.sh: TAP consumer failed; raw counts follow" >&2
-    OK=$(cat "$RESULTS"/*.tap | grep -c '^ok' || true)
+    OK=$(cat "$RESULTS"/*.tap | grep '^ok' | grep -vc '# SKIP' || true)
     NOTOK=$(cat "$RESULTS"/*.tap | grep -c '^not ok' || true)
-    echo "TOTAL (raw grep): $OK ok, $NOTOK not ok"
+    echo "TOTAL (raw grep): $OK passed, $NOTOK not ok"
 fi
 if [ -s "$RESULTS/not-ok.txt" ]; then
     echo ""
@@ -289,7 +290,7 @@ echo "results: $RESULTS"
 
 [ "$SUMMARY_OK" = 1 ] || exit 2
 if [ -n "$MIN_OK" ] && [ "$OK" -lt "$MIN_OK" ]; then
-    echo "compliance: FAIL: $OK ok < --min-ok $MIN_OK" >&2; exit 1
+    echo "compliance: FAIL: $OK passed < --min-ok $MIN_OK" >&2; exit 1
 fi
 if [ -n "$MAX_NOT_OK" ] && [ "$NOTOK" -gt "$MAX_NOT_OK" ]; then
     echo "compliance: FAIL: $NOTOK not ok > --max-not-ok $MAX_NOT_OK" >&2; exit 1

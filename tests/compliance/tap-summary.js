@@ -8,6 +8,9 @@
 //   RESULTS_DIR/summary.json
 //   RESULTS_DIR/not-ok.txt   every failing assertion with its reason
 //
+// "passed" = ok test points that are not # SKIP (what node-tap calls pass
+// minus skip); --min-ok in run.sh compares against it.
+//
 // programs.list lines: "<name> <exit-code> <seconds> <timed-out 0|1>"
 'use strict'
 const fs = require('fs')
@@ -58,15 +61,16 @@ function reason (diag) {
 function orphanErrors (text) {
   const out = []
   const lines = text.split('\n')
-  let lastAssert = false
+  let owner = false // is there a test point a YAML block could belong to?
   for (let i = 0; i < lines.length; i++) {
     const l = lines[i]
-    if (/^(not )?ok\b/.test(l)) { lastAssert = true; continue }
+    if (/^(not )?ok\b/.test(l)) { owner = true; continue }
+    if (/^(TAP version|\d+\.\.\d+)/.test(l)) { owner = false; continue }
     if (/^\s+---\s*$/.test(l)) {
       let j = i + 1
       const block = []
       while (j < lines.length && !/^\s+\.\.\.\s*$/.test(lines[j])) block.push(lines[j++])
-      if (!lastAssert) {
+      if (!owner) {
         const m = block.join('\n').match(/"error":\s*"((?:[^"\\]|\\.)*)"/)
         if (m) {
           let msg = m[1]
@@ -74,12 +78,28 @@ function orphanErrors (text) {
           out.push(msg.split('\n')[0])
         }
       }
+      owner = false // one YAML block per test point
       i = j
-      continue
     }
-    if (l.trim() !== '') lastAssert = false
   }
   return out
+}
+
+// "# ..." comment lines that follow each test point, by test id (tap-go's
+// t.Diagnostic output: the only reason some failures give).
+function commentsById (text) {
+  const m = new Map()
+  let id = null
+  for (const l of text.split('\n')) {
+    const a = l.match(/^(?:not )?ok (\d+)\b/)
+    if (a) { id = Number(a[1]); continue }
+    if (/^\d+\.\.\d+/.test(l)) { id = null; continue }
+    if (id !== null && /^#/.test(l)) {
+      if (!m.has(id)) m.set(id, [])
+      m.get(id).push(l.replace(/^#\s*/, ''))
+    }
+  }
+  return m
 }
 
 function parseOne (file) {
@@ -99,19 +119,28 @@ async function main () {
       const [name, rc, secs, to] = l.split(/\s+/)
       return { name, rc: Number(rc), secs: Number(secs), timedOut: to === '1' }
     })
-  const tot = { ok: 0, notOk: 0, skip: 0, todo: 0, programs: list.length, incomplete: 0, orphanErrors: 0, seconds: 0 }
+  const tot = { pass: 0, ok: 0, notOk: 0, skip: 0, todo: 0, programs: list.length, incomplete: 0, orphanErrors: 0, seconds: 0 }
   const progs = []
   const notOkLines = []
   const w = Math.max(10, ...list.map(p => p.name.length))
   for (const prog of list) {
     const { results, asserts } = await parseOne(path.join(dir, prog.name + '.tap'))
-    const r = { name: prog.name, ok: 0, notOk: 0, skip: 0, todo: 0, exit: prog.rc,
+    const r = { name: prog.name, pass: 0, ok: 0, notOk: 0, skip: 0, todo: 0, exit: prog.rc,
                 seconds: prog.secs, timedOut: prog.timedOut, problems: [], failures: [] }
+    let raw = ''
+    try { raw = fs.readFileSync(path.join(dir, prog.name + '.tap'), 'utf8') } catch (e) {}
+    let errTail = ''
+    try {
+      errTail = fs.readFileSync(path.join(dir, prog.name + '.stderr'), 'utf8').trim().split('\n').slice(-3).join(' | ')
+    } catch (e) {}
+    const comments = commentsById(raw)
     for (const a of asserts) {
       if (a.todo) { r.todo++; continue }
-      if (a.ok) { r.ok++; if (a.skip) r.skip++; continue }
+      if (a.ok) { r.ok++; if (a.skip) r.skip++; else r.pass++; continue }
       r.notOk++
-      const why = reason(a.diag)
+      let why = reason(a.diag)
+      if (!why && comments.has(a.id)) why = oneLine(comments.get(a.id).join('; '), 300)
+      if (!why && errTail) why = 'program stderr: ' + oneLine(errTail, 300)
       r.failures.push({ id: a.id, name: a.name, reason: why })
       notOkLines.push(`${prog.name}: not ok ${a.id} - ${a.name}` + (why ? `\n    ${why}` : ''))
     }
@@ -122,8 +151,6 @@ async function main () {
         r.problems.push(f.tapError)
     }
     if (prog.rc !== 0 && !prog.timedOut) r.problems.push('exit ' + prog.rc)
-    let raw = ''
-    try { raw = fs.readFileSync(path.join(dir, prog.name + '.tap'), 'utf8') } catch (e) {}
     r.orphanErrors = orphanErrors(raw)
     if (r.orphanErrors.length) {
       r.problems.push('error outside test points')
@@ -131,23 +158,20 @@ async function main () {
     }
     if (r.problems.length) {
       tot.incomplete++
-      let tail = ''
-      try {
-        tail = fs.readFileSync(path.join(dir, prog.name + '.stderr'), 'utf8').trim().split('\n').slice(-3).join(' | ')
-      } catch (e) {}
+      const tail = errTail
       notOkLines.push(`${prog.name}: PROGRAM ${r.problems.join(', ')}` +
         r.orphanErrors.map(e => `\n    error: ${oneLine(e, 300)}`).join('') +
         (tail ? `\n    stderr: ${oneLine(tail, 400)}` : ''))
     }
-    tot.ok += r.ok; tot.notOk += r.notOk; tot.skip += r.skip; tot.todo += r.todo
+    tot.pass += r.pass; tot.ok += r.ok; tot.notOk += r.notOk; tot.skip += r.skip; tot.todo += r.todo
     tot.seconds += prog.secs
     progs.push(r)
     const flag = r.problems.length ? '  [' + r.problems.join(', ') + ']' : ''
-    console.log(`  ${prog.name.padEnd(w)}  ok ${String(r.ok).padStart(4)}  not ok ${String(r.notOk).padStart(3)}` +
+    console.log(`  ${prog.name.padEnd(w)}  pass ${String(r.pass).padStart(4)}  not ok ${String(r.notOk).padStart(3)}` +
                 `  skip ${String(r.skip).padStart(4)}  ${String(prog.secs).padStart(4)}s${flag}`)
   }
   console.log('')
-  console.log(`TOTAL: ${tot.ok} ok (incl. ${tot.skip} skipped), ${tot.notOk} not ok` +
+  console.log(`TOTAL: ${tot.pass} passed, ${tot.notOk} not ok, ${tot.skip} skipped (${tot.ok} "ok" lines)` +
               (tot.todo ? `, ${tot.todo} todo` : '') +
               ` — ${tot.programs} programs, ${tot.incomplete} did not complete cleanly` +
               (tot.orphanErrors ? ` (${tot.orphanErrors} errors reported outside test points)` : '') +

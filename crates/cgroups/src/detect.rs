@@ -11,6 +11,8 @@ pub(crate) const TMPFS_MAGIC: i64 = 0x0102_1994;
 /// Filesystem magic of `path`, `None` when it does not exist.
 pub(crate) fn fs_magic(path: &Path) -> Result<Option<i64>> {
     match nix::sys::statfs::statfs(path) {
+        // f_type's width differs between architectures.
+        #[allow(clippy::unnecessary_cast)]
         Ok(s) => Ok(Some(s.filesystem_type().0 as i64)),
         Err(nix::errno::Errno::ENOENT) => Ok(None),
         Err(e) => Err(Error::Io { path: path.into(), source: e.into() }),

@@ -237,9 +237,9 @@ pub(crate) fn device_rule(i: usize, d: &LinuxDeviceCgroup) -> Result<String> {
 pub(crate) fn devices_trivial(list: &[LinuxDeviceCgroup]) -> Option<bool> {
     let all = |d: &LinuxDeviceCgroup| {
         matches!(d.typ(), None | Some(LinuxDeviceType::A))
-            && d.major().map_or(true, |m| m < 0)
-            && d.minor().map_or(true, |m| m < 0)
-            && d.access().as_deref().map_or(true, |a| a.is_empty() || a == "rwm")
+            && d.major().is_none_or(|m| m < 0)
+            && d.minor().is_none_or(|m| m < 0)
+            && d.access().as_deref().is_none_or(|a| a.is_empty() || a == "rwm")
     };
     match list {
         [d] if all(d) => Some(d.allow()),
@@ -295,7 +295,7 @@ mod tests {
     fn device_rules() {
         let d = LinuxDeviceCgroupBuilder::default().allow(false).access("rwm").build().unwrap();
         assert_eq!(device_rule(0, &d).unwrap(), "a *:* rwm");
-        assert_eq!(devices_trivial(&[d.clone()]), Some(false));
+        assert_eq!(devices_trivial(std::slice::from_ref(&d)), Some(false));
         let c = LinuxDeviceCgroupBuilder::default()
             .allow(true)
             .typ(LinuxDeviceType::C)

@@ -487,3 +487,37 @@ fn stats_from_fake_trees() {
     assert_eq!(s.pids.limit, u64::MAX);
     assert_eq!(s.blkio.io_service_bytes_recursive.len(), 2);
 }
+
+#[test]
+fn hybrid_unified_keys_and_rdma_and_empty_resources() {
+    let t = TempDir::new("hyb");
+    let mut host = hybrid_host(&t);
+    host.self_cgroup = Some(format!("{HYBRID_SELF}11:rdma:/\n"));
+    std::fs::create_dir_all(t.path().join("rdma")).unwrap();
+    let r = t.path();
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    // Nothing set: nothing written, no controller needed.
+    m.apply(&LinuxResources::default()).unwrap();
+    files(&r.join("unified/c"), &[("memory.high", "")]);
+    files(&r.join("rdma/c"), &[("rdma.max", "")]);
+    let mut u = HashMap::new();
+    u.insert("memory.high".to_string(), "12345".to_string());
+    let mut rd = HashMap::new();
+    rd.insert("mlx5_1".to_string(), LinuxRdmaBuilder::default().hca_handles(3u32).hca_objects(9u32).build().unwrap());
+    m.apply(&LinuxResourcesBuilder::default().unified(u).rdma(rd).build().unwrap()).unwrap();
+    assert_eq!(read(r.join("unified/c/memory.high")), "12345");
+    assert_eq!(read(r.join("rdma/c/rdma.max")), "mlx5_1 hca_handle=3 hca_object=9");
+    let json = serde_json::to_value(&m).unwrap();
+    assert_eq!(json["layout"], "Hybrid");
+    assert!(json["v1"].as_array().unwrap().iter().any(|h| h["name"] == "memory"));
+}
+
+#[test]
+fn v2_dir_fd_only_on_pure_v2() {
+    let t = TempDir::new("fd");
+    let host = hybrid_host(&t);
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    assert!(m.v2_dir_fd().is_none(), "hybrid: no CLONE_INTO_CGROUP (v1 controllers need joining too)");
+}

@@ -193,6 +193,10 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     }
 
     if let Some(l) = linux {
+        // Sysctls go in before /proc/sys is made read-only.
+        if let Some(s) = l.sysctl() {
+            rootfs::set_sysctls(s)?;
+        }
         if plan.new_mount {
             if let Some(m) = l.masked_paths() {
                 rootfs::mask_paths(m)?;
@@ -202,9 +206,6 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
             }
         }
         tr.mark("masked_paths");
-        if let Some(s) = l.sysctl() {
-            rootfs::set_sysctls(s)?;
-        }
     }
     if spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false) && plan.new_mount {
         rootfs::readonly_root()?;

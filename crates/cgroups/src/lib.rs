@@ -15,7 +15,18 @@
 //!   CLONE_INTO_CGROUP, when the host is pure v2.
 //!
 //! Additions beyond the contract: [`Manager::stats`] (runc `events --stats` shaped [`Stats`]),
-//! [`Manager::layout`], [`Manager::v1_path`], [`Manager::unified_path`], [`Manager::created`].
+//! [`Manager::with_layout`] (skip a second detect), [`Manager::layout`], [`Manager::v1_path`],
+//! [`Manager::unified_path`], [`Manager::created`].
+//!
+//! Known limits:
+//! - cgroup v2 device rules need an eBPF program (TODO): on v2 only the default allow-all /
+//!   deny-all lists are accepted (deny-all with a warning, NOT enforced); any other list is
+//!   an error.
+//! - `--systemd-cgroup` has no D-Bus manager: without systemd it is an error; with systemd the
+//!   `slice:prefix:name` path is expanded like systemd does (`system.slice/prefix-name.scope`)
+//!   and driven through cgroupfs without registering a unit.
+//! - v1 writes to cgroup.procs: the first migration can cost several ms (kernel RCU sync of
+//!   the threadgroup rwsem), the rest ~20us each; v2 avoids it via `v2_dir_fd`.
 //!
 //! Layout of the implementation (one file per concern): `detect.rs` (statfs), `path.rs`
 //! (cgroupsPath resolution, /proc/self/cgroup), `fs.rs` (syscall-lean file helpers),
@@ -135,6 +146,20 @@ pub(crate) struct Hier {
     pub base: PathBuf,
     /// The container's cgroup directory.
     pub dir: PathBuf,
+    /// Mount point to fall back to at `create` when `mount` is missing: the co-mounted
+    /// hierarchy's directory ("cpu,cpuacct") on hosts without the per-controller symlinks.
+    #[serde(skip)]
+    pub alt_mount: Option<PathBuf>,
+}
+
+impl Hier {
+    /// Re-point at another mount point of the same hierarchy.
+    pub(crate) fn rebase(&mut self, mount: PathBuf) {
+        let re = |p: &Path| mount.join(p.strip_prefix(&self.mount).unwrap_or(Path::new("")));
+        self.base = re(&self.base);
+        self.dir = re(&self.dir);
+        self.mount = mount;
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -157,9 +182,19 @@ pub(crate) fn warn(msg: &str) {
 
 impl Manager {
     pub fn new(cgroups_path: Option<&str>, container_id: &str, systemd: bool) -> Result<Manager> {
+        Manager::with_layout(Layout::detect()?, cgroups_path, container_id, systemd)
+    }
+
+    /// [`Manager::new`] for a caller that already ran [`Layout::detect`] (saves its statfs).
+    pub fn with_layout(
+        layout: Layout,
+        cgroups_path: Option<&str>,
+        container_id: &str,
+        systemd: bool,
+    ) -> Result<Manager> {
         let host = Host {
             root: PathBuf::from(DEFAULT_ROOT),
-            layout: Layout::detect()?,
+            layout,
             self_cgroup: None,
             systemd_running: None,
         };
@@ -206,7 +241,7 @@ impl Manager {
                 mount.clone()
             };
             let dir = base.join(&cg.rel);
-            Ok(Hier { name: name.to_string(), mount, base, dir })
+            Ok(Hier { name: name.to_string(), mount, base, dir, alt_mount: None })
         };
         let mut m = Manager { layout: host.layout, v1: Vec::new(), unified: None, created: Vec::new() };
         match host.layout {
@@ -218,7 +253,9 @@ impl Manager {
                 let own = own.as_ref().expect("read above for v1");
                 for (ctrl, dir) in V1_CONTROLLERS {
                     let Some(own_path) = own.v1_path(ctrl) else { continue };
-                    m.v1.push(place(ctrl, host.root.join(dir), Some(own_path))?);
+                    let mut h = place(ctrl, host.root.join(dir), Some(own_path))?;
+                    h.alt_mount = own.comounted(ctrl).map(|c| host.root.join(c));
+                    m.v1.push(h);
                 }
                 if host.layout == Layout::Hybrid {
                     let own_path = own.unified.as_deref();

@@ -26,6 +26,9 @@ pub(crate) struct SelfCgroup {
     /// (controller name, path) for every v1 hierarchy; `name=systemd` is kept as is.
     /// Co-mounted controllers ("cpu,cpuacct") give one entry per controller.
     pub v1: Vec<(String, String)>,
+    /// (controller, the hierarchy's full controller list) for co-mounted controllers only,
+    /// e.g. ("cpu", "cpu,cpuacct"): the mount point to try when /sys/fs/cgroup/cpu is missing.
+    pub comounted: Vec<(String, String)>,
     /// The "0::/path" entry.
     pub unified: Option<String>,
 }
@@ -42,8 +45,12 @@ impl SelfCgroup {
                 out.unified = Some(path.to_string());
                 continue;
             }
+            let multi = ctrls.contains(',');
             for c in ctrls.split(',').filter(|c| !c.is_empty()) {
                 out.v1.push((c.to_string(), path.to_string()));
+                if multi {
+                    out.comounted.push((c.to_string(), ctrls.to_string()));
+                }
             }
         }
         out
@@ -53,6 +60,10 @@ impl SelfCgroup {
         let p = std::path::Path::new("/proc/self/cgroup");
         let s = crate::fs::read(p).map_err(|e| Error::Io { path: p.into(), source: e })?;
         Ok(SelfCgroup::parse(&s))
+    }
+
+    pub fn comounted(&self, controller: &str) -> Option<&str> {
+        self.comounted.iter().find(|(c, _)| c == controller).map(|(_, p)| p.as_str())
     }
 
     pub fn v1_path(&self, controller: &str) -> Option<&str> {
@@ -214,6 +225,8 @@ mod tests {
         assert_eq!(c.v1_path("memory"), Some("/process_api/f62"));
         assert_eq!(c.v1_path("cpu"), Some("/x"));
         assert_eq!(c.v1_path("cpuacct"), Some("/x"));
+        assert_eq!(c.comounted("cpuacct"), Some("cpu,cpuacct"));
+        assert_eq!(c.comounted("memory"), None);
         assert_eq!(c.v1_path("name=systemd"), Some("/"));
         assert_eq!(c.v1_path("hugetlb"), None);
         assert_eq!(c.unified.as_deref(), Some("/"));

@@ -521,3 +521,23 @@ fn v2_dir_fd_only_on_pure_v2() {
     m.create().unwrap();
     assert!(m.v2_dir_fd().is_none(), "hybrid: no CLONE_INTO_CGROUP (v1 controllers need joining too)");
 }
+
+#[test]
+fn comounted_hierarchy_without_symlinks() {
+    let t = TempDir::new("comount");
+    let r = t.path();
+    std::fs::create_dir_all(r.join("cpu,cpuacct/own")).unwrap();
+    let host = Host {
+        root: r.into(),
+        layout: Layout::V1,
+        self_cgroup: Some("2:cpu,cpuacct:/own\n".into()),
+        systemd_running: None,
+    };
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    assert_eq!(m.v1_path("cpu").unwrap(), r.join("cpu,cpuacct/own/c"));
+    assert_eq!(m.v1_path("cpuacct").unwrap(), r.join("cpu,cpuacct/own/c"));
+    assert_eq!(m.created(), &[r.join("cpu,cpuacct/own/c")]);
+    m.destroy().unwrap();
+    assert!(!r.join("cpu,cpuacct/own/c").exists());
+}

@@ -30,11 +30,20 @@ pub(crate) fn mkdir_hier(h: &Hier, created: &mut Vec<PathBuf>) -> Result<bool> {
 pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
     // On error nothing in `m` changes (the caller rolls back what was created).
     let mut unmounted = Vec::new();
-    for (i, h) in m.v1.iter().enumerate() {
+    for (i, h) in m.v1.iter_mut().enumerate() {
         let start = created.len();
         if !mkdir_hier(h, created)? {
-            unmounted.push(i);
-            continue;
+            // e.g. /sys/fs/cgroup/cpu missing but /sys/fs/cgroup/cpu,cpuacct mounted.
+            let alt = h.alt_mount.take().filter(|a| a.is_dir());
+            let Some(alt) = alt else {
+                unmounted.push(i);
+                continue;
+            };
+            h.rebase(alt);
+            if !mkdir_hier(h, created)? {
+                unmounted.push(i);
+                continue;
+            }
         }
         if h.name == "cpuset" {
             copy_cpuset(&created[start..])?;

@@ -50,8 +50,16 @@ pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> 
         }
     }
     // Hybrid: also the cgroup2 leaf, for process tracking (and cgroup.kill / cgroup.freeze).
+    // Best effort: it only tracks processes (a read-only /sys/fs/cgroup/unified, as some
+    // nested set-ups have, must not stop the container).
     let unified_mounted = match &m.unified {
-        Some(u) => mkdir_hier(u, created)?,
+        Some(u) => match mkdir_hier(u, created) {
+            Ok(b) => b,
+            Err(e) => {
+                crate::warn(&format!("hybrid: not tracking the container in cgroup2: {e}"));
+                false
+            }
+        },
         None => false,
     };
     if !unified_mounted {

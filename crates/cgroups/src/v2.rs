@@ -2,7 +2,7 @@
 //!
 //! Exercised for real (tests/v2_private_mount.rs): mkdir/rmdir, cgroup.subtree_control
 //! enabling (hugetlb, the one controller free on the dev host's unified hierarchy),
-//! hugetlb.<size>.max, cgroup.procs, cgroup.freeze + cgroup.events, cgroup.kill, pids/stats
+//! `hugetlb.<size>.max`, cgroup.procs, cgroup.freeze + cgroup.events, cgroup.kill, pids/stats
 //! reading; memory/cpu/io/pids writers only against the fake tree in unit tests.
 
 use std::path::{Path, PathBuf};

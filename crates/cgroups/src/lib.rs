@@ -415,10 +415,26 @@ impl Manager {
 
     /// rmdir exactly the directories `create` made, deepest first; kills nothing. Keeps going
     /// past failures and reports the first one. Already-removed directories are fine.
+    ///
+    /// The container's own directories are retried for a moment while busy (tasks that were
+    /// just killed take a moment to leave); a failure there is an error. An intermediate
+    /// directory we created (e.g. `sprout-test` in `sprout-test/<id>`) that is still busy is
+    /// in use by another container that joined it after us: it is left for the last user.
     pub fn destroy(&self) -> Result<()> {
         let mut res = Ok(());
         for d in self.created.iter().rev() {
-            if let Err(e) = fs::rmdir_retry(d) {
+            let leaf = self.v1.iter().chain(self.unified.iter()).any(|h| &h.dir == d);
+            let r = if leaf {
+                fs::rmdir_retry(d)
+            } else {
+                match std::fs::remove_dir(d) {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOTEMPTY)) => Ok(()),
+                    Err(e) => Err(fs::io_err(d, e)),
+                }
+            };
+            if let Err(e) = r {
                 if res.is_ok() {
                     res = Err(e);
                 }

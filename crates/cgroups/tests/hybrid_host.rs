@@ -324,3 +324,35 @@ fn state_json_round_trip_drives_the_same_cgroup() {
     m2.destroy().unwrap();
     assert_gone(m.created());
 }
+
+/// Two containers under one parent directory that the first one created: destroying the
+/// first leaves the parent (still used by the second) alone, quickly and without error.
+/// The second never removes the parent (not its own); the test cleans it up by calling the
+/// first one's destroy again (idempotent).
+#[test]
+fn shared_parent_created_by_the_first_container() {
+    skip_unless!(Layout::V1, Layout::Hybrid);
+    let parent = unique("shared");
+    let mut a = Manager::new(Some(&format!("{parent}/a")), "a", false).unwrap();
+    a.create().unwrap();
+    let mut b = Manager::new(Some(&format!("{parent}/b")), "b", false).unwrap();
+    b.create().unwrap();
+    assert!(a.created().iter().any(|d| d.ends_with(&parent)), "a made the parent");
+    assert!(b.created().iter().all(|d| d.ends_with("b")), "b only its leaf: {:?}", b.created());
+    let mut child = Reap(spawn_sleep());
+    b.add_pid(child.0.id() as i32).unwrap();
+    let t = std::time::Instant::now();
+    a.destroy().unwrap(); // parent busy with b: left alone, no error, no long retry
+    assert!(t.elapsed() < Duration::from_millis(200), "{:?}", t.elapsed());
+    for d in a.created().iter().filter(|d| d.ends_with("a")) {
+        assert!(!d.exists());
+    }
+    assert!(b.v1_path("memory").unwrap().is_dir());
+    b.kill_all(libc::SIGKILL).unwrap();
+    child.0.wait().unwrap();
+    b.destroy().unwrap();
+    assert_gone(b.created());
+    // The parent was a's; a is gone. Clean it up as a's destroy would have, had it come last.
+    a.destroy().unwrap();
+    assert_gone(a.created());
+}

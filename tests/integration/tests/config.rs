@@ -552,3 +552,94 @@ fn hook_timeout_is_enforced() {
     assert!(start.elapsed() < Duration::from_secs(15), "hook timeout of 1s not enforced: {:?}", start.elapsed());
     ctx.assert_no_trace(&o, &b, &[], None);
 }
+
+#[test]
+fn default_mounts_present() {
+    let ctx = Ctx::new("defmounts");
+    let b = sh(&ctx, "cat /proc/self/mountinfo");
+    let out = b.run_ok();
+    let find = |dest: &str| -> (Vec<String>, String) {
+        let l = out
+            .lines()
+            .filter(|l| l.split(' ').nth(4) == Some(dest))
+            .last()
+            .unwrap_or_else(|| panic!("{dest} not mounted:\n{out}"));
+        let (pre, post) = l.split_once(" - ").unwrap();
+        let opts = pre.split(' ').nth(5).unwrap().split(',').map(str::to_string).collect();
+        (opts, post.split(' ').next().unwrap().to_string())
+    };
+    for (dest, fstype) in [
+        ("/proc", "proc"),
+        ("/dev", "tmpfs"),
+        ("/dev/pts", "devpts"),
+        ("/dev/shm", "tmpfs"),
+        ("/dev/mqueue", "mqueue"),
+        ("/sys", "sysfs"),
+    ] {
+        let (_, t) = find(dest);
+        assert_eq!(t, fstype, "{dest}");
+    }
+    let (sys_opts, _) = find("/sys");
+    assert!(sys_opts.contains(&"ro".to_string()), "/sys must be ro: {sys_opts:?}");
+    let (shm_opts, _) = find("/dev/shm");
+    for o in ["nosuid", "nodev", "noexec"] {
+        assert!(shm_opts.contains(&o.to_string()), "/dev/shm {o}: {shm_opts:?}");
+    }
+    // The cgroup mount: something is mounted at /sys/fs/cgroup or below, read-only.
+    let cg: Vec<&str> = out.lines().filter(|l| l.split(' ').nth(4).map_or(false, |m| m.starts_with("/sys/fs/cgroup"))).collect();
+    assert!(!cg.is_empty(), "no cgroup mount:\n{out}");
+}
+
+#[test]
+fn bind_mount_type_none_with_options() {
+    // containerd/CRI-style: "type": "none" and the bind given in options.
+    let ctx = Ctx::new("bindnone");
+    let host = ctx.scratch("none");
+    fs::write(host.join("f"), "typed-none\n").unwrap();
+    let mut b = sh(&ctx, "cat /n/f; grep ' /n ' /proc/self/mountinfo | cut -d' ' -f6");
+    b.add_mount(json!({"destination": "/n", "type": "none", "source": host.to_str().unwrap(),
+        "options": ["rbind", "rprivate", "nosuid", "nodev", "ro"]}));
+    let out = b.run_ok();
+    let l = lines(&out);
+    assert_eq!(l[0], "typed-none");
+    let opts: Vec<&str> = l[1].split(',').collect();
+    for o in ["ro", "nosuid", "nodev"] {
+        assert!(opts.contains(&o), "{o} missing: {out}");
+    }
+}
+
+#[test]
+fn bind_mount_without_type() {
+    let ctx = Ctx::new("bindnotype");
+    let host = ctx.scratch("notype");
+    fs::write(host.join("f"), "no-type\n").unwrap();
+    let mut b = sh(&ctx, "cat /nt/f");
+    b.add_mount(json!({"destination": "/nt", "source": host.to_str().unwrap(), "options": ["rbind", "ro"]}));
+    assert_eq!(b.run_ok(), "no-type\n");
+}
+
+fn cgroup_file(id: &str, names: &[&str]) -> Option<String> {
+    for d in cgroup_dirs(id) {
+        for n in names {
+            if let Ok(s) = fs::read_to_string(d.join(n)) {
+                return Some(s.trim().to_string());
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn resources_memory_and_pids_limits() {
+    let ctx = Ctx::new("resources");
+    let mut b = ctx.bundle(&["sleep", "1000"]);
+    b.set("/linux/resources/memory", json!({"limit": 64 * 1024 * 1024}));
+    b.set("/linux/resources/pids", json!({"limit": 123}));
+    b.create().assert_ok();
+    assert_eq!(
+        cgroup_file(&b.id, &["memory.limit_in_bytes", "memory.max"]).as_deref(),
+        Some("67108864"),
+        "memory limit in the container's cgroup"
+    );
+    assert_eq!(cgroup_file(&b.id, &["pids.max"]).as_deref(), Some("123"), "pids limit in the container's cgroup");
+}

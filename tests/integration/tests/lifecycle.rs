@@ -302,6 +302,71 @@ fn exec_detached_with_pid_file() {
         "exec'd process must be in the container's pid namespace"
     );
     assert_ne!(pid, init);
+    assert_eq!(
+        fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap(),
+        fs::read_to_string(format!("/proc/{init}/cgroup")).unwrap(),
+        "exec'd process must be in the container's cgroup"
+    );
+    for ns in ["mnt", "net", "ipc", "uts"] {
+        assert_eq!(
+            fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap(),
+            fs::read_link(format!("/proc/{init}/ns/{ns}")).unwrap(),
+            "exec'd process must be in the container's {ns} namespace"
+        );
+    }
+}
+
+#[test]
+fn exec_gets_container_security_settings() {
+    let ctx = Ctx::new("execsec");
+    let mut b = ctx.bundle(SLEEP);
+    b.set("/process/noNewPrivileges", json!(true));
+    b.create().assert_ok();
+    b.start().assert_ok();
+    let o = b.exec(&[], &["sh", "-c", "grep -E '^(CapBnd|CapEff|NoNewPrivs)' /proc/self/status"]);
+    o.assert_ok();
+    let want = cap_mask(&[5, 10, 29]);
+    assert_eq!(status_field(&o.stdout, "CapBnd").as_deref(), Some(want.as_str()), "{}", o.describe());
+    assert_eq!(status_field(&o.stdout, "CapEff").as_deref(), Some(want.as_str()), "{}", o.describe());
+    assert_eq!(status_field(&o.stdout, "NoNewPrivs").as_deref(), Some("1"), "{}", o.describe());
+}
+
+#[test]
+fn exec_in_user_namespace_container() {
+    let ctx = Ctx::new("execuserns");
+    let mut b = ctx.bundle(SLEEP);
+    b.config["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "user"}));
+    b.set("/linux/uidMappings", json!([{"containerID": 0, "hostID": 100000, "size": 65536}]));
+    b.set("/linux/gidMappings", json!([{"containerID": 0, "hostID": 100000, "size": 65536}]));
+    b.chown_rootfs(100000, 100000);
+    b.create().assert_ok();
+    b.start().assert_ok();
+    let o = b.exec(&[], &["sh", "-c", "cat /proc/self/uid_map; id -u"]);
+    o.assert_ok();
+    let v: Vec<Vec<&str>> = o.stdout.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(v, vec![vec!["0", "100000", "65536"], vec!["0"]], "{}", o.describe());
+}
+
+#[test]
+fn run_forwards_signals_to_container() {
+    let ctx = Ctx::new("runfwd");
+    let mut b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "trap 'echo TERM > /out/sig; exit 0' TERM; echo up > /out/up; while true; do sleep 0.05; done",
+    ]);
+    let out = b.bind_host_dir("/out");
+    b.write_config();
+    let bd = b.bundle_arg();
+    let running = ctx.spawn(&["run", "--bundle", &bd, &b.id]);
+    wait_file(&out.join("up"));
+    // SIGTERM to the runtime process we started; runc forwards it.
+    unsafe {
+        libc::kill(running.pid(), libc::SIGTERM);
+    }
+    assert_eq!(wait_file(&out.join("sig")).trim(), "TERM");
+    let o = running.wait(CMD_TIMEOUT);
+    assert_eq!(o.code, Some(0), "{}", o.describe());
 }
 
 #[test]

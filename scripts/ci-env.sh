@@ -13,7 +13,12 @@
 # Pinned node-tap (TAP-13 consumer; we use its tap-parser).
 : "${NODE_TAP_VERSION:=16.3.10}"
 
-: "${SPROUT_CI_CACHE:=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/sprout-ci}"
+# CI may start us with a bare environment; Go and npm need a HOME.
+if [ -z "${HOME:-}" ]; then
+    HOME=$(getent passwd "$(id -u)" | cut -d: -f6); HOME=${HOME:-/root}; export HOME
+fi
+
+: "${SPROUT_CI_CACHE:=${XDG_CACHE_HOME:-$HOME/.cache}/sprout-ci}"
 : "${RUNTIME_TOOLS_DIR:=$SPROUT_CI_CACHE/runtime-tools-$RUNTIME_TOOLS_VERSION}"
 : "${NODE_TAP_PREFIX:=$SPROUT_CI_CACHE/node-tap-$NODE_TAP_VERSION}"
 export RUNTIME_TOOLS_MODULE RUNTIME_TOOLS_VERSION NODE_TAP_VERSION
@@ -21,10 +26,11 @@ export SPROUT_CI_CACHE RUNTIME_TOOLS_DIR NODE_TAP_PREFIX
 
 # Toolchains that are usually installed outside the default PATH.
 _sprout_path_add() {
-    case ":$PATH:" in *":$1:"*) ;; *) [ -d "$1" ] && PATH="$1:$PATH" ;; esac
+    case ":$PATH:" in *":$1:"*) ;; *) if [ -d "$1" ]; then PATH="$1:$PATH"; fi ;; esac
+    return 0
 }
 _sprout_path_add /usr/local/go/bin
-_sprout_path_add "${CARGO_HOME:-${HOME:-/root}/.cargo}/bin"
+_sprout_path_add "${CARGO_HOME:-$HOME/.cargo}/bin"
 unset -f _sprout_path_add
 export PATH
 

@@ -257,7 +257,9 @@ impl Manager {
                     h.alt_mount = own.comounted(ctrl).map(|c| host.root.join(c));
                     m.v1.push(h);
                 }
-                if host.layout == Layout::Hybrid {
+                // The hybrid cgroup2 leaf only tracks processes: without a "0::" line (odd
+                // kernels, some cgroup namespaces) a relative path just goes without it.
+                if host.layout == Layout::Hybrid && (!cg.relative || own.unified.is_some()) {
                     let own_path = own.unified.as_deref();
                     m.unified = Some(place("unified", host.root.join("unified"), own_path)?);
                 }

@@ -541,3 +541,15 @@ fn comounted_hierarchy_without_symlinks() {
     m.destroy().unwrap();
     assert!(!r.join("cpu,cpuacct/own/c").exists());
 }
+
+#[test]
+fn hybrid_without_unified_line_goes_without_tracking_leaf() {
+    let t = TempDir::new("nounified");
+    let mut host = hybrid_host(&t);
+    host.self_cgroup = Some(HYBRID_SELF.replace("0::/\n", ""));
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    assert!(m.unified_path().is_none());
+    m.create().unwrap();
+    assert!(m.v1_path("memory").unwrap().is_dir());
+    m.destroy().unwrap();
+}

@@ -553,3 +553,21 @@ fn hybrid_without_unified_line_goes_without_tracking_leaf() {
     assert!(m.v1_path("memory").unwrap().is_dir());
     m.destroy().unwrap();
 }
+
+#[test]
+fn kill_all_without_any_freezer_signals_listed_pids() {
+    use std::os::unix::process::ExitStatusExt;
+    let t = TempDir::new("nofreezer");
+    let r = t.path();
+    std::fs::create_dir_all(r.join("pids")).unwrap();
+    let host = Host { root: r.into(), layout: Layout::V1, self_cgroup: Some("8:pids:/\n".into()), systemd_running: None };
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    // Only a pid we spawned ourselves goes into the fake cgroup.procs.
+    let mut child = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
+    files(&r.join("pids/c"), &[("cgroup.procs", &format!("{}\n", child.id()))]);
+    assert_eq!(m.freezer_state().unwrap(), FreezerState::Thawed);
+    assert!(m.freeze().unwrap_err().to_string().contains("no freezer"));
+    m.kill_all(libc::SIGTERM).unwrap();
+    assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+}

@@ -102,21 +102,26 @@ fn unescape_mountinfo(s: &str) -> String {
     out
 }
 
-/// All mount points now, to compare before/after a failing command.
+/// All mountinfo lines now (without the mount ids), to compare before/after
+/// a failing command.
 pub fn mount_snapshot() -> Vec<String> {
-    let mut m = mount_points();
+    let mut m: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.splitn(3, ' ').nth(2).unwrap_or("").to_string())
+        .collect();
     m.sort();
     m
 }
 
-/// Mount points present now but not in `before`, ignoring those below the
-/// per-run directories of the test harness (other tests' bundles/roots,
-/// checked separately per test).
-pub fn new_mounts_since(before: &[String]) -> Vec<String> {
+/// mountinfo lines present now but not in `before` that mention any of
+/// `needles` (mount point, mount root or source). Other engineers' and other
+/// tests' mounts on a shared host are not this test's business.
+pub fn new_mounts_since(before: &[String], needles: &[&str]) -> Vec<String> {
     mount_snapshot()
         .into_iter()
         .filter(|m| !before.contains(m))
-        .filter(|m| !m.starts_with("/tmp/sprout-itest/") && !m.starts_with("/run/sprout-itest/"))
+        .filter(|m| needles.iter().any(|n| !n.is_empty() && m.contains(n)))
         .collect()
 }
 

@@ -18,7 +18,10 @@ fn expect_rejected(ctx: &Ctx, b: &Bundle, cmd: &str, id: &str, keywords: &[&str]
     o.assert_fail();
     o.assert_one_line_error(keywords);
     ctx.assert_no_trace(&o, b, &[], Some(&pidfile));
-    let new = new_mounts_since(&before);
+    let new = new_mounts_since(
+        &before,
+        &[&b.id, ctx.dir.to_str().unwrap(), ctx.root.to_str().unwrap(), &format!("/{id}/")],
+    );
     assert!(new.is_empty(), "new host mounts after a failed {cmd}: {new:?}{}", o.describe());
     assert_no_state_files_beside_root(ctx);
     o

@@ -356,3 +356,38 @@ fn shared_parent_created_by_the_first_container() {
     a.destroy().unwrap();
     assert_gone(a.created());
 }
+
+/// Freeze/thaw a cgroup whose task forks constantly: FREEZING is transient and the wait
+/// must end in FROZEN every time (re-asserting FROZEN while stuck, as runc does).
+#[test]
+fn freeze_a_forking_workload_repeatedly() {
+    skip_unless!(Layout::V1, Layout::Hybrid);
+    let mut m = Manager::new(None, &unique("forky"), false).unwrap();
+    m.create().unwrap();
+    let sh = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("read x; while :; do /bin/true; done")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sh = Reap(sh);
+    let mut stdin = sh.0.stdin.take().unwrap();
+    m.add_pid(sh.0.id() as i32).unwrap();
+    use std::io::Write;
+    stdin.write_all(b"go\n").unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..20 {
+        m.freeze().unwrap();
+        assert_eq!(m.freezer_state().unwrap(), FreezerState::Frozen);
+        let n = m.pids().unwrap().len();
+        assert!(n >= 1, "no member processes while frozen");
+        m.thaw().unwrap();
+        assert_eq!(m.freezer_state().unwrap(), FreezerState::Thawed);
+    }
+    println!("20 freeze/thaw cycles of a forking workload: {:?}", t.elapsed());
+    m.kill_all(libc::SIGKILL).unwrap();
+    assert_eq!(sh.0.wait().unwrap().signal(), Some(libc::SIGKILL));
+    wait_for("empty", Duration::from_secs(5), || m.pids().unwrap().is_empty());
+    m.destroy().unwrap();
+    assert_gone(m.created());
+}

@@ -160,3 +160,35 @@ fn v2_existing_cgroup_is_joined_not_owned() {
         assert!(!outer.unified_path().unwrap().exists());
     });
 }
+
+#[test]
+fn v2_freeze_a_forking_workload_repeatedly() {
+    with_private_cgroup2("v2forky", |mnt| {
+        let mut m = Manager::new_in(&v2_host(mnt), Some(&unique("v2f")), "x", false).unwrap();
+        let own = proc_cgroup(std::process::id(), "").expect("0:: line");
+        let _g = common::HugetlbRootGuard::new(&mnt.join(own.trim_start_matches('/')));
+        m.create().unwrap();
+        let mut sh = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("read x; while :; do /bin/true; done")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = sh.stdin.take().unwrap();
+        let mut sh = Reap(sh);
+        m.add_pid(sh.0.id() as i32).unwrap();
+        use std::io::Write;
+        stdin.write_all(b"go\n").unwrap();
+        for _ in 0..20 {
+            m.freeze().unwrap();
+            assert_eq!(m.freezer_state().unwrap(), FreezerState::Frozen);
+            m.thaw().unwrap();
+            assert_eq!(m.freezer_state().unwrap(), FreezerState::Thawed);
+        }
+        m.kill_all(libc::SIGKILL).unwrap();
+        assert_eq!(sh.0.wait().unwrap().signal(), Some(libc::SIGKILL));
+        wait_for("empty", Duration::from_secs(5), || m.pids().unwrap().is_empty());
+        m.destroy().unwrap();
+        assert!(!m.unified_path().unwrap().exists());
+    });
+}

@@ -4,7 +4,7 @@
 # usage: scripts/test.sh [--quick] [-- EXTRA compliance/run.sh ARGS]
 #
 #   1. cargo build --release                     (whole workspace)
-#   2. cargo test --workspace --release -- --test-threads=2
+#   2. cargo test --workspace --release --no-fail-fast -- --test-threads=2
 #                                                (unit + integration, as root)
 #   3. tests/compliance/run.sh target/release/sprout   (OCI runtime-tools suite)
 #
@@ -66,7 +66,7 @@ fi
 [ -x "$SPROUT_BIN" ] || { STEP="check binary"; echo "test.sh: $SPROUT_BIN was not built" >&2; exit 1; }
 echo "    $("$SPROUT_BIN" --version 2>&1 | head -1 || true)"
 
-run_step "cargo test" cargo test --workspace --release -- --test-threads=2
+run_step "cargo test" cargo test --workspace --release --no-fail-fast -- --test-threads=2
 
 if [ "$QUICK" = 0 ]; then
     args=()

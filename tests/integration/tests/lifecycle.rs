@@ -364,7 +364,16 @@ fn run_forwards_signals_to_container() {
     unsafe {
         libc::kill(running.pid(), libc::SIGTERM);
     }
-    assert_eq!(wait_file(&out.join("sig")).trim(), "TERM");
+    let deadline = std::time::Instant::now() + POLL_TIMEOUT;
+    while !out.join("sig").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if !out.join("sig").exists() {
+        let _ = b.kill("KILL");
+        let o = running.wait(CMD_TIMEOUT);
+        panic!("SIGTERM sent to `run` (after the container was up) was not forwarded to the container;{}", o.describe());
+    }
+    assert_eq!(fs::read_to_string(out.join("sig")).unwrap().trim(), "TERM");
     let o = running.wait(CMD_TIMEOUT);
     assert_eq!(o.code, Some(0), "{}", o.describe());
 }

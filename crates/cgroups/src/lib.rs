@@ -19,9 +19,8 @@
 //! [`Manager::unified_path`], [`Manager::created`].
 //!
 //! Known limits:
-//! - cgroup v2 device rules need an eBPF program (TODO): on v2 only the default allow-all /
-//!   deny-all lists are accepted (deny-all with a warning, NOT enforced); any other list is
-//!   an error.
+//! - cgroup v2 device rules are enforced by an eBPF program ([`ebpf`]) on pure v2 hosts; on
+//!   hybrid hosts the v1 devices controller enforces them (no program on the unified leaf).
 //! - `--systemd-cgroup` has no D-Bus manager: without systemd it is an error; with systemd the
 //!   `slice:prefix:name` path is expanded like systemd does (`system.slice/prefix-name.scope`)
 //!   and driven through cgroupfs without registering a unit.
@@ -44,6 +43,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod detect;
+pub mod ebpf;
 mod fs;
 mod path;
 mod resources;

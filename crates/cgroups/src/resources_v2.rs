@@ -1,16 +1,14 @@
 //! `apply` on cgroup v2: one directory, runtime-spec fields converted to v2 interface files.
 //!
 //! Devices: cgroup v2 enforces device access only through an eBPF program
-//! (BPF_PROG_TYPE_CGROUP_DEVICE) attached to the cgroup. TODO(sprout): generate and attach
-//! that program. Until then a device list that is the default "allow everything" rule (the
-//! v2 default with no program) is accepted, and the default "deny everything" rule is
-//! accepted with a warning (it is NOT enforced); any other device list is a clear error.
+//! (BPF_PROG_TYPE_CGROUP_DEVICE) attached to the cgroup: see [`crate::ebpf`]. It is applied
+//! after every other resource (a failure there leaves the limits written, as runc does).
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use oci_spec::runtime::{
-    LinuxBlockIo, LinuxCpu, LinuxDeviceCgroup, LinuxHugepageLimit, LinuxMemory, LinuxNetwork,
+    LinuxBlockIo, LinuxCpu, LinuxHugepageLimit, LinuxMemory, LinuxNetwork,
     LinuxPids, LinuxRdma, LinuxResources,
 };
 
@@ -23,7 +21,7 @@ pub(crate) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
         .ok_or_else(|| Error::Invalid("no cgroup2 directory to apply resources to".into()))?;
     let d = u.dir.as_path();
     if let Some(x) = res.devices() {
-        devices(x)?;
+        crate::ebpf::parse_rules(x)?; // validate before writing anything
     }
     if let Some(x) = res.memory() {
         memory(d, x)?;
@@ -48,6 +46,9 @@ pub(crate) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
     }
     if let Some(x) = res.unified() {
         unified(d, x)?;
+    }
+    if let Some(x) = res.devices() {
+        crate::ebpf::attach_device_filter(d, x)?;
     }
     Ok(())
 }
@@ -264,27 +265,6 @@ fn rdma(d: &Path, map: &HashMap<String, LinuxRdma>) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn devices(list: &[LinuxDeviceCgroup]) -> Result<()> {
-    if list.is_empty() {
-        return Ok(());
-    }
-    match r::devices_trivial(list) {
-        Some(true) => Ok(()),
-        Some(false) => {
-            warn(
-                "linux.resources.devices: deny-all is NOT enforced on cgroup v2 yet \
-                 (eBPF device program not implemented)",
-            );
-            Ok(())
-        }
-        None => Err(invalid(
-            "devices",
-            "device rules need an eBPF device program on cgroup v2, which sprout does not \
-             implement yet",
-        )),
-    }
 }
 
 /// Raw cgroup v2 key/value pairs, in key order.

@@ -390,11 +390,20 @@ fn apply_v2_errors() {
     let e = err(LinuxResourcesBuilder::default().network(LinuxNetworkBuilder::default().class_id(1u32).build().unwrap()).build().unwrap());
     assert!(e.contains("network.classID"), "{e}");
 
-    // devices: the default allow-all / deny-all lists pass, anything else is an error
+    // devices: allow-all needs no program (fine on the fake tree); anything else is an eBPF
+    // program, which cannot attach to a plain directory (tests/v2_devices.rs does it for real)
     m.apply(&LinuxResourcesBuilder::default().devices(vec![LinuxDeviceCgroupBuilder::default().allow(true).access("rwm").build().unwrap()]).build().unwrap()).unwrap();
-    m.apply(&LinuxResourcesBuilder::default().devices(vec![LinuxDeviceCgroupBuilder::default().allow(false).build().unwrap()]).build().unwrap()).unwrap();
-    let e = err(full_resources());
+    let e = err(LinuxResourcesBuilder::default().devices(vec![LinuxDeviceCgroupBuilder::default().allow(false).build().unwrap()]).build().unwrap());
+    assert!(e.contains("linux.resources.devices") && e.contains("not a cgroup2 directory") && e.contains("eBPF"), "{e}");
+    let e = err(LinuxResourcesBuilder::default().devices(full_resources().devices().clone().unwrap()).build().unwrap());
     assert!(e.contains("linux.resources.devices") && e.contains("eBPF"), "{e}");
+    // invalid rules are caught before anything is written
+    let e = err(LinuxResourcesBuilder::default()
+        .pids(LinuxPidsBuilder::default().limit(5i64).build().unwrap())
+        .devices(vec![LinuxDeviceCgroupBuilder::default().allow(true).access("rwx").build().unwrap()])
+        .build()
+        .unwrap());
+    assert!(e.contains("devices[0]") && e.contains("rwx"), "{e}");
 
     let mut u = HashMap::new();
     u.insert("../../etc/passwd".to_string(), "x".to_string());

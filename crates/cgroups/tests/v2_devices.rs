@@ -1,0 +1,155 @@
+//! cgroup v2 device control for real: an eBPF device program attached to a cgroup2 child of
+//! this test process's own cgroup on the host's cgroup2 mount (pure v2: /sys/fs/cgroup;
+//! hybrid: /sys/fs/cgroup/unified; device programs need no controller). A forked child is
+//! moved into the cgroup and opens /dev/null and /dev/zero.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{proc_cgroup, unique};
+use oci_spec::runtime::*;
+use sprout_cgroups::ebpf;
+
+fn cgroup2_mount() -> Option<PathBuf> {
+    for p in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        let c = std::ffi::CString::new(p).unwrap();
+        let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+        #[allow(clippy::unnecessary_cast)]
+        if unsafe { libc::statfs(c.as_ptr(), &mut s) } == 0 && s.f_type as i64 == 0x6367_7270 {
+            return Some(PathBuf::from(p));
+        }
+    }
+    None
+}
+
+struct Cg(PathBuf);
+impl Drop for Cg {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+fn make_cgroup(tag: &str) -> Option<Cg> {
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIPPED: not root");
+        return None;
+    }
+    let Some(mnt) = cgroup2_mount() else {
+        println!("SKIPPED: no cgroup2 mount");
+        return None;
+    };
+    let own = proc_cgroup(std::process::id(), "").expect("0:: line");
+    let dir = mnt.join(own.trim_start_matches('/')).join(unique(tag));
+    std::fs::create_dir(&dir).unwrap();
+    Some(Cg(dir))
+}
+
+/// Fork a child, move it into `cg`, let it open /dev/null (read, then write) and /dev/zero
+/// (read). Returns the errno of each open (0 = success).
+fn probe(cg: &Path) -> [i32; 3] {
+    let mut go = [0i32; 2];
+    let mut res = [0i32; 2];
+    unsafe {
+        assert_eq!(libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC), 0);
+        assert_eq!(libc::pipe2(res.as_mut_ptr(), libc::O_CLOEXEC), 0);
+    }
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // Child: only async-signal-safe calls.
+        unsafe {
+            let mut b = 0u8;
+            libc::read(go[0], (&mut b as *mut u8).cast(), 1);
+            let mut out = [0i32; 3];
+            for (i, (p, fl)) in [(c"/dev/null", libc::O_RDONLY), (c"/dev/null", libc::O_WRONLY), (c"/dev/zero", libc::O_RDONLY)]
+                .iter()
+                .enumerate()
+            {
+                let fd = libc::open(p.as_ptr(), *fl);
+                out[i] = if fd < 0 { *libc::__errno_location() } else { 0 };
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+            }
+            libc::write(res[1], out.as_ptr().cast(), 12);
+            libc::_exit(0);
+        }
+    }
+    unsafe {
+        libc::close(go[0]);
+        libc::close(res[1]);
+    }
+    std::fs::write(cg.join("cgroup.procs"), pid.to_string()).unwrap();
+    unsafe { libc::write(go[1], b"x".as_ptr().cast(), 1) };
+    let mut out = [0i32; 3];
+    let n = unsafe { libc::read(res[0], out.as_mut_ptr().cast(), 12) };
+    let mut st = 0;
+    unsafe {
+        libc::waitpid(pid, &mut st, 0);
+        libc::close(go[1]);
+        libc::close(res[0]);
+    }
+    assert_eq!(n, 12, "child did not report");
+    out
+}
+
+fn rule(allow: bool, t: Option<LinuxDeviceType>, maj: Option<i64>, min: Option<i64>, acc: &str) -> LinuxDeviceCgroup {
+    let mut b = LinuxDeviceCgroupBuilder::default().allow(allow).access(acc);
+    if let Some(t) = t {
+        b = b.typ(t);
+    }
+    if let Some(m) = maj {
+        b = b.major(m);
+    }
+    if let Some(m) = min {
+        b = b.minor(m);
+    }
+    b.build().unwrap()
+}
+
+#[test]
+fn device_program_denies_then_allows_dev_null() {
+    let Some(cg) = make_cgroup("devbpf") else { return };
+    let d = &cg.0;
+    assert_eq!(probe(d), [0, 0, 0], "no program yet");
+
+    // allow everything, then deny c 1:3 rw (last match wins)
+    let deny_null = [rule(true, None, None, None, "rwm"), rule(false, Some(LinuxDeviceType::C), Some(1), Some(3), "rw")];
+    let id1 = ebpf::attach_device_filter(d, &deny_null).unwrap().expect("a program");
+    assert_eq!(ebpf::attached_device_programs(d).unwrap(), vec![id1]);
+    assert_eq!(probe(d), [libc::EPERM, libc::EPERM, 0]);
+
+    // update: only /dev/null readable, everything else denied; the old program is detached
+    let only_null_r = [rule(false, None, None, None, "rwm"), rule(true, Some(LinuxDeviceType::C), Some(1), Some(3), "r")];
+    let id2 = ebpf::attach_device_filter(d, &only_null_r).unwrap().expect("a program");
+    assert_ne!(id1, id2);
+    assert_eq!(ebpf::attached_device_programs(d).unwrap(), vec![id2]);
+    assert_eq!(probe(d), [0, libc::EPERM, libc::EPERM]);
+
+    // update to allow-all: no program left
+    assert_eq!(ebpf::attach_device_filter(d, &[rule(true, None, None, None, "rwm")]).unwrap(), None);
+    assert!(ebpf::attached_device_programs(d).unwrap().is_empty());
+    assert_eq!(probe(d), [0, 0, 0]);
+}
+
+#[test]
+fn runtime_default_rules_load_and_enforce() {
+    let Some(cg) = make_cgroup("devdef") else { return };
+    let d = &cg.0;
+    let mut rules = vec![rule(false, None, None, None, "rwm")];
+    rules.push(rule(true, Some(LinuxDeviceType::C), None, None, "m"));
+    rules.push(rule(true, Some(LinuxDeviceType::B), None, None, "m"));
+    for (a, b) in [(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5, 2), (10, 200)] {
+        rules.push(rule(true, Some(LinuxDeviceType::C), Some(a), Some(b), "rwm"));
+    }
+    rules.push(rule(true, Some(LinuxDeviceType::C), Some(136), None, "rwm"));
+    let t = std::time::Instant::now();
+    ebpf::attach_device_filter(d, &rules).unwrap();
+    println!("load+attach of the runtime's default device program: {:?}", t.elapsed());
+    assert_eq!(probe(d), [0, 0, 0]);
+    // a deny-all program: nothing opens
+    ebpf::attach_device_filter(d, &[rule(false, None, None, None, "rwm")]).unwrap();
+    assert_eq!(probe(d), [libc::EPERM, libc::EPERM, libc::EPERM]);
+    assert_eq!(ebpf::attached_device_programs(d).unwrap().len(), 1);
+}

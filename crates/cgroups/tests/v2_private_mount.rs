@@ -192,3 +192,55 @@ fn v2_freeze_a_forking_workload_repeatedly() {
         assert!(!m.unified_path().unwrap().exists());
     });
 }
+
+/// `Manager::apply` on a `Layout::V2` manager attaches the device program to the leaf, an
+/// update replaces it, allow-all removes it; a shell in the leaf can open /dev/null (allowed)
+/// but not /dev/zero (default deny).
+#[test]
+fn v2_apply_devices_attaches_an_ebpf_program() {
+    with_private_cgroup2("v2dev", |mnt| {
+        let own = proc_cgroup(std::process::id(), "").expect("0:: line");
+        let _g = common::HugetlbRootGuard::new(&mnt.join(own.trim_start_matches('/')));
+        let mut m = Manager::new_in(&v2_host(mnt), Some(&unique("v2d")), "x", false).unwrap();
+        m.create().unwrap();
+        let leaf = m.unified_path().unwrap().to_path_buf();
+        let dev = |allow: bool, t: Option<LinuxDeviceType>, maj: Option<i64>, min: Option<i64>, acc: &str| {
+            let mut d = LinuxDeviceCgroup::default();
+            d.set_allow(allow);
+            d.set_typ(t);
+            d.set_major(maj);
+            d.set_minor(min);
+            d.set_access(Some(acc.into()));
+            d
+        };
+        let res = |v: Vec<LinuxDeviceCgroup>| LinuxResourcesBuilder::default().devices(v).build().unwrap();
+        m.apply(&res(vec![dev(false, None, None, None, "rwm"), dev(true, Some(LinuxDeviceType::C), Some(1), Some(3), "rwm")])).unwrap();
+        let first = sprout_cgroups::ebpf::attached_device_programs(&leaf).unwrap();
+        assert_eq!(first.len(), 1);
+        // a shell in the leaf: /dev/null opens, /dev/zero does not
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("read x; (exec 3</dev/null) && echo null-ok; (exec 3</dev/zero) 2>/dev/null || echo zero-denied")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = Reap(out);
+        m.add_pid(out.0.id() as i32).unwrap();
+        use std::io::{Read, Write};
+        out.0.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let mut s = String::new();
+        out.0.stdout.take().unwrap().read_to_string(&mut s).unwrap();
+        out.0.wait().unwrap();
+        assert_eq!(s, "null-ok\nzero-denied\n");
+
+        m.apply(&res(vec![dev(false, None, None, None, "rwm")])).unwrap();
+        let second = sprout_cgroups::ebpf::attached_device_programs(&leaf).unwrap();
+        assert_eq!(second.len(), 1);
+        assert_ne!(first, second);
+        m.apply(&res(vec![dev(true, None, None, None, "rwm")])).unwrap();
+        assert!(sprout_cgroups::ebpf::attached_device_programs(&leaf).unwrap().is_empty());
+        wait_for("empty", Duration::from_secs(5), || m.pids().unwrap().is_empty());
+        m.destroy().unwrap();
+    });
+}

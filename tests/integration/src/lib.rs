@@ -35,7 +35,7 @@ pub use serde_json;
 /// Default deadline for a single runtime invocation.
 pub const CMD_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default deadline when polling for a state change.
-pub const POLL_TIMEOUT: Duration = Duration::from_secs(20);
+pub const POLL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Environment variable placed in every runtime invocation's environment
 /// (value unique per invocation) so leftover runtime processes can be found.
@@ -318,6 +318,9 @@ pub struct CmdOpts {
     pub timeout: Option<Duration>,
     /// Leave out `--root` (for `spec`, `features`, `--version`).
     pub no_root: bool,
+    /// Send stdout to this file (kept afterwards; a container started by
+    /// `create`/`run -d`/`exec -d` inherits it and may write later).
+    pub stdout_to: Option<PathBuf>,
 }
 
 /// A running runtime invocation (e.g. a foreground `run` in the background).
@@ -445,7 +448,10 @@ impl Ctx {
         cmd.env(CALL_MARKER, &marker);
         let out_path = self.dir.join(format!(".out-{marker}"));
         let err_path = self.dir.join(format!(".err-{marker}"));
-        cmd.stdout(fs::File::create(&out_path).unwrap());
+        match &opts.stdout_to {
+            Some(p) => cmd.stdout(fs::OpenOptions::new().create(true).append(true).open(p).unwrap()),
+            None => cmd.stdout(fs::File::create(&out_path).unwrap()),
+        };
         cmd.stderr(fs::File::create(&err_path).unwrap());
         match &opts.stdin {
             Some(data) => {

@@ -298,3 +298,54 @@ fn exec_stdin_passthrough() {
     o.assert_ok();
     assert_eq!(o.stdout, "SHOUT\n");
 }
+
+/// containerd reads a container's output from the stdio `create` was given.
+#[test]
+fn create_stdio_becomes_container_stdio() {
+    let ctx = Ctx::new("createstdio");
+    let b = ctx.bundle(&["sh", "-c", "echo out-line; echo err-line >&2"]);
+    b.write_config();
+    let outf = ctx.dir.join("container.out");
+    let bd = b.bundle_arg();
+    let o = ctx.rt_opts(
+        &["create", "--bundle", &bd, &b.id],
+        &CmdOpts { stdout_to: Some(outf.clone()), ..Default::default() },
+    );
+    o.assert_ok();
+    assert_eq!(fs::read_to_string(&outf).unwrap(), "", "nothing may be written before start");
+    b.start().assert_ok();
+    b.wait_status("stopped");
+    assert_eq!(fs::read_to_string(&outf).unwrap(), "out-line\n");
+    assert!(o.stderr.is_empty() || !o.stderr.contains("err-line"));
+}
+
+/// containerd's exec: `exec --process p.json --detach --pid-file f id`,
+/// output through the stdio the runtime was given.
+#[test]
+fn exec_process_detach_pid_file_stdio() {
+    let ctx = Ctx::new("execcontainerd");
+    let b = ctx.bundle(SLEEP);
+    b.create().assert_ok();
+    b.start().assert_ok();
+    let p = ctx.dir.join("process.json");
+    fs::write(
+        &p,
+        serde_json::to_vec(&json!({
+            "terminal": false, "user": {"uid": 0, "gid": 0},
+            "args": ["sh", "-c", "sleep 0.2; echo exec-output; exit 5"],
+            "env": ["PATH=/bin"], "cwd": "/"
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let outf = ctx.dir.join("exec.out");
+    let pidf = ctx.dir.join("exec.pid");
+    let o = ctx.rt_opts(
+        &["exec", "--process", p.to_str().unwrap(), "--detach", "--pid-file", pidf.to_str().unwrap(), &b.id],
+        &CmdOpts { stdout_to: Some(outf.clone()), ..Default::default() },
+    );
+    o.assert_ok();
+    let pid: i32 = fs::read_to_string(&pidf).expect("pid file").trim().parse().expect("pid");
+    assert!(pid > 0);
+    assert_eq!(wait_file(&outf), "exec-output\n");
+}

@@ -12,6 +12,15 @@ fn assert_state_fields(st: &Value, b: &Bundle, status: &str) {
     assert!(st["ociVersion"].as_str().map_or(false, |v| v.starts_with("1.")), "state.ociVersion: {st}");
     assert_eq!(st["id"], json!(b.id), "state.id: {st}");
     assert_eq!(st["status"], json!(status), "state.status: {st}");
+    // go-runc (containerd) decodes "created" as an RFC 3339 time.
+    if let Some(c) = st.get("created") {
+        let c = c.as_str().unwrap_or_else(|| panic!("state.created should be a string: {st}"));
+        let b = c.as_bytes();
+        assert!(
+            c.len() >= 20 && b[4] == b'-' && b[7] == b'-' && b[10] == b'T' && b[13] == b':' && (c.ends_with('Z') || c[19..].contains(['+', '-'])),
+            "state.created should be RFC 3339: {c:?}"
+        );
+    }
     let bundle = st["bundle"].as_str().unwrap_or_else(|| panic!("state.bundle missing: {st}"));
     assert_eq!(
         fs::canonicalize(bundle).ok(),

@@ -533,3 +533,56 @@ fn unknown_command_fails() {
     let o = ctx.rt(&["frobnicate"]);
     o.assert_fail();
 }
+
+#[test]
+fn pid_file_on_foreground_run_and_exec() {
+    // Without a pid namespace `$$` is the host pid, so it can be compared.
+    let ctx = Ctx::new("pidfilefg");
+    let mut b = ctx.bundle(&["sh", "-c", "echo $$ > /out/init; exec sleep 1000"]);
+    b.remove_namespace("pid");
+    let out = b.bind_host_dir("/out");
+    b.write_config();
+    let bd = b.bundle_arg();
+    let run_pid = ctx.dir.join("run.pid");
+    let running = ctx.spawn(&["run", "--bundle", &bd, "--pid-file", run_pid.to_str().unwrap(), &b.id]);
+    let inner = wait_file(&out.join("init"));
+    let from_file = wait_file(&run_pid);
+    assert_eq!(from_file.trim(), inner.trim(), "run --pid-file should hold the container process's pid");
+    let exec_pid = ctx.dir.join("exec.pid");
+    let o = b.exec(&["--pid-file", exec_pid.to_str().unwrap()], &["sh", "-c", "echo $$"]);
+    o.assert_ok();
+    assert_eq!(fs::read_to_string(&exec_pid).expect("exec --pid-file").trim(), o.stdout.trim());
+    b.kill("KILL").assert_ok();
+    let o = running.wait(CMD_TIMEOUT);
+    assert_eq!(o.code, Some(137), "{}", o.describe());
+}
+
+#[test]
+fn bundle_defaults_to_cwd_and_relative_bundle() {
+    let ctx = Ctx::new("bundlecwd");
+    let b = ctx.bundle(SLEEP);
+    b.write_config();
+    // No --bundle: the current directory is the bundle.
+    ctx.rt_opts(&["create", &b.id], &CmdOpts { cwd: Some(b.dir.clone()), ..Default::default() }).assert_ok();
+    let st = b.state();
+    assert_eq!(st["bundle"], json!(b.bundle_arg()), "bundle should be the absolute cwd: {st}");
+    // A relative --bundle is resolved against the cwd and stored absolute.
+    let b2 = ctx.bundle(SLEEP);
+    b2.write_config();
+    let rel = b2.dir.file_name().unwrap().to_str().unwrap().to_string();
+    ctx.rt_opts(&["create", "--bundle", &rel, &b2.id], &CmdOpts { cwd: Some(ctx.dir.clone()), ..Default::default() })
+        .assert_ok();
+    let st = b2.state();
+    assert_eq!(st["bundle"], json!(b2.bundle_arg()), "relative --bundle should be stored absolute: {st}");
+}
+
+#[test]
+fn list_empty_root() {
+    let ctx = Ctx::new("listempty");
+    let o = ctx.rt(&["list", "-q"]);
+    o.assert_ok();
+    assert_eq!(o.stdout.trim(), "", "{}", o.describe());
+    let o = ctx.rt(&["list"]);
+    o.assert_ok();
+    assert!(o.stdout.lines().count() <= 1, "only a header: {}", o.describe());
+}

@@ -1,0 +1,570 @@
+#!/usr/bin/env bash
+# Drive sprout from real container engines (podman, containerd/ctr, Docker), end to end,
+# each check also run with runc as the reference.
+#
+#   tests/clients/run.sh [--only podman|containerd|docker|critest] [--no-ref] [--keep]
+#
+# Env: SPROUT (default: <repo>/target/release/sprout), REF_RUNC (default: runc on PATH),
+#      CRITEST (critest binary; default: critest on PATH or ~/go/bin/critest).
+# Needs root. Everything lives in a fresh temp dir: a private podman --root/--runroot,
+# a private containerd and a private dockerd (own sockets, data and state dirs), all
+# stopped by pid and removed at exit. Images are built locally from busybox-static
+# (nothing is pulled). Prints PASS/FAIL/SKIP lines and "N passed, N failed" (sprout);
+# runc's results are printed as REF lines and counted separately. Exit status: 0 when no
+# sprout check failed.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+SPROUT=${SPROUT:-$REPO/target/release/sprout}
+REF_RUNC=${REF_RUNC:-$(command -v runc || echo /usr/sbin/runc)}
+PTY="python3 $HERE/pty_run.py"
+ONLY=""
+WITH_REF=1
+KEEP=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --only) ONLY=$2; shift 2 ;;
+    --only=*) ONLY=${1#--only=}; shift ;;
+    --no-ref) WITH_REF=0; shift ;;
+    --keep) KEEP=1; shift ;;
+    -h|--help) sed -n 2,14p "$0"; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+case "$ONLY" in ""|podman|containerd|docker|critest) ;; *) echo "--only: podman|containerd|docker|critest" >&2; exit 2 ;; esac
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+
+[ "$(id -u)" = 0 ] || { echo "run.sh: needs root" >&2; exit 2; }
+[ -x "$SPROUT" ] || { echo "run.sh: no sprout binary at $SPROUT (run sprout-rebuild or cargo build --release)" >&2; exit 2; }
+exec </dev/null   # never read the caller's stdin (CI)
+
+TMP=$(mktemp -d /tmp/sprout-clients.XXXXXX)
+IMG=localhost/busybox:sprout
+PAUSE_IMG=localhost/pause:sprout
+T=60   # per-command timeout (s)
+
+NPASS=0 NFAIL=0 NSKIP=0 RPASS=0 RFAIL=0
+FAILED=()
+# result LABEL(sprout|runc) CLIENT NAME STATUS(0=pass) [DETAIL]
+result() {
+  local who=$1 client=$2 name=$3 st=$4 detail=${5:-}
+  if [ "$who" = sprout ]; then
+    if [ "$st" = 0 ]; then NPASS=$((NPASS + 1)); echo "PASS $client/$name"
+    else NFAIL=$((NFAIL + 1)); FAILED+=("$client/$name"); echo "FAIL $client/$name"; fi
+  else
+    if [ "$st" = 0 ]; then RPASS=$((RPASS + 1)); echo "REF  $client/$name [runc: PASS]"
+    else RFAIL=$((RFAIL + 1)); echo "REF  $client/$name [runc: FAIL]"; fi
+  fi
+  if [ "$st" != 0 ] && [ -n "$detail" ]; then printf '%s\n' "$detail" | head -20 | sed 's/^/    | /'; fi
+}
+skip() { NSKIP=$((NSKIP + 1)); echo "SKIP $1 ($2)"; }
+
+# Checks print their diagnostics and return non-zero on failure.
+# check WHO CLIENT NAME FUNC ARGS...
+check() {
+  local who=$1 client=$2 name=$3; shift 3
+  local out st
+  out=$("$@" 2>&1); st=$?
+  result "$who" "$client" "$name" "$st" "$out"
+}
+# Helpers for the check bodies.
+eq() { [ "$1" = "$2" ] || { echo "expected: $(printf %q "$2")"; echo "got:      $(printf %q "$1")"; return 1; }; }
+has() { printf '%s' "$1" | grep -Eq -- "$2" || { echo "expected output matching /$2/, got:"; printf '%s\n' "$1"; return 1; }; }
+hasnt() { ! printf '%s' "$1" | grep -Eq -- "$2" || { echo "unexpected /$2/ in:"; printf '%s\n' "$1"; return 1; }; }
+to() { timeout -k 5 "$T" "$@"; }
+# Run (out, rc) in one go: sets OUT and RC.
+cap() { OUT=$("$@" 2>&1); RC=$?; }
+# Wait until CMD's output matches REGEX (up to ~10s).
+wait_for() { local re=$1; shift; local i; for i in $(seq 50); do "$@" 2>&1 | grep -Eq -- "$re" && return 0; sleep 0.2; done; echo "timed out waiting for /$re/ from: $*"; "$@" 2>&1; return 1; }
+
+PIDS_TO_STOP=()
+stop_pid() { # pid: TERM, wait up to 15s, KILL
+  local pid=$1 i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for i in $(seq 75); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+  kill -KILL "$pid" 2>/dev/null; sleep 0.2
+}
+umount_under() { # unmount everything mounted below $1, deepest first
+  local m
+  for m in $(awk -v p="$1" '$5 == p || index($5, p "/") == 1 {print $5}' /proc/self/mountinfo | sort -r); do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+  done
+}
+CLEANUPS=()
+cleanup() {
+  local i
+  for ((i = ${#CLEANUPS[@]} - 1; i >= 0; i--)); do eval "${CLEANUPS[$i]}" >/dev/null 2>&1; done
+  for i in "${PIDS_TO_STOP[@]}"; do stop_pid "$i"; done
+  umount_under "$TMP"
+  if [ "$KEEP" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP" 2>/dev/null || { umount_under "$TMP"; rm -rf "$TMP"; }; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# overlay on overlay does not work: pick vfs/native where the temp dir is itself on overlayfs.
+FSTYPE=$(stat -f -c %T "$TMP")
+if [ "$FSTYPE" = overlayfs ]; then PM_DRIVER=vfs; CTD_SNAP=native; DK_DRIVER=vfs; else PM_DRIVER=overlay; CTD_SNAP=overlayfs; DK_DRIVER=overlay2; fi
+
+echo "# sprout: $SPROUT ($("$SPROUT" --version 2>&1 | head -1))"
+echo "# reference: $REF_RUNC ($("$REF_RUNC" --version 2>&1 | head -1)); temp dir $TMP ($FSTYPE)"
+
+# ---------------------------------------------------------------------------------------
+# Images: a busybox rootfs from busybox-static, imported with podman (or built by hand as
+# an OCI/docker archive when podman is missing), saved for ctr and docker.
+build_rootfs() {
+  local bb r=$TMP/rootfs a
+  bb=$(command -v busybox || echo /bin/busybox)
+  file -L "$bb" 2>/dev/null | grep -q 'statically linked' || [ -x /bin/busybox ] || { echo "no static busybox (apt-get install busybox-static)"; return 1; }
+  mkdir -p "$r"/{bin,etc,tmp,proc,sys,dev,root,var}
+  chmod 1777 "$r/tmp"
+  cp "$bb" "$r/bin/busybox"
+  for a in $("$r/bin/busybox" --list); do [ "$a" = busybox ] || ln -sf busybox "$r/bin/$a"; done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$r/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$r/etc/group"
+  tar -C "$r" -cf "$TMP/busybox.tar" .
+}
+# A docker-archive (docker load / ctr import) made without podman, from the rootfs tarball.
+make_docker_archive() { # out.tar repo:tag [entrypoint-json]
+  python3 - "$TMP/busybox.tar" "$1" "$2" "${3:-}" <<'EOF'
+import hashlib, json, sys, tarfile, io, time
+layer, out, tag, ep = sys.argv[1:5]
+data = open(layer, 'rb').read()
+diff = 'sha256:' + hashlib.sha256(data).hexdigest()
+cfg = {"architecture": "amd64", "os": "linux", "created": "2024-01-01T00:00:00Z",
+       "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["sh"]},
+       "rootfs": {"type": "layers", "diff_ids": [diff]}}
+if ep:
+    cfg["config"]["Entrypoint"] = json.loads(ep); cfg["config"]["Cmd"] = None
+cb = json.dumps(cfg).encode()
+cid = hashlib.sha256(cb).hexdigest()
+manifest = [{"Config": cid + ".json", "RepoTags": [tag], "Layers": ["layer/layer.tar"]}]
+with tarfile.open(out, 'w') as t:
+    def add(name, b):
+        ti = tarfile.TarInfo(name); ti.size = len(b); ti.mtime = int(time.time()); t.addfile(ti, io.BytesIO(b))
+    add(cid + ".json", cb); add("layer/layer.tar", data); add("manifest.json", json.dumps(manifest).encode())
+EOF
+}
+build_images() {
+  build_rootfs || return 1
+  make_docker_archive "$TMP/busybox-docker.tar" "$IMG" || return 1
+  make_docker_archive "$TMP/pause-docker.tar" "$PAUSE_IMG" '["/bin/sleep","inf"]' || return 1
+}
+
+# ---------------------------------------------------------------------------------------
+# podman
+# The runtimes keep their state in their default --root (/run/sprout, /run/runc): podman's
+# `container cleanup` (run by conmon at exit) does not forward --runtime-flag, so a private
+# --root would only leak state.
+PMARGS() { echo --root "$TMP/podman/root" --runroot "$TMP/podman/runroot" --storage-driver "$PM_DRIVER" --runtime "$PMRT"; }
+pm() { to podman $(PMARGS) "$@"; }
+pm_setup() {
+  mkdir -p "$TMP/podman"/{root,runroot,tmp,net}
+  local hn hu
+  hn=$(ulimit -Hn); hu=$(ulimit -Hu)
+  [ "$hn" = unlimited ] && hn=1048576; [ "$hu" = unlimited ] && hu=4194304
+  [ "$hn" -gt 1024 ] && hn=1024; [ "$hu" -gt 4096 ] && hu=4096
+  cat >"$TMP/podman/containers.conf" <<EOF
+[containers]
+# No CAP_SYS_RESOURCE on some hosts: podman's defaults (nofile=1048576) cannot be set there.
+default_ulimits = ["nofile=$hn:$hn", "nproc=$hu:$hu"]
+netns = "none"
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+events_logfile_path = "$TMP/podman/events.log"
+tmp_dir = "$TMP/podman/tmp"
+[engine.runtimes]
+sprout = ["$SPROUT"]
+runc = ["$REF_RUNC"]
+[network]
+network_config_dir = "$TMP/podman/net"
+EOF
+  export CONTAINERS_CONF=$TMP/podman/containers.conf
+  PMRT=runc
+  pm import "$TMP/busybox.tar" "$IMG" >/dev/null || return 1
+  CLEANUPS+=("PMRT=sprout; pm rm -af -t 0; PMRT=runc; pm rm -af -t 0; pm rmi -af")
+  pm save --format docker-archive -o "$TMP/busybox-podman-docker.tar" "$IMG" >/dev/null 2>&1 &&
+  pm save --format oci-archive -o "$TMP/busybox-podman-oci.tar" "$IMG" >/dev/null 2>&1
+}
+
+pm_run_rm() { cap pm run --rm "$IMG" echo hello; eq "$OUT" hello && eq "$RC" 0; }
+pm_exit_code() { cap pm run --rm "$IMG" sh -c 'exit 3'; eq "$RC" 3; }
+pm_exit_code_255() { cap pm run --rm "$IMG" sh -c 'exit 255'; eq "$RC" 255; }
+pm_enoent() { cap pm run --rm "$IMG" /nonexistent; echo "$OUT"; [ "$RC" = 127 ] || [ "$RC" = 126 ] || { echo "rc=$RC, want 126/127"; return 1; }; }
+pm_enoent_create() { # runc reports a missing executable at create time (podman: "executable file not found")
+  cap pm create --name enoent-$PMRT "$IMG" /nonexistent; cap pm start enoent-$PMRT; local r=$RC o=$OUT
+  pm rm -f enoent-$PMRT >/dev/null 2>&1; echo "start rc=$r: $o"; [ "$r" != 0 ] && has "$o" 'no such file|not found'
+}
+pm_stdin() { OUT=$(echo piped-in | to podman $(PMARGS) run --rm -i "$IMG" cat 2>&1); eq "$OUT" piped-in; }
+pm_detached() {
+  local n=d-$PMRT
+  cap pm run -d --name $n "$IMG" sh -c 'echo to-stdout; echo to-stderr >&2; trap "echo got-term; exit 0" TERM; while :; do sleep 0.1; done' || return 1
+  [ "$RC" = 0 ] || { echo "run -d: $OUT"; return 1; }
+  wait_for "^running" pm inspect -f "{{.State.Status}}" $n || return 1
+  wait_for to-stderr pm logs $n || return 1
+  cap pm logs $n; has "$OUT" to-stdout || return 1
+  cap pm inspect -f '{{.OCIRuntime}} {{.State.Status}} {{.State.Pid}}' $n; has "$OUT" "^$PMRT running [1-9]" || return 1
+  cap pm exec $n sh -c 'echo exec-ok; exit 4'; eq "$OUT" exec-ok && eq "$RC" 4 || return 1
+  cap pm exec --user 65534 -w /tmp -e FOO=bar $n sh -c 'echo $(id -u) $(pwd) $FOO'; eq "$OUT" "65534 /tmp bar" || return 1
+  cap pm top $n; has "$OUT" 'sh -c' || return 1
+  cap pm stop -t 10 $n; eq "$RC" 0 || { echo "stop: $OUT"; return 1; }
+  cap pm inspect -f '{{.State.Status}} {{.State.ExitCode}}' $n; eq "$OUT" "exited 0" || return 1
+  cap pm logs $n; has "$OUT" got-term || return 1
+  cap pm start $n; eq "$RC" 0 || { echo "start: $OUT"; return 1; }
+  wait_for "^running" pm inspect -f "{{.State.Status}}" $n || return 1
+  cap pm kill $n; eq "$RC" 0 || { echo "kill: $OUT"; return 1; }
+  wait_for "exited" pm inspect -f '{{.State.Status}}' $n || return 1
+  cap pm restart -t 1 $n; eq "$RC" 0 || { echo "restart: $OUT"; return 1; }
+  wait_for "^running" pm inspect -f "{{.State.Status}}" $n || return 1
+  cap pm kill -s KILL $n; wait_for "exited 137" pm inspect -f '{{.State.Status}} {{.State.ExitCode}}' $n || return 1
+  cap pm rm $n; eq "$RC" 0 || { echo "rm: $OUT"; return 1; }
+  cap pm ps -a --format '{{.Names}}'; hasnt "$OUT" "^$n\$"
+}
+pm_pause() {
+  local n=p-$PMRT
+  pm run -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
+  cap pm pause $n; eq "$RC" 0 || { echo "pause: $OUT"; pm rm -f -t0 $n; return 1; }
+  cap pm inspect -f '{{.State.Status}}' $n; eq "$OUT" paused || { pm rm -f -t0 $n; return 1; }
+  # The process is really frozen
+  local pid st; pid=$(pm inspect -f '{{.State.Pid}}' $n); st=$(awk '{print $3}' /proc/$pid/stat)
+  cap pm unpause $n; eq "$RC" 0 || { echo "unpause: $OUT"; pm rm -f -t0 $n; return 1; }
+  cap pm inspect -f '{{.State.Status}}' $n; eq "$OUT" running || { pm rm -f -t0 $n; return 1; }
+  cap pm exec $n true; eq "$RC" 0 || { pm rm -f -t0 $n; return 1; }
+  pm rm -f -t0 $n >/dev/null; [ "$st" = D ] || [ "$st" = S ] || { echo "paused state $st"; return 1; }
+}
+pm_pause_rm_force() { # rm -f of a paused container
+  local n=pf-$PMRT
+  pm run -d --name $n "$IMG" sleep 1000 >/dev/null && pm pause $n >/dev/null || return 1
+  cap pm rm -f -t 0 $n; eq "$RC" 0 || { echo "$OUT"; return 1; }
+}
+pm_tty() {
+  OUT=$(to $PTY --timeout 40 --send 'tty; echo "cols=$(stty size)"; echo MARK$((40+2))\n' --send 'exit 5\n' -- \
+    podman $(PMARGS) run --rm -it "$IMG" sh); RC=$?
+  has "$OUT" '/dev/pts/0' && has "$OUT" MARK42 && eq "$RC" 5
+}
+pm_tty_exec() {
+  local n=te-$PMRT
+  pm run -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
+  OUT=$(to $PTY --timeout 30 -- podman $(PMARGS) exec -it $n sh -c 'tty; exit 6'); RC=$?
+  pm rm -f -t0 $n >/dev/null
+  has "$OUT" '/dev/pts/[0-9]' && eq "$RC" 6
+}
+pm_net_none() { cap pm run --rm --network none "$IMG" ip -o link; echo "$OUT"
+  [ "$(printf '%s\n' "$OUT" | grep -c '^[0-9]')" = 1 ] || { echo "want only lo"; return 1; }
+  has "$OUT" 'lo: <LOOPBACK,UP'  # runc/crun bring lo up in a new network namespace
+}
+pm_net_host() { cap pm run --rm --network host "$IMG" ip -o link; eq "$(printf '%s\n' "$OUT" | grep -c '^[0-9]')" "$(ip -o link | grep -c '^[0-9]')"; }
+pm_net_bridge() { cap pm run --rm --network bridge "$IMG" ip -o -4 addr show eth0; has "$OUT" 'inet [0-9.]+/'; }
+pm_memory() { cap pm run --rm --memory 64m "$IMG" sh -c 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max'; eq "$OUT" 67108864; }
+pm_pids() { cap pm run --rm --pids-limit 33 "$IMG" sh -c 'cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max'; eq "$OUT" 33; }
+pm_cpus() { cap pm run --rm --cpus 0.5 "$IMG" sh -c 'cat /sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d" " -f1 /sys/fs/cgroup/cpu.max'; eq "$OUT" 50000; }
+pm_ulimits() { cap pm run --rm "$IMG" sh -c 'echo $(ulimit -n) $(ulimit -u)'; has "$OUT" '^[0-9]+ [0-9]+$'; }
+pm_user() { cap pm run --rm --user 65534:65534 "$IMG" id; has "$OUT" 'uid=65534.*gid=65534'; }
+pm_readonly() { cap pm run --rm --read-only "$IMG" sh -c 'touch /x 2>&1; touch /tmp/y && echo tmp-ok'; has "$OUT" 'Read-only file system' && has "$OUT" tmp-ok; }
+pm_capdrop() { cap pm run --rm --cap-drop all "$IMG" sh -c 'grep CapEff /proc/self/status'; has "$OUT" 'CapEff:\s+0+$'; }
+pm_init() { cap pm run --rm --init "$IMG" sh -c 'cat /proc/1/cmdline | tr "\0" " "'; has "$OUT" 'catatonit|init'; }
+pm_volume() { mkdir -p "$TMP/vol"; echo vol-data >"$TMP/vol/f"; cap pm run --rm -v "$TMP/vol:/data:ro" "$IMG" cat /data/f; eq "$OUT" vol-data; }
+pm_env_workdir() { cap pm run --rm -e A=b -w /tmp -h myhost "$IMG" sh -c 'echo $A $(pwd) $(hostname)'; eq "$OUT" "b /tmp myhost"; }
+pm_oci_archive() { # the OCI archive round-trips (image load through podman, run)
+  cap pm load -i "$TMP/busybox-podman-oci.tar"; [ "$RC" = 0 ] || { echo "$OUT"; return 1; }
+  cap pm run --rm "$IMG" true; eq "$RC" 0
+}
+
+run_podman() {
+  command -v podman >/dev/null || { skip podman "podman not installed"; return; }
+  echo "## podman $(CONTAINERS_CONF=/dev/null podman --version | awk '{print $3}')"
+  pm_setup || { result sprout podman setup 1 "podman setup failed"; return; }
+  local c rts="sprout"
+  [ "$WITH_REF" = 1 ] && rts="sprout runc"
+  for c in run_rm exit_code exit_code_255 enoent enoent_create stdin detached pause pause_rm_force tty tty_exec \
+           net_none net_host net_bridge memory pids cpus ulimits user readonly capdrop init volume env_workdir oci_archive; do
+    for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
+  done
+  # Every container podman made is gone from the runtime's state dir (ids from podman's event log).
+  PMRT=sprout; pm rm -af -t 0 >/dev/null 2>&1
+  local left="" id
+  for id in $(grep -o '"ID":"[0-9a-f]\{64\}"' "$TMP/podman/events.log" 2>/dev/null | cut -d'"' -f4 | sort -u); do
+    [ -e "/run/sprout/$id" ] && left="$left $id"
+  done
+  [ -z "$left" ]; result sprout podman no-leftover-state $? "left in /run/sprout:$left"
+}
+
+# ---------------------------------------------------------------------------------------
+# containerd (private instance) + ctr
+CTD=$TMP/containerd
+ct() { to ctr --address "$CTD/containerd.sock" -n sprout-clients "$@"; }
+ct_run() { ct run --runc-binary "$CTBIN" --runc-root "$CTD/rt-$CTWHO" "$@"; }
+ctd_config() { # the runtime entries documented in docs/compatibility.md
+  mkdir -p "$CTD"/{root,state,cni}
+  cat >"$CTD/config.toml" <<EOF
+version = 2
+root = "$CTD/root"
+state = "$CTD/state"
+[grpc]
+  address = "$CTD/containerd.sock"
+[ttrpc]
+  address = "$CTD/containerd.sock.ttrpc"
+[debug]
+  address = "$CTD/debug.sock"
+  level = "debug"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMG"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "$CTD_SNAP"
+    default_runtime_name = "${CTD_DEFAULT_RUNTIME:-sprout}"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "$REF_RUNC"
+        Root = "$CTD/cri-runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.sprout]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.sprout.options]
+        BinaryName = "$SPROUT"
+        Root = "$CTD/cri-sprout"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$CTD/cni"
+EOF
+  # A loopback-only CNI network so CRI pod sandboxes can be networked without touching the host.
+  cat >"$CTD/cni/10-sprout-test.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "sprout-test", "plugins": [{"type": "loopback"}]}
+EOF
+}
+ctd_start() {
+  ctd_config
+  containerd --config "$CTD/config.toml" >"$CTD/containerd.log" 2>&1 &
+  CTD_PID=$!
+  PIDS_TO_STOP+=("$CTD_PID")
+  local i
+  for i in $(seq 100); do [ -S "$CTD/containerd.sock" ] && ctr --address "$CTD/containerd.sock" version >/dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "containerd did not start:"; tail -20 "$CTD/containerd.log"; return 1
+}
+ctd_stop() {
+  # Task/containers first, so the shims (and their containers) go away with the daemon.
+  local c
+  for c in $(ct c ls -q 2>/dev/null); do ct t kill -s KILL "$c" >/dev/null 2>&1; sleep 0.2; ct t rm -f "$c" >/dev/null 2>&1; ct c rm "$c" >/dev/null 2>&1; done
+  for c in $(ctr --address "$CTD/containerd.sock" -n k8s.io c ls -q 2>/dev/null); do
+    ctr --address "$CTD/containerd.sock" -n k8s.io t kill -s KILL "$c" >/dev/null 2>&1; sleep 0.2
+    ctr --address "$CTD/containerd.sock" -n k8s.io t rm -f "$c" >/dev/null 2>&1; ctr --address "$CTD/containerd.sock" -n k8s.io c rm "$c" >/dev/null 2>&1
+  done
+  stop_pid "$CTD_PID"
+  # Shims outlive containerd by design: stop the ones serving our temp dir (by pid).
+  local p
+  for p in $(pgrep -f "containerd-shim-runc-v2 .*-address $CTD/containerd.sock" 2>/dev/null); do stop_pid "$p"; done
+}
+ctd_images() {
+  ct images import "$TMP/busybox-docker.tar" >/dev/null && ct images import "$TMP/pause-docker.tar" >/dev/null
+}
+
+ct_run_rm() { cap ct_run --rm "$IMG" rm-$CTWHO echo hello; eq "$OUT" hello && eq "$RC" 0; }
+ct_exit_code() { cap ct_run --rm "$IMG" ec-$CTWHO sh -c 'exit 3'; eq "$RC" 3; }
+ct_stdin() { OUT=$(echo piped-in | timeout -k 5 $T ctr --address "$CTD/containerd.sock" -n sprout-clients run --runc-binary "$CTBIN" --runc-root "$CTD/rt-$CTWHO" --rm "$IMG" in-$CTWHO cat 2>&1); eq "$OUT" piped-in; }
+ct_tty() {
+  OUT=$(to $PTY --timeout 30 -- ctr --address "$CTD/containerd.sock" -n sprout-clients run --runc-binary "$CTBIN" \
+    --runc-root "$CTD/rt-$CTWHO" --rm -t "$IMG" tty-$CTWHO sh -c 'tty; exit 2'); RC=$?
+  has "$OUT" '/dev/pts/0' && eq "$RC" 2
+}
+ct_detached() {
+  local n=d-$CTWHO
+  cap ct_run -d "$IMG" $n sh -c 'trap "exit 0" TERM; while :; do sleep 0.1; done'; [ "$RC" = 0 ] || { echo "run -d: $OUT"; return 1; }
+  wait_for "^$n +[0-9]+ +RUNNING" ct task ls || return 1
+  cap ct task exec --exec-id e1 $n sh -c 'echo exec-ok; exit 4'; eq "$OUT" exec-ok && eq "$RC" 4 || return 1
+  OUT=$(to $PTY --timeout 20 -- ctr --address "$CTD/containerd.sock" -n sprout-clients task exec -t --exec-id e2 $n sh -c 'tty; exit 5'); RC=$?
+  has "$OUT" '/dev/pts/' && eq "$RC" 5 || return 1
+  cap ct task ps $n; [ "$(printf '%s\n' "$OUT" | grep -c '^[0-9]')" -ge 1 ] || { echo "$OUT"; return 1; }
+  cap ct task pause $n; eq "$RC" 0 || { echo "pause: $OUT"; return 1; }
+  wait_for "^$n +[0-9]+ +PAUSED" ct task ls || return 1
+  cap ct task resume $n; eq "$RC" 0 || { echo "resume: $OUT"; return 1; }
+  wait_for "^$n +[0-9]+ +RUNNING" ct task ls || return 1
+  cap ct task kill $n; eq "$RC" 0 || { echo "kill: $OUT"; return 1; }
+  wait_for "^$n +[0-9]+ +STOPPED" ct task ls || return 1
+  cap ct task rm $n; eq "$RC" 0 || { echo "task rm: $OUT"; return 1; }
+  cap ct container rm $n; eq "$RC" 0 || { echo "container rm: $OUT"; return 1; }
+  [ -z "$(ls -A "$CTD/rt-$CTWHO/sprout-clients" 2>/dev/null)" ] || { echo "runtime state left: $(ls "$CTD/rt-$CTWHO/sprout-clients")"; return 1; }
+}
+ct_kill_sigkill() {
+  local n=k-$CTWHO
+  ct_run -d "$IMG" $n sleep 1000 >/dev/null || return 1
+  cap ct task kill -s SIGKILL $n; wait_for "^$n +[0-9]+ +STOPPED" ct task ls || return 1
+  cap ct task rm $n; has "$OUT" '137|^$' || return 1
+  ct container rm $n
+}
+ct_rm_paused() { # task rm -f of a paused task
+  local n=rp-$CTWHO
+  ct_run -d "$IMG" $n sleep 1000 >/dev/null && ct task pause $n >/dev/null || return 1
+  cap ct task rm -f $n; eq "$RC" 0 || { echo "$OUT"; return 1; }
+  ct container rm $n
+}
+ct_error_surfaces() { # a create error reaches ctr through the shim (the runtime's --log, JSON)
+  cap ct_run --rm "$IMG" err-$CTWHO no-such-command; ct container rm err-$CTWHO >/dev/null 2>&1
+  [ "$RC" != 0 ] && has "$OUT" 'OCI runtime create failed' && has "$OUT" 'no-such-command'
+}
+ct_enoent_abs() { # an absolute path that does not exist: runc fails create; exit 127 at start is tolerated by most clients
+  cap ct_run --rm "$IMG" ea-$CTWHO /nonexistent; ct container rm ea-$CTWHO >/dev/null 2>&1; echo "rc=$RC: $OUT"
+  [ "$RC" != 0 ] && has "$OUT" 'OCI runtime create failed'
+}
+ct_memory() { cap ct_run --rm --memory-limit 67108864 "$IMG" m-$CTWHO cat /sys/fs/cgroup/memory/memory.limit_in_bytes; eq "$OUT" 67108864; }
+ct_user() { cap ct_run --rm --user 65534:65534 "$IMG" u-$CTWHO id; has "$OUT" 'uid=65534.*gid=65534'; }
+ct_net_host() { cap ct_run --rm --net-host "$IMG" nh-$CTWHO ip -o link; eq "$(printf '%s\n' "$OUT" | grep -c '^[0-9]')" "$(ip -o link | grep -c '^[0-9]')"; }
+ct_lo_up() { cap ct_run --rm "$IMG" lo-$CTWHO ip -o link show lo; has "$OUT" '<LOOPBACK,UP'; }
+
+run_containerd() {
+  command -v containerd >/dev/null && command -v ctr >/dev/null || { skip containerd "containerd/ctr not installed"; return; }
+  echo "## containerd $(containerd --version | awk '{print $3}')"
+  CLEANUPS+=("ctd_stop")
+  ctd_start || { result sprout containerd setup 1 "containerd did not start"; return; }
+  ctd_images || { result sprout containerd setup 1 "ctr images import failed"; return; }
+  local c who
+  local whos="sprout"; [ "$WITH_REF" = 1 ] && whos="sprout runc"
+  for c in run_rm exit_code stdin tty detached kill_sigkill rm_paused error_surfaces enoent_abs memory user net_host lo_up; do
+    for who in $whos; do
+      CTWHO=$who; if [ $who = sprout ]; then CTBIN=$SPROUT; else CTBIN=$REF_RUNC; fi
+      check $who containerd "$c" ct_$c
+    done
+  done
+}
+
+# ---------------------------------------------------------------------------------------
+# Docker (private dockerd)
+DK=$TMP/docker
+DOCKER_BIN=/usr/bin/docker
+[ -x $DOCKER_BIN ] || DOCKER_BIN=$(command -v docker 2>/dev/null || echo docker)
+dk() { to $DOCKER_BIN -H "unix://$DK/docker.sock" "$@"; }
+dk_start() {
+  mkdir -p "$DK"/{data,exec}
+  local hn; hn=$(ulimit -Hn); [ "$hn" = unlimited ] && hn=1048576; [ "$hn" -gt 1048576 ] && hn=1048576
+  cat >"$DK/daemon.json" <<EOF
+{
+  "runtimes": { "sprout": { "path": "$SPROUT" } },
+  "default-ulimits": { "nofile": { "Name": "nofile", "Hard": $hn, "Soft": $hn } }
+}
+EOF
+  dockerd --config-file "$DK/daemon.json" --data-root "$DK/data" --exec-root "$DK/exec" -H "unix://$DK/docker.sock" \
+    --pidfile "$DK/docker.pid" --iptables=false --ip6tables=false --bridge=none --storage-driver "$DK_DRIVER" \
+    >"$DK/dockerd.log" 2>&1 &
+  DK_PID=$!
+  PIDS_TO_STOP+=("$DK_PID")
+  local i
+  for i in $(seq 150); do dk version >/dev/null 2>&1 && return 0; kill -0 $DK_PID 2>/dev/null || break; sleep 0.2; done
+  echo "dockerd did not start:"; tail -20 "$DK/dockerd.log"; return 1
+}
+dk_stop() {
+  local c
+  for c in $(dk ps -aq 2>/dev/null); do dk rm -f "$c" >/dev/null 2>&1; done
+  stop_pid "$DK_PID"
+  # dockerd's own containerd (under exec-root) goes with it; shims that stayed are ours to stop.
+  local p
+  for p in $(pgrep -f "containerd-shim-runc-v2 .*$DK/exec" 2>/dev/null); do stop_pid "$p"; done
+  for p in $(pgrep -f "containerd --config $DK/exec" 2>/dev/null); do stop_pid "$p"; done
+}
+dk_run_rm() { cap dk run --runtime $DKRT --rm "$IMG" echo hello; eq "$OUT" hello && eq "$RC" 0; }
+dk_exit_code() { cap dk run --runtime $DKRT --rm "$IMG" sh -c 'exit 3'; eq "$RC" 3; }
+dk_enoent() { cap dk run --runtime $DKRT --rm "$IMG" /nonexistent; echo "$OUT"; eq "$RC" 127; }
+dk_stdin() { OUT=$(echo piped-in | timeout -k 5 $T $DOCKER_BIN -H "unix://$DK/docker.sock" run --runtime $DKRT --rm -i "$IMG" cat 2>&1); eq "$OUT" piped-in; }
+dk_tty() {
+  OUT=$(to $PTY --timeout 40 --send 'tty; echo MARK$((40+2))\n' --send 'exit 5\n' -- \
+    $DOCKER_BIN -H "unix://$DK/docker.sock" run --runtime $DKRT --rm -it "$IMG" sh); RC=$?
+  has "$OUT" '/dev/pts/0' && has "$OUT" MARK42 && eq "$RC" 5
+}
+dk_detached() {
+  local n=d-$DKRT
+  cap dk run --runtime $DKRT -d --name $n "$IMG" sh -c 'echo to-stdout; trap "echo got-term; exit 0" TERM; while :; do sleep 0.1; done'
+  [ "$RC" = 0 ] || { echo "run -d: $OUT"; return 1; }
+  cap dk inspect -f '{{.HostConfig.Runtime}} {{.State.Status}}' $n; eq "$OUT" "$DKRT running" || return 1
+  cap dk exec $n sh -c 'echo exec-ok; exit 4'; eq "$OUT" exec-ok && eq "$RC" 4 || return 1
+  OUT=$(to $PTY --timeout 20 -- $DOCKER_BIN -H "unix://$DK/docker.sock" exec -it $n sh -c 'tty; exit 6'); RC=$?
+  has "$OUT" '/dev/pts/' && eq "$RC" 6 || return 1
+  cap dk top $n; has "$OUT" 'sh -c' || return 1
+  cap dk pause $n; eq "$RC" 0 || { echo "pause: $OUT"; return 1; }
+  cap dk inspect -f '{{.State.Status}}' $n; eq "$OUT" paused || return 1
+  cap dk unpause $n; eq "$RC" 0 || { echo "unpause: $OUT"; return 1; }
+  cap dk update --memory 96m --memory-swap 96m $n; eq "$RC" 0 || { echo "update: $OUT"; return 1; }
+  cap dk exec $n cat /sys/fs/cgroup/memory/memory.limit_in_bytes; eq "$OUT" 100663296 || return 1
+  cap dk stop -t 10 $n; eq "$RC" 0 || { echo "stop: $OUT"; return 1; }
+  cap dk inspect -f '{{.State.Status}} {{.State.ExitCode}}' $n; eq "$OUT" "exited 0" || return 1
+  cap dk logs $n; has "$OUT" to-stdout && has "$OUT" got-term || return 1
+  cap dk start $n; eq "$RC" 0 || { echo "start: $OUT"; return 1; }
+  cap dk restart -t 1 $n; eq "$RC" 0 || { echo "restart: $OUT"; return 1; }
+  cap dk kill $n; eq "$RC" 0 || { echo "kill: $OUT"; return 1; }
+  wait_for "exited 137" dk inspect -f '{{.State.Status}} {{.State.ExitCode}}' $n || return 1
+  cap dk rm $n; eq "$RC" 0 || { echo "rm: $OUT"; return 1; }
+}
+dk_rm_paused() {
+  local n=rp-$DKRT
+  dk run --runtime $DKRT -d --name $n "$IMG" sleep 1000 >/dev/null && dk pause $n >/dev/null || return 1
+  cap dk rm -f $n; eq "$RC" 0 || { echo "$OUT"; return 1; }
+}
+dk_net_none() { cap dk run --runtime $DKRT --rm --network none "$IMG" ip -o link; [ "$(printf '%s\n' "$OUT" | grep -c '^[0-9]')" = 1 ] && has "$OUT" 'lo: <LOOPBACK,UP'; }
+dk_net_host() { cap dk run --runtime $DKRT --rm --network host "$IMG" ip -o link; eq "$(printf '%s\n' "$OUT" | grep -c '^[0-9]')" "$(ip -o link | grep -c '^[0-9]')"; }
+dk_resources() { cap dk run --runtime $DKRT --rm --memory 64m --pids-limit 20 --cpus 0.5 "$IMG" sh -c \
+  'cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max; cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us'
+  eq "$(echo $OUT)" "67108864 20 50000"; }
+dk_user_readonly() { cap dk run --runtime $DKRT --rm --user 65534 --read-only --tmpfs /tmp "$IMG" sh -c 'id -u; touch /x 2>&1; touch /tmp/y && echo tmp-ok'
+  has "$OUT" '^65534' && has "$OUT" 'Read-only' && has "$OUT" tmp-ok; }
+dk_caps() { cap dk run --runtime $DKRT --rm --cap-drop ALL --security-opt no-new-privileges "$IMG" sh -c 'grep -E "CapEff|NoNewPrivs" /proc/self/status'
+  has "$OUT" 'CapEff:\s+0+' && has "$OUT" 'NoNewPrivs:\s+1'; }
+dk_init() { cap dk run --runtime $DKRT --rm --init "$IMG" sh -c 'cat /proc/1/cmdline | tr "\0" " "'; has "$OUT" 'init'; }
+dk_restart_policy() { # the daemon restarts a dying container through the runtime
+  local n=rs-$DKRT
+  dk run --runtime $DKRT -d --name $n --restart on-failure:2 "$IMG" sh -c 'sleep 0.3; exit 1' >/dev/null || return 1
+  wait_for '^2 exited' dk inspect -f '{{.RestartCount}} {{.State.Status}}' $n; local r=$?
+  dk rm -f $n >/dev/null; return $r
+}
+
+run_docker() {
+  command -v dockerd >/dev/null || { skip docker "dockerd not installed"; return; }
+  echo "## docker $(dockerd --version | awk '{print $3}' | tr -d ,)"
+  CLEANUPS+=("dk_stop")
+  dk_start || { result sprout docker setup 1 "dockerd did not start"; return; }
+  cap dk load -i "$TMP/busybox-docker.tar"; [ "$RC" = 0 ] || { result sprout docker load 1 "$OUT"; return; }
+  local c rts="sprout"; [ "$WITH_REF" = 1 ] && rts="sprout runc"
+  for c in run_rm exit_code enoent stdin tty detached rm_paused net_none net_host resources user_readonly caps init restart_policy; do
+    for DKRT in $rts; do check $DKRT docker "$c" dk_$c; done
+  done
+}
+
+# ---------------------------------------------------------------------------------------
+# critest (CRI validation) against the private containerd's CRI plugin
+run_critest() {
+  local crit=${CRITEST:-$(command -v critest || echo "$HOME/go/bin/critest")}
+  [ -x "$crit" ] || { skip critest "no critest binary (go install sigs.k8s.io/cri-tools/cmd/critest@v1.26.1, or set CRITEST)"; return; }
+  command -v containerd >/dev/null || { skip critest "containerd not installed"; return; }
+  local who
+  local whos="sprout"; [ "$WITH_REF" = 1 ] && whos="sprout runc"
+  for who in $whos; do
+    echo "## critest $($crit --version 2>&1 | awk '{print $NF}') against containerd CRI, runtime $who"
+    CTD_DEFAULT_RUNTIME=$who
+    ctd_start || { result $who critest setup 1 "containerd did not start"; continue; }
+    ctr --address "$CTD/containerd.sock" -n k8s.io images import "$TMP/busybox-docker.tar" >/dev/null
+    ctr --address "$CTD/containerd.sock" -n k8s.io images import "$TMP/pause-docker.tar" >/dev/null
+    local log=$TMP/critest-$who.log
+    timeout -k 10 ${CRITEST_TIMEOUT:-1500} "$crit" --runtime-endpoint "unix://$CTD/containerd.sock" \
+      --image-endpoint "unix://$CTD/containerd.sock" --ginkgo.skip "${CRITEST_SKIP:-should support (pull|list|remove|image)|image|Image|DNS|dns|port|Port|Networking}" \
+      ${CRITEST_ARGS:-} >"$log" 2>&1
+    local st=$?
+    local summary; summary=$(grep -E '^(Ran [0-9]+ of|FAIL!|SUCCESS!)' "$log" | tail -2 | tr '\n' ' ')
+    echo "# critest ($who): $summary"
+    grep -E '^\s*\[FAIL\]|^  \[FAIL\]' "$log" | sort -u | head -40 | sed 's/^/#   /'
+    cp "$log" "/tmp/critest-$who.log" 2>/dev/null
+    result $who critest "cri-validation" $st "log: /tmp/critest-$who.log"
+    ctd_stop
+    rm -rf "$CTD"
+  done
+}
+
+# ---------------------------------------------------------------------------------------
+build_images || { echo "FAIL setup/images"; echo "0 passed, 1 failed"; exit 1; }
+want podman && run_podman
+want containerd && run_containerd
+want docker && run_docker
+[ "$ONLY" = critest ] && run_critest
+
+echo
+[ "$WITH_REF" = 1 ] && echo "reference (runc): $RPASS passed, $RFAIL failed"
+[ ${#FAILED[@]} -gt 0 ] && echo "failed: ${FAILED[*]}"
+[ "$NSKIP" -gt 0 ] && echo "skipped: $NSKIP"
+echo "$NPASS passed, $NFAIL failed"
+[ "$NFAIL" = 0 ]

@@ -643,3 +643,25 @@ fn resources_memory_and_pids_limits() {
     );
     assert_eq!(cgroup_file(&b.id, &["pids.max"]).as_deref(), Some("123"), "pids limit in the container's cgroup");
 }
+
+#[test]
+fn cgroup_namespace() {
+    let ctx = Ctx::new("cgroupns");
+    let mut b = sh(&ctx, "cat /proc/self/cgroup; readlink /proc/self/ns/cgroup");
+    b.config["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "cgroup"}));
+    let out = b.run_ok();
+    let host_ns = fs::read_link("/proc/self/ns/cgroup").unwrap();
+    let l = lines(&out);
+    assert_ne!(*l.last().unwrap(), host_ns.to_string_lossy(), "cgroup namespace should be new");
+    for line in &l[..l.len() - 1] {
+        let path = line.splitn(3, ':').nth(2).unwrap_or("");
+        assert_eq!(path, "/", "inside a cgroup namespace the container's cgroup is the root: {out}");
+    }
+}
+
+#[test]
+fn args_are_passed_verbatim() {
+    let ctx = Ctx::new("argv");
+    let b = ctx.bundle(&["sh", "-c", "for a in \"$@\"; do echo \"[$a]\"; done", "sh", "a b", "", "*", "$HOME", "ü\"'"]);
+    assert_eq!(lines(&b.run_ok()), vec!["[a b]", "[]", "[*]", "[$HOME]", "[ü\"']"]);
+}

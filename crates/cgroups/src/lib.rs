@@ -46,6 +46,7 @@ mod detect;
 pub mod ebpf;
 mod fs;
 mod path;
+mod pool;
 mod resources;
 mod resources_v1;
 mod resources_v2;
@@ -57,6 +58,7 @@ mod testutil;
 mod v1;
 mod v2;
 
+pub use pool::{Pool, POOL_PREFIX};
 pub use stats::{
     BlkioEntry, BlkioStats, CpuStats, CpuUsage, HugetlbStats, MemoryEntry, MemoryStats, PidsStats,
     Stats, Throttling,

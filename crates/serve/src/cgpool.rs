@@ -1,0 +1,248 @@
+//! A pool of pre-created cgroups nested under the engine's own cgroup
+//! (`<own>/<cgroup_name>/sb<N>`), reused instead of mkdir/rmdir per sandbox (SOCK §4).
+//! Created, limited, frozen, killed and removed with `sprout-cgroups`' Manager; a sandbox
+//! joins by writing "0" to pre-opened `cgroup.procs` fds (passed to the zygote by SCM_RIGHTS).
+
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sprout_cgroups::{Layout, Manager};
+
+/// The hierarchies a sandbox joins (the others stay the engine's).
+const JOIN_V1: &[&str] = &["memory", "pids", "cpu", "cpuacct", "freezer"];
+
+pub struct PoolCg {
+    pub idx: usize,
+    pub mgr: Manager,
+    /// Write-only `cgroup.procs` of every hierarchy joined.
+    pub procs: Vec<OwnedFd>,
+    /// memory controller dir (for usage / oom counters).
+    pub memory_dir: Option<PathBuf>,
+    /// oom_kill count when handed out.
+    pub oom_base: u64,
+}
+
+pub struct CgPool {
+    layout: Layout,
+    base: String,
+    resources: oci_spec::runtime::LinuxResources,
+    free: Mutex<Vec<PoolCg>>,
+    next: Mutex<usize>,
+    record: PathBuf,
+    pub created: std::sync::atomic::AtomicUsize,
+}
+
+fn open_procs(dir: &Path) -> std::io::Result<OwnedFd> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(dir.join("cgroup.procs"))?;
+    Ok(f.into())
+}
+
+pub fn resources(mem_mb: u64, pids: i64, cpu_milli: u64) -> oci_spec::runtime::LinuxResources {
+    let mut v = serde_json::json!({
+        "memory": {"limit": (mem_mb as i64) << 20},
+        "pids": {"limit": pids},
+    });
+    if cpu_milli > 0 {
+        v["cpu"] = serde_json::json!({"quota": (cpu_milli as i64) * 100, "period": 100000u64});
+    }
+    serde_json::from_value(v).expect("static resources shape")
+}
+
+impl CgPool {
+    pub fn new(layout: Layout, base: &str, resources: oci_spec::runtime::LinuxResources, run_dir: &Path) -> CgPool {
+        CgPool {
+            layout,
+            base: base.to_string(),
+            resources,
+            free: Mutex::new(Vec::new()),
+            next: Mutex::new(0),
+            record: run_dir.join("cgroups"),
+            created: Default::default(),
+        }
+    }
+
+    pub fn free_len(&self) -> usize {
+        self.free.lock().unwrap().len()
+    }
+
+    fn manager(&self, idx: usize) -> Result<Manager, String> {
+        Manager::with_layout(self.layout, Some(&format!("{}/sb{idx}", self.base)), &format!("sb{idx}"), false)
+            .map_err(|e| e.to_string())
+    }
+
+    fn make(&self) -> Result<PoolCg, String> {
+        let idx = {
+            let mut n = self.next.lock().unwrap();
+            *n += 1;
+            *n
+        };
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&self.record).map_err(|e| e.to_string())?;
+            let _ = writeln!(f, "{idx}");
+        }
+        let mut mgr = self.manager(idx)?;
+        mgr.create().map_err(|e| format!("creating pool cgroup: {e}"))?;
+        if let Err(e) = mgr.apply(&self.resources) {
+            let _ = mgr.destroy();
+            return Err(format!("limiting pool cgroup: {e}"));
+        }
+        let mut dirs: Vec<PathBuf> = JOIN_V1.iter().filter_map(|c| mgr.v1_path(c).map(Path::to_path_buf)).collect();
+        if let Some(u) = mgr.unified_path() {
+            dirs.push(u.to_path_buf());
+        }
+        let mut procs = Vec::new();
+        for d in &dirs {
+            match open_procs(d) {
+                Ok(fd) => procs.push(fd),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("{}: {e}", d.display())),
+            }
+        }
+        let memory_dir = mgr.v1_path("memory").map(Path::to_path_buf).or_else(|| {
+            if self.layout == Layout::V2 { mgr.unified_path().map(Path::to_path_buf) } else { None }
+        });
+        self.created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(PoolCg { idx, mgr, procs, memory_dir, oom_base: 0 })
+    }
+
+    pub fn prealloc(&self, n: usize) -> Result<(), String> {
+        for _ in 0..n {
+            let c = self.make()?;
+            self.free.lock().unwrap().push(c);
+        }
+        Ok(())
+    }
+
+    /// An empty cgroup with the pool limits: a reused one, or a new one.
+    pub fn get(&self) -> Result<PoolCg, String> {
+        let c = self.free.lock().unwrap().pop();
+        let mut c = match c {
+            Some(c) => c,
+            None => self.make()?,
+        };
+        c.oom_base = c.oom_kills();
+        Ok(c)
+    }
+
+    /// Kill what is left in `c`, wait until empty, give it back (or drop it if it won't empty).
+    pub fn put(&self, c: PoolCg) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut killed = false;
+        loop {
+            match c.mgr.pids() {
+                Ok(p) if p.is_empty() => break,
+                _ => {}
+            }
+            if !killed {
+                let _ = c.mgr.kill_all(libc::SIGKILL);
+                killed = true;
+            }
+            if Instant::now() > deadline {
+                let _ = c.mgr.kill_all(libc::SIGKILL);
+                eprintln!("sprout-serve: pool cgroup sb{} did not empty; not reused", c.idx);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if let Some(m) = &c.memory_dir {
+            if self.layout != Layout::V2 {
+                let _ = std::fs::write(m.join("memory.force_empty"), b"0");
+            }
+        }
+        self.free.lock().unwrap().push(c);
+    }
+
+    /// Remove every pooled cgroup (engine shutdown).
+    pub fn destroy_all(&self) {
+        let all: Vec<PoolCg> = std::mem::take(&mut *self.free.lock().unwrap());
+        for c in all {
+            let _ = c.mgr.kill_all(libc::SIGKILL);
+            let _ = c.mgr.destroy();
+        }
+    }
+
+    /// Startup: kill and remove the pool cgroups a previous instance recorded.
+    pub fn cleanup_previous(&self) -> usize {
+        let Ok(raw) = std::fs::read_to_string(&self.record) else { return 0 };
+        let mut n = 0;
+        for line in raw.lines() {
+            let Ok(idx) = line.trim().parse::<usize>() else { continue };
+            let Ok(m) = self.manager(idx) else { continue };
+            let dirs = all_dirs(&m);
+            if !dirs.iter().any(|d| d.exists()) {
+                continue;
+            }
+            n += 1;
+            let _ = m.thaw();
+            for _ in 0..100 {
+                let _ = m.kill_all(libc::SIGKILL);
+                match m.pids() {
+                    Ok(p) if p.is_empty() => break,
+                    Err(_) => break,
+                    _ => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+            for d in dirs {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+        if let Ok(m) = Manager::with_layout(self.layout, Some(&self.base), "base", false) {
+            for d in all_dirs(&m) {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+        let _ = std::fs::remove_file(&self.record);
+        n
+    }
+}
+
+fn all_dirs(m: &Manager) -> Vec<PathBuf> {
+    const ALL: &[&str] = &[
+        "cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "net_cls", "net_prio",
+        "hugetlb", "rdma", "perf_event", "name=systemd",
+    ];
+    let mut v: Vec<PathBuf> = ALL.iter().filter_map(|c| m.v1_path(c).map(Path::to_path_buf)).collect();
+    v.extend(m.unified_path().map(Path::to_path_buf));
+    v.sort();
+    v.dedup();
+    v
+}
+
+impl PoolCg {
+    fn read_key(&self, file: &str, key: &str) -> u64 {
+        let Some(d) = &self.memory_dir else { return 0 };
+        let Ok(s) = std::fs::read_to_string(d.join(file)) else { return 0 };
+        s.lines()
+            .find_map(|l| l.strip_prefix(key).and_then(|r| r.trim().parse().ok()))
+            .unwrap_or(0)
+    }
+
+    pub fn oom_kills(&self) -> u64 {
+        if self.memory_dir.as_ref().is_some_and(|d| d.join("memory.oom_control").exists()) {
+            self.read_key("memory.oom_control", "oom_kill ")
+        } else {
+            self.read_key("memory.events", "oom_kill ")
+        }
+    }
+
+    pub fn memory_usage(&self) -> u64 {
+        let Some(d) = &self.memory_dir else { return 0 };
+        for f in ["memory.usage_in_bytes", "memory.current"] {
+            if let Ok(s) = std::fs::read_to_string(d.join(f)) {
+                return s.trim().parse().unwrap_or(0);
+            }
+        }
+        0
+    }
+
+    pub fn pids_current(&self) -> usize {
+        self.mgr.pids().map(|p| p.len()).unwrap_or(0)
+    }
+}

@@ -1,0 +1,811 @@
+//! The engine: handler cache (idle sandboxes, hot then frozen, LRU eviction within the memory
+//! budget), start paths (hot / warm / zygote / cold), zygotes keyed by package set (import
+//! cache), install cache, and the request path. Synchronous code on blocking-pool threads;
+//! the HTTP layer (http.rs) is async.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::cgpool::{self, CgPool, PoolCg};
+use crate::config::{Config, HandlerConfig};
+use crate::install::{self, InstallCache, Pkg};
+use crate::metrics::Metrics;
+use crate::{proto, rootfs, spawn};
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: u16,
+    pub kind: &'static str,
+    pub msg: String,
+    pub extra: Option<Value>,
+}
+
+impl ApiError {
+    pub fn new(status: u16, kind: &'static str, msg: impl Into<String>) -> ApiError {
+        ApiError { status, kind, msg: msg.into(), extra: None }
+    }
+    pub fn body(&self) -> Vec<u8> {
+        let mut v = json!({"error": self.msg, "kind": self.kind});
+        if let Some(Value::Object(m)) = &self.extra {
+            for (k, x) in m {
+                v[k] = x.clone();
+            }
+        }
+        serde_json::to_vec(&v).unwrap()
+    }
+}
+
+pub struct RunOk {
+    pub body: Vec<u8>,
+    pub path: &'static str,
+}
+
+pub struct Sandbox {
+    id: u64,
+    handler: String,
+    version: String,
+    sock: UnixStream,
+    cg: Option<PoolCg>,
+    root: PathBuf,
+    frozen: bool,
+    last_used: Instant,
+    mem: u64,
+}
+
+struct Zygote {
+    key: String,
+    ctl: Mutex<UnixStream>,
+    pid: i32,
+    cg: Mutex<Option<PoolCg>>,
+    root: PathBuf,
+    forks: AtomicU64,
+    imported: Vec<String>,
+    mem: AtomicU64,
+}
+
+enum ZSlot {
+    Starting,
+    Ready(Arc<Zygote>),
+    Failed(Instant, String),
+}
+
+#[derive(Default)]
+struct State {
+    idle: Vec<Sandbox>,
+    live: usize,
+    live_per: HashMap<String, usize>,
+    mem: u64,
+}
+
+pub struct HandlerInfo {
+    pub name: String,
+    pub dir: PathBuf,
+    pub version: String,
+    pub packages: Vec<(String, PathBuf)>,
+    pub pkgs: Vec<Pkg>,
+    pub cfg: HandlerConfig,
+}
+
+pub struct Engine {
+    pub cfg: Config,
+    pool: CgPool,
+    seccomp: Option<sprout_seccomp::Prepared>,
+    bpf_hex: String,
+    base: PathBuf,
+    mp_dir: PathBuf,
+    roots: PathBuf,
+    log_fd: OwnedFd,
+    installs: InstallCache,
+    pub metrics: Metrics,
+    st: Mutex<State>,
+    cv: Condvar,
+    zygotes: Mutex<HashMap<String, ZSlot>>,
+    next_id: AtomicU64,
+    janitor: Mutex<mpsc::Sender<Sandbox>>,
+    this: std::sync::OnceLock<std::sync::Weak<Engine>>,
+}
+
+/// The default seccomp profile: allow everything but a deny-list of syscalls a handler has
+/// no business making (EPERM).
+pub fn default_seccomp() -> oci_spec::runtime::LinuxSeccomp {
+    let names = [
+        "mount", "umount2", "pivot_root", "chroot", "swapon", "swapoff", "reboot", "kexec_load", "kexec_file_load",
+        "init_module", "finit_module", "delete_module", "bpf", "perf_event_open", "ptrace", "process_vm_readv",
+        "process_vm_writev", "keyctl", "add_key", "request_key", "open_by_handle_at", "name_to_handle_at", "setns",
+        "unshare", "userfaultfd", "acct", "quotactl", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
+        "syslog", "iopl", "ioperm", "fsopen", "fsmount", "fsconfig", "move_mount", "open_tree", "fspick",
+        "mount_setattr", "vhangup", "lookup_dcookie", "uselib", "sethostname", "setdomainname",
+    ];
+    serde_json::from_value(json!({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [{"names": names.to_vec(), "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]
+    }))
+    .expect("static profile")
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty() && n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+fn mtime(p: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).map(|m| format!("{}.{}", m.mtime(), m.mtime_nsec())).unwrap_or_default()
+}
+
+fn open_dir_path(p: &Path) -> std::io::Result<OwnedFd> {
+    Ok(std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(p)?
+        .into())
+}
+
+impl Engine {
+    pub fn start(cfg: Config) -> Result<Arc<Engine>, String> {
+        let run = cfg.run_dir.clone();
+        std::fs::create_dir_all(&run).map_err(|e| format!("{}: {e}", run.display()))?;
+        // One engine per run dir.
+        let pidf = run.join("engine.pid");
+        if let Ok(old) = std::fs::read_to_string(&pidf) {
+            if let Ok(p) = old.trim().parse::<i32>() {
+                let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                if p != std::process::id() as i32 && comm.trim().starts_with("sprout-serve") {
+                    return Err(format!("another sprout-serve (pid {p}) uses {}", run.display()));
+                }
+            }
+        }
+        std::fs::write(&pidf, std::process::id().to_string()).map_err(|e| e.to_string())?;
+        crate::reaper::start();
+        let layout = sprout_cgroups::Layout::detect().map_err(|e| e.to_string())?;
+        let sb = &cfg.sandbox;
+        let pool = CgPool::new(layout, &cfg.cgroup_name, cgpool::resources(sb.memory_mb, sb.pids, sb.cpu_milli), &run);
+        let stale_cg = pool.cleanup_previous();
+        let stale_mounts = rootfs::prepare_run_dir(&run).map_err(|e| format!("run dir: {e}"))?;
+        if stale_cg + stale_mounts > 0 {
+            eprintln!("sprout-serve: cleaned up after a previous instance: {stale_cg} cgroups, {stale_mounts} mounts");
+        }
+        let python_dir = cfg.python_dir.clone().unwrap_or_else(crate::config::default_python_dir);
+        let base = rootfs::build_base(&run, cfg.base_rootfs.as_deref(), &python_dir).map_err(|e| format!("base root: {e}"))?;
+        let mp_dir = match &cfg.base_rootfs {
+            Some(c) => c.join("packages"),
+            None => base.join("packages"),
+        };
+        pool.prealloc(cfg.pool_prealloc.min(cfg.max_sandboxes)).map_err(|e| format!("cgroup pool: {e}"))?;
+        let (seccomp, bpf_hex) = if sb.seccomp {
+            let (p, _) = sprout_seccomp::prepare(&default_seccomp(), Some(&run.join("seccomp-cache"))).map_err(|e| e.to_string())?;
+            let hex: String = p.bpf_bytes().iter().map(|b| format!("{b:02x}")).collect();
+            (Some(p), hex)
+        } else {
+            (None, String::new())
+        };
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(run.join("sandboxes.log"))
+            .map_err(|e| e.to_string())?;
+        let (tx, rx) = mpsc::channel::<Sandbox>();
+        let installs = InstallCache::new(cfg.package_cache.clone(), cfg.pip.clone(), cfg.pip_args.clone(), Duration::from_secs(cfg.pip_timeout_s));
+        let eng = Arc::new(Engine {
+            pool,
+            seccomp,
+            bpf_hex,
+            base,
+            mp_dir,
+            roots: run.join("roots"),
+            log_fd: log.into(),
+            installs,
+            metrics: Metrics::default(),
+            st: Mutex::new(State::default()),
+            cv: Condvar::new(),
+            zygotes: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            janitor: Mutex::new(tx),
+            this: std::sync::OnceLock::new(),
+            cfg,
+        });
+        let _ = eng.this.set(Arc::downgrade(&eng));
+        let e2 = eng.clone();
+        std::thread::Builder::new().name("janitor".into()).spawn(move || {
+            for sb in rx {
+                e2.destroy(sb);
+            }
+        }).unwrap();
+        let e3 = eng.clone();
+        std::thread::Builder::new().name("housekeeping".into()).spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(20));
+            e3.housekeeping();
+        }).unwrap();
+        if eng.cfg.zygotes {
+            let e4 = eng.clone();
+            std::thread::spawn(move || e4.ensure_zygote(&[], &[]));
+        }
+        Ok(eng)
+    }
+
+    /// Clean shutdown: kill every sandbox and zygote, remove cgroups and mounts.
+    pub fn shutdown(&self) {
+        self.pool.cleanup_previous();
+        rootfs::teardown_run_dir(&self.cfg.run_dir);
+        let _ = std::fs::remove_file(self.cfg.run_dir.join("engine.pid"));
+    }
+
+    // ------------------------------------------------------------------ handlers
+
+    pub fn handler_info(&self, name: &str) -> Result<HandlerInfo, ApiError> {
+        if !valid_name(name) {
+            return Err(ApiError::new(400, "bad_request", format!("bad handler name '{name}'")));
+        }
+        let dir = self.cfg.registry.join(name);
+        let f = dir.join("f.py");
+        if !f.is_file() {
+            return Err(ApiError::new(404, "unknown_handler", format!("no handler '{name}'")));
+        }
+        let req = dir.join("requirements.txt");
+        let ht = dir.join("handler.toml");
+        let version = format!("{}/{}/{}", mtime(&f), mtime(&req), mtime(&ht));
+        let pkgs = match std::fs::read_to_string(&req) {
+            Ok(raw) => install::parse_requirements(&raw).map_err(|e| ApiError::new(400, "bad_requirements", e))?,
+            Err(_) => vec![],
+        };
+        let cfg: HandlerConfig = match std::fs::read_to_string(&ht) {
+            Ok(raw) => toml::from_str(&raw).map_err(|e| ApiError::new(400, "bad_handler_config", format!("handler.toml: {e}")))?,
+            Err(_) => HandlerConfig::default(),
+        };
+        let mut packages = Vec::new();
+        for p in &pkgs {
+            let d = self.installs.ensure(p).map_err(|e| ApiError::new(400, "install_failed", e))?;
+            packages.push((p.key(), d));
+        }
+        Ok(HandlerInfo { name: name.to_string(), dir, version, packages, pkgs, cfg })
+    }
+
+    // ------------------------------------------------------------------ request path
+
+    pub fn run(&self, name: &str, event: &[u8]) -> Result<RunOk, ApiError> {
+        let t0 = Instant::now();
+        let h = self.handler_info(name)?;
+        let timeout = Duration::from_millis(h.cfg.timeout_ms.unwrap_or(self.cfg.timeout_ms));
+        let deadline = Instant::now() + timeout.max(Duration::from_millis(self.cfg.start_timeout_ms));
+        let (sb, path) = self.acquire(&h, deadline)?;
+        let mut req = Vec::with_capacity(event.len() + 10);
+        req.extend_from_slice(b"{\"event\":");
+        req.extend_from_slice(event);
+        req.push(b'}');
+        let r = self.call(sb, &req, timeout);
+        let status = match &r {
+            Ok(_) => 200,
+            Err(e) => e.status,
+        };
+        self.metrics.request(path, status, t0.elapsed().as_secs_f64());
+        r.map(|body| RunOk { body, path })
+    }
+
+    fn call(&self, sb: Sandbox, req: &[u8], timeout: Duration) -> Result<Vec<u8>, ApiError> {
+        let _ = sb.sock.set_read_timeout(Some(timeout));
+        let res = proto::send(&sb.sock, req, &[]).and_then(|_| proto::recv(&sb.sock));
+        match res {
+            Ok(reply) => {
+                let v: Value = match serde_json::from_slice(&reply) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        self.discard(sb, "protocol");
+                        return Err(ApiError::new(502, "protocol", "sandbox sent a malformed reply"));
+                    }
+                };
+                if v.get("ok") == Some(&Value::Bool(true)) {
+                    let body = serde_json::to_vec(v.get("result").unwrap_or(&Value::Null)).unwrap();
+                    self.release(sb);
+                    return Ok(body);
+                }
+                let kind = if v.get("kind").and_then(Value::as_str) == Some("result") { "bad_result" } else { "raised" };
+                let mut e = ApiError::new(500, kind, v.get("error").and_then(Value::as_str).unwrap_or("handler failed").to_string());
+                if let Some(tb) = v.get("traceback") {
+                    e.extra = Some(json!({"traceback": tb}));
+                }
+                // A handler that left processes behind (e.g. a fork bomb that hit the pids
+                // limit) does not go back to the cache.
+                let leftovers = sb.cg.as_ref().map_or(0, |c| c.pids_current());
+                if leftovers > 1 {
+                    self.discard(sb, "leftover_processes");
+                } else {
+                    self.release(sb);
+                }
+                Err(e)
+            }
+            Err(err) if matches!(err.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                self.discard(sb, "timeout");
+                Err(ApiError::new(504, "timeout", format!("handler did not answer within {} ms; sandbox killed", timeout.as_millis())))
+            }
+            Err(_) => {
+                // Give the kernel a moment to account an OOM kill.
+                let oom = |sb: &Sandbox| sb.cg.as_ref().is_some_and(|c| c.oom_kills() > c.oom_base);
+                let mut is_oom = oom(&sb);
+                if !is_oom {
+                    std::thread::sleep(Duration::from_millis(2));
+                    is_oom = oom(&sb);
+                }
+                if is_oom {
+                    self.discard(sb, "oom");
+                    Err(ApiError::new(502, "oom", format!("sandbox killed: out of memory (limit {} MiB)", self.cfg.sandbox.memory_mb)))
+                } else {
+                    self.discard(sb, "exited");
+                    Err(ApiError::new(502, "exited", "sandbox exited during the request"))
+                }
+            }
+        }
+    }
+
+    fn acquire(&self, h: &HandlerInfo, deadline: Instant) -> Result<(Sandbox, &'static str), ApiError> {
+        let budget = self.cfg.memory_budget_mb << 20;
+        let mut st = self.st.lock().unwrap();
+        loop {
+            // Idle sandboxes of an older version of this handler go.
+            while let Some(i) = st.idle.iter().position(|s| s.handler == h.name && s.version != h.version) {
+                let sb = st.idle.swap_remove(i);
+                self.forget(&mut st, &sb);
+                self.to_janitor(sb);
+            }
+            // Hot first (most recently used), then warm.
+            let pick = st
+                .idle
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.handler == h.name)
+                .max_by_key(|(_, s)| (!s.frozen, s.last_used))
+                .map(|(i, _)| i);
+            if let Some(i) = pick {
+                let mut sb = st.idle.swap_remove(i);
+                drop(st);
+                if !sb.frozen {
+                    return Ok((sb, "hot"));
+                }
+                let ok = sb.cg.as_ref().map(|c| c.mgr.thaw());
+                if let Some(Ok(())) = ok {
+                    sb.frozen = false;
+                    return Ok((sb, "warm"));
+                }
+                self.discard(sb, "thaw_failed");
+                st = self.st.lock().unwrap();
+                continue;
+            }
+            let per = st.live_per.get(&h.name).copied().unwrap_or(0);
+            if per < self.cfg.max_per_handler {
+                let est = 8 << 20;
+                let over = st.live >= self.cfg.max_sandboxes || st.mem + est > budget;
+                if over {
+                    // LRU eviction among idle sandboxes (of any handler).
+                    if let Some(i) = st.idle.iter().enumerate().min_by_key(|(_, s)| s.last_used).map(|(i, _)| i) {
+                        let sb = st.idle.swap_remove(i);
+                        self.forget(&mut st, &sb);
+                        self.metrics.evicted();
+                        self.to_janitor(sb);
+                        continue;
+                    }
+                }
+                if st.live < self.cfg.max_sandboxes {
+                    st.live += 1;
+                    *st.live_per.entry(h.name.clone()).or_default() += 1;
+                    drop(st);
+                    return match self.create(h) {
+                        Ok((sb, path)) => {
+                            let mut st = self.st.lock().unwrap();
+                            st.mem += sb.mem;
+                            Ok((sb, path))
+                        }
+                        Err(e) => {
+                            let mut st = self.st.lock().unwrap();
+                            st.live -= 1;
+                            *st.live_per.entry(h.name.clone()).or_default() -= 1;
+                            self.cv.notify_all();
+                            Err(e)
+                        }
+                    };
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(ApiError::new(503, "busy", format!("no sandbox for '{}' became free in time", h.name)));
+            }
+            st = self.cv.wait_timeout(st, deadline - now).unwrap().0;
+        }
+    }
+
+    fn forget(&self, st: &mut State, sb: &Sandbox) {
+        st.live -= 1;
+        if let Some(n) = st.live_per.get_mut(&sb.handler) {
+            *n -= 1;
+        }
+        st.mem = st.mem.saturating_sub(sb.mem);
+    }
+
+    fn to_janitor(&self, sb: Sandbox) {
+        let _ = self.janitor.lock().unwrap().send(sb);
+    }
+
+    fn release(&self, mut sb: Sandbox) {
+        sb.last_used = Instant::now();
+        let mut st = self.st.lock().unwrap();
+        st.idle.push(sb);
+        drop(st);
+        self.cv.notify_all();
+    }
+
+    fn discard(&self, sb: Sandbox, why: &str) {
+        self.metrics.killed(why);
+        let mut st = self.st.lock().unwrap();
+        self.forget(&mut st, &sb);
+        drop(st);
+        self.cv.notify_all();
+        self.to_janitor(sb);
+    }
+
+    fn destroy(&self, mut sb: Sandbox) {
+        if let Some(cg) = sb.cg.take() {
+            let _ = cg.mgr.kill_all(libc::SIGKILL);
+            drop(sb.sock);
+            self.pool.put(cg);
+        }
+        rootfs::remove_root(&sb.root);
+    }
+
+    fn housekeeping(&self) {
+        let freeze_after = Duration::from_millis(self.cfg.freeze_after_ms);
+        let evict_after = Duration::from_millis(self.cfg.idle_evict_ms);
+        let mut to_freeze = Vec::new();
+        {
+            let mut st = self.st.lock().unwrap();
+            let mut i = 0;
+            while i < st.idle.len() {
+                let s = &st.idle[i];
+                if s.frozen && self.cfg.idle_evict_ms > 0 && s.last_used.elapsed() > evict_after {
+                    let sb = st.idle.swap_remove(i);
+                    self.forget(&mut st, &sb);
+                    self.metrics.evicted();
+                    self.to_janitor(sb);
+                } else if !s.frozen && s.last_used.elapsed() >= freeze_after {
+                    to_freeze.push(st.idle.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        if to_freeze.is_empty() {
+            return;
+        }
+        let mut back = Vec::new();
+        for mut sb in to_freeze {
+            let r = sb.cg.as_ref().map(|c| c.mgr.freeze());
+            match r {
+                Some(Ok(())) => {
+                    sb.frozen = true;
+                    let m = sb.cg.as_ref().map_or(0, |c| c.memory_usage());
+                    back.push((sb, m));
+                }
+                _ => self.discard(sb, "freeze_failed"),
+            }
+        }
+        let mut st = self.st.lock().unwrap();
+        for (mut sb, m) in back {
+            st.mem = st.mem.saturating_sub(sb.mem) + m;
+            sb.mem = m;
+            st.idle.push(sb);
+        }
+        drop(st);
+        self.cv.notify_all();
+    }
+
+    // ------------------------------------------------------------------ sandbox creation
+
+    fn unshare_flags(&self, h: &HandlerInfo) -> i32 {
+        let mut f = spawn::CLONE_NEWPID | spawn::CLONE_NEWIPC | spawn::CLONE_NEWUTS;
+        if self.cfg.sandbox.mount_ns {
+            f |= spawn::CLONE_NEWNS;
+        }
+        if h.cfg.network_ns.unwrap_or(self.cfg.sandbox.network_ns) {
+            f |= spawn::CLONE_NEWNET;
+        }
+        f
+    }
+
+    fn setup_msg(&self, h: &HandlerInfo, flags: i32) -> Value {
+        let mut paths: Vec<String> = vec!["/handler".into()];
+        paths.extend(h.packages.iter().map(|(k, _)| format!("/packages/{k}")));
+        json!({
+            "op": "fork",
+            "unshare": flags,
+            "uid": self.cfg.sandbox.uid,
+            "gid": self.cfg.sandbox.gid,
+            "hostname": "sandbox",
+            "paths": paths,
+            "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+                    "SPROUT_HANDLER": h.name},
+            "module": "f",
+            "function": "f",
+        })
+    }
+
+    fn zkey(pkgs: &[(String, PathBuf)]) -> String {
+        pkgs.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(",")
+    }
+
+    fn create(&self, h: &HandlerInfo) -> Result<(Sandbox, &'static str), ApiError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let cg = self.pool.get().map_err(|e| ApiError::new(500, "engine", e))?;
+        let root = self.roots.join(format!("s{id}"));
+        if let Err(e) = rootfs::make_root(&self.base, &self.mp_dir, &root, Some(&h.dir), &h.packages, self.cfg.sandbox.scratch_mb) {
+            self.pool.put(cg);
+            return Err(ApiError::new(500, "engine", format!("sandbox root: {e}")));
+        }
+        let flags = self.unshare_flags(h);
+        let setup = self.setup_msg(h, flags);
+        let mut sb = Sandbox {
+            id,
+            handler: h.name.clone(),
+            version: h.version.clone(),
+            sock: UnixStream::pair().map(|p| p.0).unwrap(),
+            cg: Some(cg),
+            root: root.clone(),
+            frozen: false,
+            last_used: Instant::now(),
+            mem: 0,
+        };
+        let (a, b) = match proto::pair() {
+            Ok(p) => p,
+            Err(e) => {
+                self.destroy(sb);
+                return Err(ApiError::new(500, "engine", format!("socketpair: {e}")));
+            }
+        };
+        sb.sock = a;
+        let procs: Vec<RawFd> = sb.cg.as_ref().unwrap().procs.iter().map(|f| f.as_raw_fd()).collect();
+        let mut path = "cold";
+        let mut forked = false;
+        if self.cfg.zygotes {
+            let key = Self::zkey(&h.packages);
+            if let Some(z) = self.zygote_ready(&key, h) {
+                match self.fork_from(&z, &setup, &b, &root, &procs) {
+                    Ok(()) => {
+                        forked = true;
+                        path = "zygote";
+                    }
+                    Err(e) => {
+                        eprintln!("sprout-serve: zygote '{}' failed ({e}); dropping it", z.key);
+                        self.drop_zygote(&z.key);
+                    }
+                }
+            }
+        }
+        if !forked {
+            let spec = spawn::ColdSpec {
+                python: &self.cfg.python,
+                root: &root,
+                procs: &procs,
+                sock: b.as_raw_fd(),
+                log_fd: self.log_fd.as_raw_fd(),
+                unshare: flags,
+                uid: self.cfg.sandbox.uid,
+                gid: self.cfg.sandbox.gid,
+                seccomp: self.seccomp.as_ref(),
+            };
+            if let Err(e) = spawn::spawn_cold(&spec) {
+                drop(b);
+                self.destroy(sb);
+                return Err(ApiError::new(500, "engine", format!("fork: {e}")));
+            }
+            let _ = proto::send(&sb.sock, &serde_json::to_vec(&setup).unwrap(), &[]);
+        }
+        drop(b);
+        let _ = sb.sock.set_read_timeout(Some(Duration::from_millis(self.cfg.start_timeout_ms)));
+        match proto::recv_json(&sb.sock) {
+            Ok(v) if v.get("ready") == Some(&Value::Bool(true)) => {}
+            Ok(v) => {
+                let msg = v.get("error").and_then(Value::as_str).unwrap_or("unknown").to_string();
+                self.destroy(sb);
+                return Err(ApiError::new(500, "start_failed", format!("handler '{}' failed to start: {msg}", h.name)));
+            }
+            Err(e) => {
+                let oom = sb.cg.as_ref().is_some_and(|c| c.oom_kills() > c.oom_base);
+                self.destroy(sb);
+                let why = if oom { "out of memory".to_string() } else { e.to_string() };
+                return Err(ApiError::new(500, "start_failed", format!("handler '{}' failed to start: {why}", h.name)));
+            }
+        }
+        sb.mem = sb.cg.as_ref().map_or(0, |c| c.memory_usage());
+        self.metrics.started(path);
+        Ok((sb, path))
+    }
+
+    fn fork_from(&self, z: &Zygote, setup: &Value, b: &UnixStream, root: &Path, procs: &[RawFd]) -> std::io::Result<()> {
+        let rootfd = open_dir_path(root)?;
+        let mut fds = vec![b.as_raw_fd(), rootfd.as_raw_fd()];
+        fds.extend_from_slice(procs);
+        let ctl = z.ctl.lock().unwrap();
+        proto::send(&ctl, &serde_json::to_vec(setup).unwrap(), &fds)?;
+        let v = proto::recv_json(&ctl)?;
+        if v.get("pid").is_none() {
+            return Err(std::io::Error::other(format!("zygote: {v}")));
+        }
+        z.forks.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ zygotes (import cache)
+
+    /// The ready zygote for `key`, or None (starting one in the background when missing).
+    fn zygote_ready(&self, key: &str, h: &HandlerInfo) -> Option<Arc<Zygote>> {
+        let mut zs = self.zygotes.lock().unwrap();
+        match zs.get(key) {
+            Some(ZSlot::Ready(z)) => return Some(z.clone()),
+            Some(ZSlot::Starting) => return None,
+            Some(ZSlot::Failed(t, _)) if t.elapsed() < Duration::from_secs(30) => return None,
+            _ => {}
+        }
+        if zs.values().filter(|s| matches!(s, ZSlot::Ready(_) | ZSlot::Starting)).count() >= self.cfg.max_zygotes {
+            return None;
+        }
+        zs.insert(key.to_string(), ZSlot::Starting);
+        drop(zs);
+        let pkgs = h.packages.clone();
+        let preload = h.cfg.preload.clone();
+        if let Some(me) = self.this.get().and_then(|w| w.upgrade()) {
+            std::thread::spawn(move || me.ensure_zygote(&pkgs, &preload));
+        }
+        None
+    }
+
+    fn ensure_zygote(&self, pkgs: &[(String, PathBuf)], extra: &[String]) {
+        let key = Self::zkey(pkgs);
+        self.zygotes.lock().unwrap().insert(key.clone(), ZSlot::Starting);
+        match self.start_zygote(&key, pkgs, extra) {
+            Ok(z) => {
+                self.zygotes.lock().unwrap().insert(key, ZSlot::Ready(Arc::new(z)));
+            }
+            Err(e) => {
+                eprintln!("sprout-serve: zygote [{key}] failed: {e}");
+                self.zygotes.lock().unwrap().insert(key, ZSlot::Failed(Instant::now(), e));
+            }
+        }
+    }
+
+    fn drop_zygote(&self, key: &str) {
+        let slot = self.zygotes.lock().unwrap().insert(key.to_string(), ZSlot::Failed(Instant::now(), "died".into()));
+        if let Some(ZSlot::Ready(z)) = slot {
+            if let Some(cg) = z.cg.lock().unwrap().take() {
+                let _ = cg.mgr.kill_all(libc::SIGKILL);
+                self.pool.put(cg);
+            }
+            rootfs::remove_root(&z.root);
+        }
+    }
+
+    fn start_zygote(&self, key: &str, pkgs: &[(String, PathBuf)], extra: &[String]) -> Result<Zygote, String> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let cg = self.pool.get()?;
+        let root = self.roots.join(format!("z{id}"));
+        if let Err(e) = rootfs::make_root(&self.base, &self.mp_dir, &root, None, pkgs, 1) {
+            self.pool.put(cg);
+            return Err(e.to_string());
+        }
+        let fail = |cg: PoolCg, e: String| {
+            let _ = cg.mgr.kill_all(libc::SIGKILL);
+            self.pool.put(cg);
+            rootfs::remove_root(&root);
+            e
+        };
+        let mut preload: Vec<String> = if pkgs.is_empty() { self.cfg.zygote_preload.clone() } else { vec![] };
+        for (_, d) in pkgs {
+            preload.extend(install::top_level_modules(d));
+        }
+        preload.extend(extra.iter().cloned());
+        let paths: Vec<String> = pkgs.iter().map(|(k, _)| format!("/packages/{k}")).collect();
+        let (a, b) = proto::pair().map_err(|e| e.to_string())?;
+        let pid = match spawn::spawn_zygote(&self.cfg.python, &self.cfg.zygote_script(), &b, self.log_fd.as_raw_fd()) {
+            Ok(p) => p,
+            Err(e) => return Err(fail(cg, format!("spawn zygote: {e}"))),
+        };
+        drop(b);
+        let rootfd = open_dir_path(&root).map_err(|e| e.to_string())?;
+        let mut fds = vec![rootfd.as_raw_fd()];
+        fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
+        let setup = json!({"paths": paths, "preload": preload, "seccomp": self.bpf_hex});
+        let _ = a.set_read_timeout(Some(Duration::from_secs(120)));
+        let r = proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &fds).and_then(|_| proto::recv_json(&a));
+        drop(rootfd);
+        let v = match r {
+            Ok(v) if v.get("ready") == Some(&Value::Bool(true)) => v,
+            Ok(v) => return Err(fail(cg, format!("zygote: {v}"))),
+            Err(e) => return Err(fail(cg, format!("zygote did not start: {e}"))),
+        };
+        let _ = a.set_read_timeout(Some(Duration::from_secs(10)));
+        let imported: Vec<String> = v["imported"].as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+        let mem = cg.memory_usage();
+        Ok(Zygote {
+            key: key.to_string(),
+            ctl: Mutex::new(a),
+            pid,
+            cg: Mutex::new(Some(cg)),
+            root,
+            forks: AtomicU64::new(0),
+            imported,
+            mem: AtomicU64::new(mem),
+        })
+    }
+
+    // ------------------------------------------------------------------ status
+
+    pub fn status(&self) -> Value {
+        let st = self.st.lock().unwrap();
+        let hot = st.idle.iter().filter(|s| !s.frozen).count();
+        let warm = st.idle.iter().filter(|s| s.frozen).count();
+        let busy = st.live - st.idle.len();
+        let mut per: HashMap<String, Value> = HashMap::new();
+        for (h, n) in &st.live_per {
+            if *n == 0 {
+                continue;
+            }
+            let idle: Vec<&Sandbox> = st.idle.iter().filter(|s| &s.handler == h).collect();
+            per.insert(h.clone(), json!({
+                "live": n,
+                "hot": idle.iter().filter(|s| !s.frozen).count(),
+                "warm": idle.iter().filter(|s| s.frozen).count(),
+                "idle_memory_bytes": idle.iter().map(|s| s.mem).collect::<Vec<_>>(),
+            }));
+        }
+        let frozen_mem: Vec<u64> = st.idle.iter().filter(|s| s.frozen).map(|s| s.mem).collect();
+        let mem = st.mem;
+        drop(st);
+        let zs = self.zygotes.lock().unwrap();
+        let zygotes: Vec<Value> = zs
+            .iter()
+            .map(|(k, s)| match s {
+                ZSlot::Ready(z) => json!({"packages": k, "state": "ready", "pid": z.pid, "forks": z.forks.load(Ordering::Relaxed),
+                                          "imported": z.imported, "memory_bytes": z.mem.load(Ordering::Relaxed)}),
+                ZSlot::Starting => json!({"packages": k, "state": "starting"}),
+                ZSlot::Failed(_, e) => json!({"packages": k, "state": "failed", "error": e}),
+            })
+            .collect();
+        drop(zs);
+        let (n, bytes) = self.installs.stats();
+        json!({
+            "sandboxes": {"hot": hot, "warm": warm, "busy": busy, "total": hot + warm + busy},
+            "handlers": per,
+            "zygotes": zygotes,
+            "memory": {"accounted_bytes": mem, "budget_bytes": self.cfg.memory_budget_mb << 20,
+                       "frozen_sandbox_bytes": frozen_mem},
+            "cgroup_pool": {"free": self.pool.free_len(), "created": self.pool.created.load(Ordering::Relaxed)},
+            "install_cache": {"packages": n, "bytes": bytes, "dir": self.cfg.package_cache},
+        })
+    }
+
+    pub fn gauges(&self) -> Vec<(&'static str, &'static str, f64)> {
+        let st = self.st.lock().unwrap();
+        let hot = st.idle.iter().filter(|s| !s.frozen).count() as f64;
+        let warm = st.idle.iter().filter(|s| s.frozen).count() as f64;
+        let busy = (st.live - st.idle.len()) as f64;
+        let mem = st.mem as f64;
+        drop(st);
+        let z = self.zygotes.lock().unwrap().values().filter(|s| matches!(s, ZSlot::Ready(_))).count() as f64;
+        vec![
+            ("sprout_serve_sandboxes", "{state=\"hot\"}", hot),
+            ("sprout_serve_sandboxes", "{state=\"warm\"}", warm),
+            ("sprout_serve_sandboxes", "{state=\"busy\"}", busy),
+            ("sprout_serve_zygotes", "", z),
+            ("sprout_serve_memory_accounted_bytes", "", mem),
+            ("sprout_serve_cgroup_pool_free", "", self.pool.free_len() as f64),
+        ]
+    }
+
+    #[allow(dead_code)]
+    pub fn sandbox_ids(&self) -> Vec<u64> {
+        self.st.lock().unwrap().idle.iter().map(|s| s.id).collect()
+    }
+}

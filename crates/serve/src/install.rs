@@ -1,0 +1,190 @@
+//! Install cache (SOCK §4): every pinned `name==version` from a handler's requirements.txt is
+//! installed once with `pip install --no-deps --target <cache>/<name>-<version>` into its own
+//! directory, which sandboxes get as a read-only bind at /packages/<name>-<version>.
+//! requirements.txt must be the full pinned closure (`pip freeze` output): no resolver runs at
+//! request time, and two handlers share a package directory exactly when they pin the same
+//! version.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pkg {
+    pub name: String,
+    pub version: String,
+}
+
+impl Pkg {
+    pub fn key(&self) -> String {
+        format!("{}-{}", self.name, self.version)
+    }
+}
+
+fn valid_token(s: &str) -> bool {
+    !s.is_empty() && s.len() < 100 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+' | '!'))
+}
+
+/// Parse requirements.txt: `name==version` lines, comments and blanks ignored.
+pub fn parse_requirements(raw: &str) -> Result<Vec<Pkg>, String> {
+    let mut out = Vec::new();
+    for (i, line) in raw.lines().enumerate() {
+        let l = line.split('#').next().unwrap_or("").trim();
+        if l.is_empty() {
+            continue;
+        }
+        let Some((n, v)) = l.split_once("==") else {
+            return Err(format!("requirements.txt line {}: '{l}' is not pinned (name==version)", i + 1));
+        };
+        let (n, v) = (n.trim(), v.trim());
+        if !valid_token(n) || !valid_token(v) || v.contains("==") {
+            return Err(format!("requirements.txt line {}: bad requirement '{l}'", i + 1));
+        }
+        // PEP 503 normalised name.
+        let name = n.to_ascii_lowercase().replace(['_', '.'], "-");
+        out.push(Pkg { name, version: v.to_string() });
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+pub struct InstallCache {
+    dir: PathBuf,
+    pip: Vec<String>,
+    pip_args: Vec<String>,
+    timeout: Duration,
+    locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// Recent failures (not retried for a minute).
+    failed: Mutex<HashMap<String, (Instant, String)>>,
+}
+
+impl InstallCache {
+    pub fn new(dir: PathBuf, pip: Vec<String>, pip_args: Vec<String>, timeout: Duration) -> InstallCache {
+        InstallCache { dir, pip, pip_args, timeout, locks: Default::default(), failed: Default::default() }
+    }
+
+    pub fn path(&self, p: &Pkg) -> PathBuf {
+        self.dir.join(p.key())
+    }
+
+    /// (entries, bytes) of the cache directory (bytes: du-like walk, for /status).
+    pub fn stats(&self) -> (usize, u64) {
+        let mut n = 0;
+        let mut bytes = 0;
+        if let Ok(rd) = std::fs::read_dir(&self.dir) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                n += 1;
+                bytes += du(&e.path());
+            }
+        }
+        (n, bytes)
+    }
+
+    /// The installed directory of `p`, installing it first if needed.
+    pub fn ensure(&self, p: &Pkg) -> Result<PathBuf, String> {
+        let dst = self.path(p);
+        if dst.is_dir() {
+            return Ok(dst);
+        }
+        let key = p.key();
+        if let Some((t, e)) = self.failed.lock().unwrap().get(&key) {
+            if t.elapsed() < Duration::from_secs(60) {
+                return Err(e.clone());
+            }
+        }
+        let lock = self.locks.lock().unwrap().entry(key.clone()).or_default().clone();
+        let _g = lock.lock().unwrap();
+        if dst.is_dir() {
+            return Ok(dst);
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        let tmp = self.dir.join(format!(".tmp-{key}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let r = self.pip_install(p, &tmp);
+        match r {
+            Ok(()) => {
+                std::fs::rename(&tmp, &dst).map_err(|e| format!("{}: {e}", dst.display()))?;
+                Ok(dst)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                self.failed.lock().unwrap().insert(key, (Instant::now(), e.clone()));
+                Err(e)
+            }
+        }
+    }
+
+    fn pip_install(&self, p: &Pkg, target: &Path) -> Result<(), String> {
+        let spec = format!("{}=={}", p.name, p.version);
+        let mut cmd = std::process::Command::new(&self.pip[0]);
+        cmd.args(&self.pip[1..])
+            .args(["install", "--no-deps", "--no-compile", "--disable-pip-version-check", "--quiet", "--target"])
+            .arg(target)
+            .args(&self.pip_args)
+            .arg(&spec)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| format!("running {}: {e}", self.pip.join(" ")))?;
+        let pid = child.id() as i32;
+        let mut err = child.stderr.take().unwrap();
+        let errt = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        let mut out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = out.read_to_end(&mut s);
+        });
+        let status = crate::reaper::wait_pid(pid, self.timeout);
+        let stderr = errt.join().unwrap_or_default();
+        match status {
+            Some(0) => Ok(()),
+            Some(code) => {
+                let tail: String = stderr.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("").chars().take(400).collect();
+                Err(format!("installing {spec} failed (pip exit {code}): {tail}"))
+            }
+            None => {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                Err(format!("installing {spec}: pip timed out"))
+            }
+        }
+    }
+}
+
+fn du(p: &Path) -> u64 {
+    let Ok(md) = std::fs::symlink_metadata(p) else { return 0 };
+    if md.is_dir() {
+        std::fs::read_dir(p).map(|rd| rd.flatten().map(|e| du(&e.path())).sum()).unwrap_or(0)
+    } else {
+        md.len()
+    }
+}
+
+/// Top-level importable modules of an installed package directory.
+pub fn top_level_modules(dir: &Path) -> Vec<String> {
+    let mut v = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else { return v };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.starts_with('_') || name.starts_with('.') || name.ends_with(".dist-info") || name.ends_with(".data") || name == "bin" {
+            continue;
+        }
+        let p = e.path();
+        if p.is_dir() && p.join("__init__.py").exists() {
+            v.push(name);
+        } else if let Some(m) = name.strip_suffix(".py") {
+            v.push(m.to_string());
+        }
+    }
+    v.sort();
+    v
+}

@@ -1,0 +1,182 @@
+//! sprout-serve: a SOCK-style serverless engine on sprout's runtime crates.
+//! See docs/serve.md.
+
+mod cgpool;
+mod config;
+mod engine;
+mod http;
+mod install;
+mod metrics;
+mod proto;
+mod reaper;
+mod rootfs;
+mod spawn;
+
+use std::path::{Path, PathBuf};
+
+const USAGE: &str = "usage:
+  sprout-serve [--config FILE] [daemon]          run the engine (HTTP on 127.0.0.1:8080 by default)
+  sprout-serve [--config FILE] handler add NAME DIR
+  sprout-serve [--config FILE] handler remove NAME
+  sprout-serve [--config FILE] handler list
+  sprout-serve [--config FILE] cleanup           remove what a killed engine left (cgroups, mounts, processes)
+  sprout-serve rootfs build DIR [--mirror URL]   debootstrap a minbase + python3 base root into DIR
+config: --config FILE, else $SPROUT_SERVE_CONFIG, else /etc/sprout-serve.toml if present, else defaults";
+
+fn die(msg: impl std::fmt::Display) -> ! {
+    eprintln!("sprout-serve: {msg}");
+    std::process::exit(1)
+}
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut cfg_path: Option<PathBuf> = std::env::var_os("SPROUT_SERVE_CONFIG").map(PathBuf::from);
+    if let Some(i) = args.iter().position(|a| a == "--config") {
+        if i + 1 >= args.len() {
+            die(USAGE);
+        }
+        cfg_path = Some(PathBuf::from(args.remove(i + 1)));
+        args.remove(i);
+    }
+    if cfg_path.is_none() && Path::new("/etc/sprout-serve.toml").exists() {
+        cfg_path = Some("/etc/sprout-serve.toml".into());
+    }
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    if matches!(a.as_slice(), ["-h" | "--help" | "help"]) {
+        println!("{USAGE}");
+        return;
+    }
+    if let ["rootfs", "build", dir, rest @ ..] = a.as_slice() {
+        let mirror = match rest {
+            ["--mirror", m] => Some(*m),
+            [] => None,
+            _ => die(USAGE),
+        };
+        rootfs_build(Path::new(dir), mirror);
+        return;
+    }
+    let cfg = config::Config::load(cfg_path.as_deref()).unwrap_or_else(|e| die(e));
+    match a.as_slice() {
+        [] | ["daemon"] => daemon(cfg),
+        ["handler", "add", name, dir] => handler_add(&cfg, name, Path::new(dir)),
+        ["handler", "remove", name] => {
+            let d = cfg.registry.join(name);
+            if !d.join("f.py").exists() {
+                die(format!("no handler '{name}'"));
+            }
+            std::fs::remove_dir_all(&d).unwrap_or_else(|e| die(e));
+        }
+        ["handler", "list"] => {
+            let mut v: Vec<String> = std::fs::read_dir(&cfg.registry)
+                .map(|rd| rd.flatten().filter(|e| e.path().join("f.py").exists()).map(|e| e.file_name().to_string_lossy().to_string()).collect())
+                .unwrap_or_default();
+            v.sort();
+            for n in v {
+                let req = std::fs::read_to_string(cfg.registry.join(&n).join("requirements.txt")).unwrap_or_default();
+                let pk: Vec<&str> = req.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+                println!("{n}\t{}", pk.join(" "));
+            }
+        }
+        ["cleanup"] => {
+            let layout = sprout_cgroups::Layout::detect().unwrap_or_else(|e| die(e));
+            let pool = cgpool::CgPool::new(layout, &cfg.cgroup_name, cgpool::resources(1, 1, 0), &cfg.run_dir);
+            let n = pool.cleanup_previous();
+            let m = rootfs::mounts_under(&cfg.run_dir).len();
+            rootfs::teardown_run_dir(&cfg.run_dir);
+            let _ = std::fs::remove_dir_all(cfg.run_dir.join("roots"));
+            println!("removed {n} cgroups, {m} mounts");
+        }
+        _ => die(USAGE),
+    }
+}
+
+fn handler_add(cfg: &config::Config, name: &str, dir: &Path) {
+    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        die(format!("bad handler name '{name}' (letters, digits, - and _)"));
+    }
+    if !dir.join("f.py").is_file() {
+        die(format!("{}/f.py not found", dir.display()));
+    }
+    if let Ok(raw) = std::fs::read_to_string(dir.join("requirements.txt")) {
+        if let Err(e) = install::parse_requirements(&raw) {
+            die(e);
+        }
+    }
+    std::fs::create_dir_all(&cfg.registry).unwrap_or_else(|e| die(e));
+    let tmp = cfg.registry.join(format!(".add-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    copy_dir(dir, &tmp).unwrap_or_else(|e| die(format!("copying {}: {e}", dir.display())));
+    let dst = cfg.registry.join(name);
+    let old = cfg.registry.join(format!(".old-{name}-{}", std::process::id()));
+    let _ = std::fs::rename(&dst, &old);
+    std::fs::rename(&tmp, &dst).unwrap_or_else(|e| die(e));
+    let _ = std::fs::remove_dir_all(&old);
+    println!("added {name}");
+}
+
+fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dst)?;
+    for e in std::fs::read_dir(src)? {
+        let e = e?;
+        let t = e.file_type()?;
+        let to = dst.join(e.file_name());
+        if t.is_dir() {
+            if e.file_name() != "__pycache__" {
+                copy_dir(&e.path(), &to)?;
+            }
+        } else if t.is_file() {
+            std::fs::copy(e.path(), &to)?;
+        }
+    }
+    Ok(())
+}
+
+fn rootfs_build(dir: &Path, mirror: Option<&str>) {
+    let Some(deb) = ["/usr/sbin/debootstrap", "/usr/bin/debootstrap"].into_iter().find(|p| Path::new(p).exists()) else {
+        die("debootstrap not found (apt-get install debootstrap), or use the quick-start base (no base_rootfs in the config)");
+    };
+    let mut cmd = std::process::Command::new(deb);
+    cmd.args(["--variant=minbase", "--include=python3", "bookworm"]).arg(dir);
+    if let Some(m) = mirror {
+        cmd.arg(m);
+    }
+    let st = cmd.status().unwrap_or_else(|e| die(e));
+    if !st.success() {
+        die(format!("debootstrap failed: {st}"));
+    }
+    for d in ["handler", "packages", "tmp", ".sprout", "proc"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap_or_else(|e| die(e));
+    }
+    println!("base root in {}: set base_rootfs = \"{}\" in the config", dir.display(), dir.display());
+}
+
+fn daemon(cfg: config::Config) {
+    let listen = cfg.listen.clone();
+    let eng = engine::Engine::start(cfg).unwrap_or_else(|e| die(e));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(512)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| die(e));
+    rt.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(&listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eng.shutdown();
+                die(format!("listen {listen}: {e}"));
+            }
+        };
+        eprintln!("sprout-serve: listening on http://{}", listener.local_addr().unwrap());
+        let e2 = eng.clone();
+        tokio::spawn(http::serve(e2, listener));
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("sprout-serve: shutting down");
+        eng.shutdown();
+    });
+    std::process::exit(0);
+}

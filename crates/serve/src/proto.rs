@@ -1,0 +1,68 @@
+//! Engine <-> sandbox wire format: 4-byte little-endian length + JSON; file descriptors
+//! (SCM_RIGHTS) ride on the first byte of a message. Blocking std sockets: every sandbox
+//! conversation runs on a blocking-pool thread with SO_RCVTIMEO as its deadline.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+
+/// Largest reply we accept from a sandbox.
+pub const MAX_REPLY: usize = 64 << 20;
+
+pub fn send(sock: &UnixStream, body: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    let mut msg = Vec::with_capacity(4 + body.len());
+    msg.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    msg.extend_from_slice(body);
+    if fds.is_empty() {
+        return (&*sock).write_all(&msg);
+    }
+    // First byte with the fds, then the rest.
+    let space = unsafe { libc::CMSG_SPACE((fds.len() * 4) as u32) } as usize;
+    let mut cbuf = vec![0u8; space];
+    let mut iov = libc::iovec { iov_base: msg.as_ptr() as *mut _, iov_len: 1 };
+    let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
+    mh.msg_iov = &mut iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf.as_mut_ptr() as *mut _;
+    mh.msg_controllen = space;
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&mh);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN((fds.len() * 4) as u32) as usize;
+        std::ptr::copy_nonoverlapping(fds.as_ptr() as *const u8, libc::CMSG_DATA(c), fds.len() * 4);
+    }
+    loop {
+        let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &mh, libc::MSG_NOSIGNAL) };
+        if r == 1 {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    (&*sock).write_all(&msg[1..])
+}
+
+pub fn recv(sock: &UnixStream) -> io::Result<Vec<u8>> {
+    let mut hdr = [0u8; 4];
+    (&*sock).read_exact(&mut hdr)?;
+    let n = u32::from_le_bytes(hdr) as usize;
+    if n > MAX_REPLY {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("sandbox message of {n} bytes")));
+    }
+    let mut body = vec![0u8; n];
+    (&*sock).read_exact(&mut body)?;
+    Ok(body)
+}
+
+pub fn recv_json(sock: &UnixStream) -> io::Result<serde_json::Value> {
+    let b = recv(sock)?;
+    serde_json::from_slice(&b).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// A close-on-exec socketpair (SOCK_STREAM).
+pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
+    UnixStream::pair()
+}

@@ -1,0 +1,177 @@
+//! Lean sandbox roots (SOCK §4): no overlay, no image unpacking. A base root is assembled once
+//! from read-only bind mounts; each sandbox root is one recursive bind of the base plus
+//! read-only binds of its handler dir and package dirs, and a tmpfs scratch at /tmp. The
+//! sandbox then chroots into it. Everything lives under the engine's run dir, which is a
+//! private mount so nothing propagates to (or from) the host's other mount namespaces.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).expect("path without NUL")
+}
+
+fn mount_raw(src: Option<&Path>, dst: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> io::Result<()> {
+    let s = src.map(cstr);
+    let d = cstr(dst);
+    let t = fstype.map(|t| CString::new(t).unwrap());
+    let o = data.map(|t| CString::new(t).unwrap());
+    let r = unsafe {
+        libc::mount(
+            s.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            d.as_ptr(),
+            t.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            flags,
+            o.as_ref().map_or(std::ptr::null(), |c| c.as_ptr() as *const libc::c_void),
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("mount {} on {}: {e}", src.map_or("-".into(), |p| p.display().to_string()), dst.display())));
+    }
+    Ok(())
+}
+
+/// Read-only bind (bind, then remount read-only: one more syscall, the kernel needs it).
+pub fn bind_ro(src: &Path, dst: &Path, recursive: bool) -> io::Result<()> {
+    let rec = if recursive { libc::MS_REC } else { 0 };
+    mount_raw(Some(src), dst, None, libc::MS_BIND | rec, None)?;
+    mount_raw(None, dst, None, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV, None)
+}
+
+pub fn umount_detach(p: &Path) -> io::Result<()> {
+    let c = cstr(p);
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Mount points under `dir` (from /proc/self/mountinfo), deepest first.
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let raw = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut v: Vec<PathBuf> = raw
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(m.replace("\\040", " ")))
+        .filter(|m| m.starts_with(dir))
+        .collect();
+    v.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    v
+}
+
+/// Make `run_dir` a private mount of its own (so binds under it never propagate), after
+/// unmounting whatever a previous instance left under it. Returns how many stale mounts went.
+pub fn prepare_run_dir(run_dir: &Path) -> io::Result<usize> {
+    std::fs::create_dir_all(run_dir)?;
+    let stale: Vec<PathBuf> = mounts_under(run_dir).into_iter().filter(|m| m != run_dir).collect();
+    let n = stale.len();
+    for m in &stale {
+        let _ = umount_detach(m);
+    }
+    let _ = std::fs::remove_dir_all(run_dir.join("roots"));
+    if !mounts_under(run_dir).iter().any(|m| m == run_dir) {
+        mount_raw(Some(run_dir), run_dir, None, libc::MS_BIND, None)?;
+    }
+    mount_raw(None, run_dir, None, libc::MS_PRIVATE | libc::MS_REC, None)?;
+    std::fs::create_dir_all(run_dir.join("roots"))?;
+    Ok(n)
+}
+
+/// Unmount everything under and including `run_dir` (clean shutdown).
+pub fn teardown_run_dir(run_dir: &Path) {
+    for m in mounts_under(run_dir) {
+        let _ = umount_detach(&m);
+    }
+}
+
+const MOUNTPOINTS: &[&str] = &["handler", "packages", "tmp", ".sprout", "dev", "etc", "proc"];
+
+/// Assemble the base root. `custom`: a full root file system directory (debootstrap); else
+/// the quick-start from the host's /usr, /lib*, /bin, /sbin and a generated minimal /etc.
+pub fn build_base(run_dir: &Path, custom: Option<&Path>, python_dir: &Path) -> io::Result<PathBuf> {
+    let base = run_dir.join("base");
+    std::fs::create_dir_all(&base)?;
+    if let Some(c) = custom {
+        bind_ro(c, &base, true)?;
+        // The mount points we need must exist in the custom root.
+        for d in MOUNTPOINTS {
+            if !base.join(d).exists() {
+                return Err(io::Error::other(format!("base rootfs {} lacks /{d} (sprout-serve rootfs build creates it)", c.display())));
+            }
+        }
+    } else {
+        for d in ["usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin"] {
+            let host = Path::new("/").join(d);
+            let Ok(md) = std::fs::symlink_metadata(&host) else { continue };
+            let dst = base.join(d);
+            if md.file_type().is_symlink() {
+                let target = std::fs::read_link(&host)?;
+                let _ = std::fs::remove_file(&dst);
+                std::os::unix::fs::symlink(target, &dst)?;
+            } else if md.is_dir() {
+                std::fs::create_dir_all(&dst)?;
+                bind_ro(&host, &dst, true)?;
+            }
+        }
+        for d in MOUNTPOINTS {
+            std::fs::create_dir_all(base.join(d))?;
+        }
+        let etc = base.join("etc");
+        std::fs::write(etc.join("passwd"), "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")?;
+        std::fs::write(etc.join("group"), "root:x:0:\nnogroup:x:65534:\n")?;
+        std::fs::write(etc.join("hosts"), "127.0.0.1 localhost sandbox\n::1 localhost\n")?;
+        std::fs::write(etc.join("nsswitch.conf"), "passwd: files\ngroup: files\nhosts: files dns\n")?;
+        for f in ["ld.so.cache", "localtime", "resolv.conf", "mime.types"] {
+            let _ = std::fs::copy(Path::new("/etc").join(f), etc.join(f));
+        }
+        for d in ["ssl", "ca-certificates"] {
+            let h = Path::new("/etc").join(d);
+            if h.is_dir() {
+                std::fs::create_dir_all(etc.join(d))?;
+                bind_ro(&h, &etc.join(d), true)?;
+            }
+        }
+        for dev in ["null", "zero", "full", "random", "urandom"] {
+            let dst = base.join("dev").join(dev);
+            std::fs::write(&dst, b"")?;
+            mount_raw(Some(&Path::new("/dev").join(dev)), &dst, None, libc::MS_BIND, None)?;
+            mount_raw(None, &dst, None, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NOEXEC, None)?;
+        }
+    }
+    bind_ro(python_dir, &base.join(".sprout"), false)?;
+    Ok(base)
+}
+
+/// One sandbox (or zygote) root: rbind of the base (already read-only below), read-only
+/// handler and packages, tmpfs scratch; the top then remounted read-only.
+pub fn make_root(base: &Path, mp_dir: &Path, root: &Path, handler: Option<&Path>, packages: &[(String, PathBuf)], scratch_mb: u64) -> io::Result<()> {
+    std::fs::create_dir(root)?;
+    let r = (|| {
+        mount_raw(Some(base), root, None, libc::MS_BIND | libc::MS_REC, None)?;
+        if let Some(h) = handler {
+            bind_ro(h, &root.join("handler"), false)?;
+        }
+        for (key, dir) in packages {
+            let mp = mp_dir.join(key);
+            if !mp.exists() {
+                std::fs::create_dir_all(&mp)?;
+            }
+            bind_ro(dir, &root.join("packages").join(key), false)?;
+        }
+        let opts = format!("size={}m,mode=1777", scratch_mb.max(1));
+        mount_raw(Some(Path::new("tmpfs")), &root.join("tmp"), Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&opts))?;
+        mount_raw(None, root, None, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV, None)
+    })();
+    if r.is_err() {
+        remove_root(root);
+    }
+    r
+}
+
+pub fn remove_root(root: &Path) {
+    let _ = umount_detach(root);
+    let _ = std::fs::remove_dir(root);
+}

@@ -1,0 +1,208 @@
+//! Plain cold start: fork + exec a fresh python straight into a sandbox. Everything between
+//! fork and exec is raw syscalls on pre-built buffers (the engine is multi-threaded):
+//! join the pool cgroup (write "0" to the pre-opened cgroup.procs fds), chroot, unshare
+//! namespaces (fork once more for the new pid namespace: the sandbox is its pid 1), hostname,
+//! drop the capability bounding set, setgroups/setresgid/setresuid, no_new_privs, seccomp
+//! (from the BPF cache), then exec `python3 -I -S /.sprout/sprout_zygote.py sandbox 3`.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+pub const CLONE_NEWNS: i32 = libc::CLONE_NEWNS;
+pub const CLONE_NEWUTS: i32 = libc::CLONE_NEWUTS;
+pub const CLONE_NEWIPC: i32 = libc::CLONE_NEWIPC;
+pub const CLONE_NEWPID: i32 = libc::CLONE_NEWPID;
+pub const CLONE_NEWNET: i32 = libc::CLONE_NEWNET;
+
+pub struct ColdSpec<'a> {
+    pub python: &'a str,
+    pub root: &'a Path,
+    pub procs: &'a [RawFd],
+    pub sock: RawFd,
+    pub log_fd: RawFd,
+    pub unshare: i32,
+    pub uid: u32,
+    pub gid: u32,
+    pub seccomp: Option<&'a sprout_seccomp::Prepared>,
+}
+
+/// Write `{"ready":false,"error":"setup: <what> failed (errno N)"}` as a frame, no allocation.
+fn child_fail(sock: RawFd, what: &[u8]) -> ! {
+    let errno = unsafe { *libc::__errno_location() };
+    let mut buf = [0u8; 160];
+    let mut n = 4;
+    let mut put = |b: &[u8], n: &mut usize| {
+        for &c in b {
+            if *n < buf.len() {
+                buf[*n] = c;
+                *n += 1;
+            }
+        }
+    };
+    put(b"{\"ready\":false,\"error\":\"sandbox setup: ", &mut n);
+    put(what, &mut n);
+    put(b" failed (errno ", &mut n);
+    let mut digits = [0u8; 12];
+    let mut k = 0;
+    let mut e = errno.unsigned_abs();
+    loop {
+        digits[k] = b'0' + (e % 10) as u8;
+        k += 1;
+        e /= 10;
+        if e == 0 {
+            break;
+        }
+    }
+    while k > 0 {
+        k -= 1;
+        put(&digits[k..k + 1], &mut n);
+    }
+    put(b")\"}", &mut n);
+    let len = (n - 4) as u32;
+    buf[..4].copy_from_slice(&len.to_le_bytes());
+    unsafe {
+        libc::write(sock, buf.as_ptr() as *const _, n);
+        libc::_exit(127)
+    }
+}
+
+/// Fork the cold sandbox. Returns the pid of the forked child (the intermediate when a pid
+/// namespace is made; the sandbox itself is then its child, re-parented to us).
+pub fn spawn_cold(s: &ColdSpec) -> std::io::Result<i32> {
+    let python = CString::new(s.python).unwrap();
+    let root = CString::new(s.root.as_os_str().as_bytes()).unwrap();
+    let args: Vec<CString> = [s.python, "-I", "-S", "/.sprout/sprout_zygote.py", "sandbox", "3"]
+        .iter()
+        .map(|a| CString::new(*a).unwrap())
+        .collect();
+    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let envs: Vec<CString> = ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"]
+        .iter()
+        .map(|a| CString::new(*a).unwrap())
+        .collect();
+    let mut envp: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let slash = c"/";
+    let hostname = b"sandbox";
+    let zero = b"0";
+
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if pid > 0 {
+        return Ok(pid);
+    }
+    // ---- child: async-signal-safe only ----
+    unsafe {
+        let sock = s.sock;
+        for &fd in s.procs {
+            if libc::write(fd, zero.as_ptr() as *const _, 1) != 1 {
+                child_fail(sock, b"joining cgroup");
+            }
+        }
+        if libc::chroot(root.as_ptr()) != 0 {
+            child_fail(sock, b"chroot");
+        }
+        if libc::chdir(slash.as_ptr()) != 0 {
+            child_fail(sock, b"chdir");
+        }
+        if s.unshare != 0 && libc::unshare(s.unshare) != 0 {
+            child_fail(sock, b"unshare");
+        }
+        if s.unshare & CLONE_NEWPID != 0 {
+            let p = libc::fork();
+            if p < 0 {
+                child_fail(sock, b"fork into pid namespace");
+            }
+            if p > 0 {
+                libc::_exit(0);
+            }
+        }
+        if s.unshare & CLONE_NEWUTS != 0 && libc::sethostname(hostname.as_ptr() as *const _, hostname.len()) != 0 {
+            child_fail(sock, b"sethostname");
+        }
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+                break;
+            }
+        }
+        if libc::setgroups(0, std::ptr::null()) != 0 {
+            child_fail(sock, b"setgroups");
+        }
+        if libc::setresgid(s.gid, s.gid, s.gid) != 0 {
+            child_fail(sock, b"setresgid");
+        }
+        if libc::setresuid(s.uid, s.uid, s.uid) != 0 {
+            child_fail(sock, b"setresuid");
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            child_fail(sock, b"no_new_privs");
+        }
+        if s.log_fd >= 0 {
+            libc::dup2(s.log_fd, 2);
+            libc::dup2(s.log_fd, 1);
+        }
+        if let Some(p) = s.seccomp {
+            if p.load().is_err() {
+                child_fail(sock, b"seccomp");
+            }
+        }
+        if sock == 3 {
+            let fl = libc::fcntl(3, libc::F_GETFD);
+            libc::fcntl(3, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
+        } else if libc::dup2(sock, 3) != 3 {
+            child_fail(sock, b"dup2");
+        }
+        libc::execve(python.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        child_fail(3, b"exec python");
+    }
+}
+
+/// Fork + exec a zygote: a fresh python in the host's namespaces with the control socket on
+/// fd 3; it chroots itself after receiving its setup.
+pub fn spawn_zygote(python: &str, script: &Path, sock: &std::os::unix::net::UnixStream, log_fd: RawFd) -> std::io::Result<i32> {
+    let py = CString::new(python).unwrap();
+    let args: Vec<CString> = vec![
+        CString::new(python).unwrap(),
+        c"-I".into(),
+        c"-S".into(),
+        CString::new(script.as_os_str().as_bytes()).unwrap(),
+        c"zygote".into(),
+        c"3".into(),
+    ];
+    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let envs: Vec<CString> = ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"]
+        .iter()
+        .map(|a| CString::new(*a).unwrap())
+        .collect();
+    let mut envp: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let fd = sock.as_raw_fd();
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if pid > 0 {
+        return Ok(pid);
+    }
+    unsafe {
+        libc::setsid();
+        if log_fd >= 0 {
+            libc::dup2(log_fd, 2);
+            libc::dup2(log_fd, 1);
+        }
+        if fd == 3 {
+            let fl = libc::fcntl(3, libc::F_GETFD);
+            libc::fcntl(3, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
+        } else {
+            libc::dup2(fd, 3);
+        }
+        libc::execve(py.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        libc::_exit(127);
+    }
+}

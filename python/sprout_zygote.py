@@ -1,0 +1,263 @@
+"""sprout serve: sandbox init and zygote fork server (stdlib only).
+
+Started by the sprout-serve engine with `python3 -I -S sprout_zygote.py MODE FD`:
+
+  sandbox FD   plain cold start. The engine already placed this process in its cgroup,
+               chrooted it into the sandbox root, unshared namespaces, dropped privileges and
+               loaded the seccomp filter before exec. We only load the handler and serve.
+  zygote FD    fork server. FD is the control socket to the engine. The first message is the
+               zygote setup (root dir fd + cgroup fds + packages to pre-import). For every
+               "fork" message (carrying the new sandbox's socket, its root dir fd and the
+               cgroup.procs fds of its pool cgroup) the zygote forks a child that joins the
+               cgroup, chroots into the root, unshares namespaces, drops privileges, loads the
+               seccomp filter and then imports the handler: packages imported by the zygote are
+               already in memory (shared copy-on-write).
+
+Wire format on every socket: 4-byte little-endian length + UTF-8 JSON. File descriptors ride
+(SCM_RIGHTS) on the first byte of a message.
+
+Requests:  {"event": <any JSON>}
+Replies:   {"ok": true, "result": <JSON>} | {"ok": false, "error": "...", "kind": "raised"}
+Ready:     {"ready": true} | {"ready": false, "error": "..."} once the handler is imported.
+"""
+
+import json
+import os
+import socket
+import struct
+import sys
+
+_HDR = struct.Struct("<I")
+
+
+def _read_exact(sock, n):
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise EOFError("engine closed the socket")
+        got += k
+    return bytes(buf)
+
+
+def recv_msg(sock, maxfds=0):
+    fds = []
+    if maxfds:
+        data, fds, _flags, _addr = socket.recv_fds(sock, 4, maxfds)
+        if not data:
+            raise EOFError("engine closed the socket")
+        if len(data) < 4:
+            data += _read_exact(sock, 4 - len(data))
+    else:
+        data = _read_exact(sock, 4)
+    (n,) = _HDR.unpack(data)
+    return json.loads(_read_exact(sock, n)), fds
+
+
+def send_msg(sock, obj):
+    b = json.dumps(obj, separators=(",", ":")).encode()
+    sock.sendall(_HDR.pack(len(b)) + b)
+
+
+# ---------------------------------------------------------------- handler loop
+
+
+def load_handler(setup):
+    for p in reversed(setup.get("paths", [])):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    os.environ.clear()
+    os.environ.update(setup.get("env", {}))
+    import importlib
+
+    mod = importlib.import_module(setup.get("module", "f"))
+    fn = getattr(mod, setup.get("function", "f"), None)
+    if not callable(fn):
+        raise RuntimeError("handler module has no callable f(event)")
+    return fn
+
+
+def serve(sock, setup):
+    try:
+        fn = load_handler(setup)
+    except BaseException as e:  # noqa: BLE001 - report anything, including SystemExit
+        send_msg(sock, {"ready": False, "error": "loading handler: %s: %s" % (type(e).__name__, e)})
+        os._exit(1)
+    send_msg(sock, {"ready": True})
+    while True:
+        try:
+            req, _ = recv_msg(sock)
+        except EOFError:
+            os._exit(0)
+        try:
+            result = fn(req.get("event"))
+        except Exception as e:  # noqa: BLE001
+            import traceback
+
+            tb = traceback.format_exc(limit=8)
+            send_msg(sock, {"ok": False, "kind": "raised", "error": "%s: %s" % (type(e).__name__, e), "traceback": tb})
+            continue
+        try:
+            out = json.dumps({"ok": True, "result": result}, separators=(",", ":")).encode()
+        except (TypeError, ValueError) as e:
+            send_msg(sock, {"ok": False, "kind": "result", "error": "result is not JSON serialisable: %s" % e})
+            continue
+        sock.sendall(_HDR.pack(len(out)) + out)
+
+
+# ---------------------------------------------------------------- zygote
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+
+class _Sys:
+    """The few syscalls the stdlib of python 3.11 lacks (unshare, prctl), via ctypes."""
+
+    def __init__(self):
+        import ctypes
+
+        self.ctypes = ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+
+        class SockFprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+        self.SockFprog = SockFprog
+
+    def check(self, r, what):
+        if r != 0:
+            e = self.ctypes.get_errno()
+            raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+    def unshare(self, flags):
+        self.check(self.libc.unshare(flags), "unshare")
+
+    def prctl(self, op, a=0, b=0, c=0, d=0):
+        c_ul = self.ctypes.c_ulong
+        return self.libc.prctl(op, c_ul(a), c_ul(b), c_ul(c), c_ul(d))
+
+    def seccomp(self, bpf):
+        if not bpf:
+            return
+        ctypes = self.ctypes
+        buf = ctypes.create_string_buffer(bpf, len(bpf))
+        prog = self.SockFprog(len(bpf) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        r = self.libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(prog), 0, 0)
+        self.check(r, "seccomp")
+
+
+def become_sandbox(sysc, setup, root_fd, cg_fds, bpf):
+    """In a freshly forked zygote child: cgroup, chroot, namespaces, identity, seccomp."""
+    for fd in cg_fds:
+        os.write(fd, b"0")
+        os.close(fd)
+    os.fchdir(root_fd)
+    os.chroot(".")
+    os.chdir("/")
+    os.close(root_fd)
+    flags = int(setup.get("unshare", 0))
+    if flags:
+        sysc.unshare(flags)
+    if flags & CLONE_NEWPID:
+        # The new pid namespace applies to children: fork once more so the sandbox is its
+        # pid 1; the intermediate exits at once (reaped by the zygote, SIGCHLD ignored) and the
+        # sandbox is re-parented to the engine (a child subreaper).
+        if os.fork() != 0:
+            os._exit(0)
+    if flags & CLONE_NEWUTS:
+        socket.sethostname(setup.get("hostname", "sandbox"))
+    for cap in range(0, 64):
+        if sysc.prctl(PR_CAPBSET_DROP, cap) != 0:
+            break
+    uid = int(setup.get("uid", 65534))
+    gid = int(setup.get("gid", 65534))
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    sysc.check(sysc.prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
+    sysc.seccomp(bpf)
+    os.umask(0o022)
+
+
+def zygote(ctl):
+    import signal
+
+    setup, fds = recv_msg(ctl, 16)
+    root_fd, cg_fds = fds[0], fds[1:]
+    for fd in cg_fds:
+        os.write(fd, b"0")
+        os.close(fd)
+    os.fchdir(root_fd)
+    os.chroot(".")
+    os.chdir("/")
+    os.close(root_fd)
+    sysc = _Sys()
+    bpf = bytes.fromhex(setup.get("seccomp", ""))
+    for p in reversed(setup.get("paths", [])):
+        sys.path.insert(0, p)
+    imported, failed = [], []
+    for name in setup.get("preload", []):
+        try:
+            __import__(name)
+            imported.append(name)
+        except BaseException as e:  # noqa: BLE001 - a broken package must not kill the zygote
+            failed.append("%s: %s" % (name, e))
+    import gc
+
+    gc.collect()
+    gc.freeze()  # keep pre-imported objects out of the children's GC scans (fewer COW faults)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # auto-reap forked children
+    send_msg(ctl, {"ready": True, "imported": imported, "failed": failed})
+    while True:
+        try:
+            msg, fds = recv_msg(ctl, 16)
+        except EOFError:
+            os._exit(0)
+        if msg.get("op") != "fork" or len(fds) < 2:
+            for fd in fds:
+                os.close(fd)
+            send_msg(ctl, {"error": "bad zygote request"})
+            continue
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            ctl.close()
+            sock = socket.socket(fileno=fds[0])
+            try:
+                become_sandbox(sysc, msg, fds[1], fds[2:], bpf)
+            except BaseException as e:  # noqa: BLE001
+                try:
+                    send_msg(sock, {"ready": False, "error": "sandbox setup: %s" % e})
+                finally:
+                    os._exit(1)
+            serve(sock, msg)
+            os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        send_msg(ctl, {"pid": pid})
+
+
+def main():
+    mode, fd = sys.argv[1], int(sys.argv[2])
+    sock = socket.socket(fileno=fd)
+    if mode == "zygote":
+        zygote(sock)
+    elif mode == "sandbox":
+        setup, _ = recv_msg(sock)
+        serve(sock, setup)
+    else:
+        raise SystemExit("usage: sprout_zygote.py zygote|sandbox FD")
+
+
+if __name__ == "__main__":
+    main()

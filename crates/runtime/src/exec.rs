@@ -221,6 +221,13 @@ fn exec_child(
         }
         sprout_process::set_exec_lsm_labels(process.apparmor_profile().as_deref(), process.selinux_label().as_deref())?;
         let exec = init::prepare_exec(process)?;
+        // Before seccomp, which may not allow close_range (CVE-2024-21626: no host fd survives).
+        sys::cloexec_from(3 + preserve_fds).map_err(|e| Error::os("marking fds close-on-exec", e))?;
+        for fd in 3..3 + preserve_fds as i32 {
+            let _ = sys::set_cloexec(fd, false);
+        }
+        // The channel must stay open until execve (it is close-on-exec): its EOF is the success.
+        let _ = sys::set_cloexec(chan.raw(), true);
         let nnp = process.no_new_privileges().unwrap_or(false);
         if let (Some(sc), false) = (seccomp, nnp) {
             sc.load()?;
@@ -232,12 +239,6 @@ fn exec_child(
                 sc.load()?;
             }
         }
-        sys::cloexec_from(3 + preserve_fds).map_err(|e| Error::os("close_range", e))?;
-        for fd in 3..3 + preserve_fds as i32 {
-            let _ = sys::set_cloexec(fd, false);
-        }
-        // The channel must stay open until execve (it is close-on-exec): its EOF is the success.
-        let _ = sys::set_cloexec(chan.raw(), true);
         Ok(exec)
     })();
     match r {

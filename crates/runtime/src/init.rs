@@ -234,6 +234,14 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     let exec = prepare_exec(process)?;
     apply_process_attrs(process, linux.and_then(|l| l.personality().as_ref()))?;
     go.wait(ctx)?;
+    // Nothing of the host may reach the container: every fd past stdio and the preserved ones is
+    // closed at execve (CVE-2024-21626). Done before seccomp, which may not allow close_range.
+    crate::sys::cloexec_from(3 + ctx.preserve_fds).map_err(|e| Error::os("marking fds close-on-exec", e))?;
+    if ctx.preserve_fds > 0 {
+        for fd in 3..3 + ctx.preserve_fds as RawFd {
+            let _ = crate::sys::set_cloexec(fd, false);
+        }
+    }
     if let (Some(sc), false) = (ctx.seccomp, exec.nnp) {
         // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: load it while we have it.
         load_seccomp(ctx.chan, sc)?;
@@ -241,14 +249,6 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     sprout_process::finalize_privileges(process.user(), process.capabilities().as_ref())?;
     if exec.nnp {
         sprout_process::set_no_new_privs()?;
-    }
-    // Nothing of the host may reach the container: every fd past stdio and the preserved ones is
-    // closed at execve (CVE-2024-21626).
-    crate::sys::cloexec_from(3 + ctx.preserve_fds).map_err(|e| Error::os("close_range", e))?;
-    if ctx.preserve_fds > 0 {
-        for fd in 3..3 + ctx.preserve_fds as RawFd {
-            let _ = crate::sys::set_cloexec(fd, false);
-        }
     }
     tr.mark("process");
     ctx.chan.send(sync::READY, tr.buf.as_bytes()).map_err(|e| Error::os("reporting ready", e))?;

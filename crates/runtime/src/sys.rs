@@ -136,8 +136,18 @@ pub fn pidfd_wait_exit(pidfd: &OwnedFd, timeout_ms: i32) -> io::Result<bool> {
 /// host fds from leaking into a container (CVE-2024-21626).
 pub fn cloexec_from(first: u32) -> io::Result<()> {
     const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
-    cvt(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) } as libc::c_int)
-        .map(drop)
+    if unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) } == 0 {
+        return Ok(());
+    }
+    // Kernels before 5.11 (or a filter that refuses close_range): walk /proc/self/fd.
+    let fds: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd: &RawFd| fd >= first as RawFd)
+        .collect();
+    for fd in fds {
+        let _ = set_cloexec(fd, true);
+    }
+    Ok(())
 }
 
 pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {

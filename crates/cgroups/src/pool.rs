@@ -182,6 +182,14 @@ impl Manager {
                 }
             }
         }
+        if renamed.len() == hs.len() {
+            // Every v1 hierarchy came from the slot: only the hybrid cgroup2 leaf is left.
+            let mut created = Vec::new();
+            crate::v1::create_unified(self, &mut created);
+            self.created.extend(renamed);
+            self.created.extend(created);
+            return Ok(true);
+        }
         // Everything not renamed in (missing slot dirs, the hybrid cgroup2 leaf, alternative
         // mounts) the ordinary way; it skips the directories that exist now.
         match self.create() {
@@ -301,8 +309,13 @@ pub(crate) fn reset(ctrl: &str, parent: &Path, dir: &Path) -> Result<()> {
                 let v = fs::flat_keyed(&s).find(|(k, _)| *k == "oom_kill_disable").map_or(0, |(_, v)| v);
                 set("memory.oom_control", &v.to_string())?;
             }
-            // Uncharge what the previous container left (page cache), reset the counters.
-            set("memory.force_empty", "0")?;
+            // Uncharge what the previous container left (page cache). force_empty costs
+            // ~4ms even on an empty memcg (lru_add_drain_all waits on every CPU): only
+            // when something is charged.
+            let charged = fs::read_u64_opt(dir, "memory.usage_in_bytes")?.unwrap_or(0);
+            if charged > 0 {
+                set("memory.force_empty", "0")?;
+            }
             set("memory.max_usage_in_bytes", "0")?;
             set("memory.memsw.max_usage_in_bytes", "0")?;
             set("memory.failcnt", "0")?;

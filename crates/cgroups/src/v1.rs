@@ -49,9 +49,19 @@ pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> 
             copy_cpuset(&created[start..])?;
         }
     }
-    // Hybrid: also the cgroup2 leaf, for process tracking (and cgroup.kill / cgroup.freeze).
-    // Best effort: it only tracks processes (a read-only /sys/fs/cgroup/unified, as some
-    // nested set-ups have, must not stop the container).
+    create_unified(m, created);
+    let mut i = 0;
+    m.v1.retain(|_| {
+        i += 1;
+        !unmounted.contains(&(i - 1))
+    });
+    Ok(())
+}
+
+/// Hybrid: also the cgroup2 leaf, for process tracking (and cgroup.kill / cgroup.freeze).
+/// Best effort: it only tracks processes (a read-only /sys/fs/cgroup/unified, as some nested
+/// set-ups have, must not stop the container).
+pub(crate) fn create_unified(m: &mut Manager, created: &mut Vec<PathBuf>) {
     let unified_mounted = match &m.unified {
         Some(u) => match mkdir_hier(u, created) {
             Ok(b) => b,
@@ -65,12 +75,6 @@ pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> 
     if !unified_mounted {
         m.unified = None;
     }
-    let mut i = 0;
-    m.v1.retain(|_| {
-        i += 1;
-        !unmounted.contains(&(i - 1))
-    });
-    Ok(())
 }
 
 /// A new v1 cpuset cgroup starts with empty cpuset.cpus/mems, and no task can join it until

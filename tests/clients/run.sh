@@ -351,6 +351,9 @@ ctd_stop() {
     ctr --address "$CTD/containerd.sock" -n k8s.io t rm -f "$c" >/dev/null 2>&1; ctr --address "$CTD/containerd.sock" -n k8s.io c rm "$c" >/dev/null 2>&1
   done
   stop_pid "$CTD_PID"
+  # ctr's default cgroup parent is /<namespace>; containerd leaves it behind.
+  rmdir /sys/fs/cgroup/*/sprout-clients/* /sys/fs/cgroup/*/sprout-clients /sys/fs/cgroup/*/sprout-clients-test/* \
+        /sys/fs/cgroup/*/sprout-clients-test /sys/fs/cgroup/sprout-clients /sys/fs/cgroup/sprout-clients-test 2>/dev/null
   # Shims outlive containerd by design: stop the ones serving our temp dir (by pid).
   local p
   for p in $(pgrep -f "containerd-shim-runc-v2 .*-address $CTD/containerd.sock" 2>/dev/null); do stop_pid "$p"; done
@@ -383,7 +386,7 @@ ct_detached() {
   wait_for "^$n +[0-9]+ +STOPPED" ct task ls || return 1
   cap ct task rm $n; eq "$RC" 0 || { echo "task rm: $OUT"; return 1; }
   cap ct container rm $n; eq "$RC" 0 || { echo "container rm: $OUT"; return 1; }
-  [ -z "$(ls -A "$CTD/rt-$CTWHO/sprout-clients" 2>/dev/null)" ] || { echo "runtime state left: $(ls "$CTD/rt-$CTWHO/sprout-clients")"; return 1; }
+  [ ! -e "$CTD/rt-$CTWHO/sprout-clients/$n" ] || { echo "runtime state left: $CTD/rt-$CTWHO/sprout-clients/$n"; return 1; }
 }
 ct_kill_sigkill() {
   local n=k-$CTWHO
@@ -395,8 +398,11 @@ ct_kill_sigkill() {
 ct_rm_paused() { # task rm -f of a paused task
   local n=rp-$CTWHO
   ct_run -d "$IMG" $n sleep 1000 >/dev/null && ct task pause $n >/dev/null || return 1
-  cap ct task rm -f $n; eq "$RC" 0 || { echo "$OUT"; return 1; }
-  ct container rm $n
+  # ctr sends `kill --all <id> KILL` then waits: the runtime must thaw the frozen cgroup.
+  OUT=$(timeout -k 5 20 ctr --address "$CTD/containerd.sock" -n sprout-clients task rm -f $n 2>&1); local r=$? o=$OUT
+  if [ "$r" != 0 ]; then ct task kill -s SIGKILL $n >/dev/null 2>&1; sleep 1; ct task rm -f $n >/dev/null 2>&1; fi
+  ct container rm $n >/dev/null 2>&1
+  eq "$r" 0 || { echo "$o"; return 1; }
 }
 ct_error_surfaces() { # a create error reaches ctr through the shim (the runtime's --log, JSON)
   cap ct_run --rm "$IMG" err-$CTWHO no-such-command; ct container rm err-$CTWHO >/dev/null 2>&1
@@ -406,8 +412,16 @@ ct_enoent_abs() { # an absolute path that does not exist: runc fails create; exi
   cap ct_run --rm "$IMG" ea-$CTWHO /nonexistent; ct container rm ea-$CTWHO >/dev/null 2>&1; echo "rc=$RC: $OUT"
   [ "$RC" != 0 ] && has "$OUT" 'OCI runtime create failed'
 }
-ct_memory() { cap ct_run --rm --memory-limit 67108864 "$IMG" m-$CTWHO cat /sys/fs/cgroup/memory/memory.limit_in_bytes; eq "$OUT" 67108864; }
-ct_user() { cap ct_run --rm --user 65534:65534 "$IMG" u-$CTWHO id; has "$OUT" 'uid=65534.*gid=65534'; }
+ct_memory() { # ctr mounts no cgroupfs in the container: read the limit on the host
+  local n=m-$CTWHO r=0
+  ct_run -d --memory-limit 67108864 --cgroup "/sprout-clients-test/$n" "$IMG" $n sleep 1000 >/dev/null || return 1
+  OUT=$(cat /sys/fs/cgroup/memory/sprout-clients-test/$n/memory.limit_in_bytes 2>&1 || cat /sys/fs/cgroup/sprout-clients-test/$n/memory.max 2>&1)
+  eq "$OUT" 67108864 || r=1
+  ct task kill -s SIGKILL $n >/dev/null; sleep 0.5; ct task rm -f $n >/dev/null 2>&1; ct container rm $n >/dev/null 2>&1
+  return $r
+}
+ct_env_cwd() { cap ct_run --rm --cwd /tmp --env A=b "$IMG" ec-$CTWHO sh -c 'echo $A $(pwd)'; eq "$OUT" "b /tmp"; }
+ct_readonly() { cap ct_run --rm --read-only "$IMG" ro-$CTWHO sh -c 'touch /x'; has "$OUT" 'Read-only'; }
 ct_net_host() { cap ct_run --rm --net-host "$IMG" nh-$CTWHO ip -o link; eq "$(printf '%s\n' "$OUT" | grep -c '^[0-9]')" "$(ip -o link | grep -c '^[0-9]')"; }
 ct_lo_up() { cap ct_run --rm "$IMG" lo-$CTWHO ip -o link show lo; has "$OUT" '<LOOPBACK,UP'; }
 
@@ -419,7 +433,7 @@ run_containerd() {
   ctd_images || { result sprout containerd setup 1 "ctr images import failed"; return; }
   local c who
   local whos="sprout"; [ "$WITH_REF" = 1 ] && whos="sprout runc"
-  for c in run_rm exit_code stdin tty detached kill_sigkill rm_paused error_surfaces enoent_abs memory user net_host lo_up; do
+  for c in run_rm exit_code stdin tty detached kill_sigkill rm_paused error_surfaces enoent_abs memory env_cwd readonly net_host lo_up; do
     for who in $whos; do
       CTWHO=$who; if [ $who = sprout ]; then CTBIN=$SPROUT; else CTBIN=$REF_RUNC; fi
       check $who containerd "$c" ct_$c

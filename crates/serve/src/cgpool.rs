@@ -23,6 +23,8 @@ pub struct PoolCg {
     pub memory_dir: Option<PathBuf>,
     /// oom_kill count when handed out.
     pub oom_base: u64,
+    /// Read-only `cgroup.procs` of the freezer (or unified) dir: process count on the hot path.
+    procs_r: Option<std::fs::File>,
 }
 
 pub struct CgPool {
@@ -108,8 +110,12 @@ impl CgPool {
         let memory_dir = mgr.v1_path("memory").map(Path::to_path_buf).or_else(|| {
             if self.layout == Layout::V2 { mgr.unified_path().map(Path::to_path_buf) } else { None }
         });
+        let procs_r = mgr
+            .v1_path("freezer")
+            .or(mgr.unified_path())
+            .and_then(|d| std::fs::File::open(d.join("cgroup.procs")).ok());
         self.created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(PoolCg { idx, mgr, procs, memory_dir, oom_base: 0 })
+        Ok(PoolCg { idx, mgr, procs, memory_dir, oom_base: 0, procs_r })
     }
 
     pub fn prealloc(&self, n: usize) -> Result<(), String> {
@@ -242,7 +248,15 @@ impl PoolCg {
         0
     }
 
-    pub fn pids_current(&self) -> usize {
-        self.mgr.pids().map(|p| p.len()).unwrap_or(0)
+    /// Processes (not threads) in the cgroup: one pread of cgroup.procs.
+    pub fn nprocs(&self) -> usize {
+        use std::os::unix::fs::FileExt;
+        let Some(f) = &self.procs_r else { return self.mgr.pids().map(|p| p.len()).unwrap_or(0) };
+        let mut buf = [0u8; 256];
+        match f.read_at(&mut buf, 0) {
+            Ok(n) if n < buf.len() => buf[..n].iter().filter(|&&b| b == b'\n').count(),
+            Ok(_) => 64,
+            Err(_) => self.mgr.pids().map(|p| p.len()).unwrap_or(0),
+        }
     }
 }

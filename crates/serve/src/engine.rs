@@ -303,7 +303,13 @@ impl Engine {
                 };
                 if v.get("ok") == Some(&Value::Bool(true)) {
                     let body = serde_json::to_vec(v.get("result").unwrap_or(&Value::Null)).unwrap();
-                    self.release(sb);
+                    // A handler that left processes behind (e.g. forks that outlive the
+                    // request) does not go back to the cache.
+                    if sb.cg.as_ref().map_or(0, |c| c.nprocs()) > 1 {
+                        self.discard(sb, "leftover_processes");
+                    } else {
+                        self.release(sb);
+                    }
                     return Ok(body);
                 }
                 let kind = if v.get("kind").and_then(Value::as_str) == Some("result") { "bad_result" } else { "raised" };
@@ -313,7 +319,7 @@ impl Engine {
                 }
                 // A handler that left processes behind (e.g. a fork bomb that hit the pids
                 // limit) does not go back to the cache.
-                let leftovers = sb.cg.as_ref().map_or(0, |c| c.pids_current());
+                let leftovers = sb.cg.as_ref().map_or(0, |c| c.nprocs());
                 if leftovers > 1 {
                     self.discard(sb, "leftover_processes");
                 } else {

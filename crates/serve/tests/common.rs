@@ -1,0 +1,237 @@
+//! Test harness: a real sprout-serve daemon (root, real namespaces and cgroups) on a free
+//! loopback port with private registry/cache/run dirs and its own cgroup name.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_sprout-serve");
+
+pub fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub port: u16,
+    pub cfg: PathBuf,
+    pub dir: PathBuf,
+    pub run_dir: PathBuf,
+    pub cgroup_name: String,
+}
+
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Resp {
+    pub fn header(&self, k: &str) -> Option<&str> {
+        self.headers.iter().find(|(h, _)| h.eq_ignore_ascii_case(k)).map(|(_, v)| v.as_str())
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Daemon {
+    pub fn config(name: &str, extra: &str) -> Daemon {
+        let dir = PathBuf::from(format!("/tmp/sprout-serve-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        let run_dir = PathBuf::from(format!("/run/sprout-serve-test-{name}-{}", std::process::id()));
+        let cgroup_name = format!("sprout-serve-test-{name}-{}", std::process::id());
+        let cfg = dir.join("config.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "listen = \"127.0.0.1:{port}\"\nregistry = \"{}/registry\"\npackage_cache = \"{}/packages\"\nrun_dir = \"{}\"\ncgroup_name = \"{cgroup_name}\"\npool_prealloc = 2\n{extra}\n",
+                dir.display(),
+                dir.display(),
+                run_dir.display()
+            ),
+        )
+        .unwrap();
+        Daemon { child: None, port, cfg, dir, run_dir, cgroup_name }
+    }
+
+    pub fn start(name: &str, extra: &str) -> Daemon {
+        let mut d = Daemon::config(name, extra);
+        d.spawn();
+        d
+    }
+
+    pub fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("daemon.log")).unwrap();
+        let child = Command::new(BIN)
+            .arg("--config")
+            .arg(&self.cfg)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let t = Instant::now();
+        loop {
+            if let Ok(r) = self.try_req("GET", "/healthz", b"") {
+                if r.status == 200 {
+                    break;
+                }
+            }
+            if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("daemon exited: {st}: {}", self.log());
+            }
+            assert!(t.elapsed() < Duration::from_secs(20), "daemon did not come up: {}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// SIGKILL the daemon (simulated crash), reap it.
+    pub fn crash(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(10) {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        Command::new(BIN).arg("--config").arg(&self.cfg).args(args).output().unwrap()
+    }
+
+    /// Register handler `name` with f.py = `code` and extra files.
+    pub fn add(&self, name: &str, code: &str, files: &[(&str, &str)]) {
+        let src = self.dir.join("src").join(name);
+        let _ = std::fs::remove_dir_all(&src);
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("f.py"), code).unwrap();
+        for (f, c) in files {
+            std::fs::write(src.join(f), c).unwrap();
+        }
+        let out = self.cli(&["handler", "add", name, src.to_str().unwrap()]);
+        assert!(out.status.success(), "handler add: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    pub fn try_req(&self, method: &str, path: &str, body: &[u8]) -> std::io::Result<Resp> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))?;
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes())?;
+        let _ = s.write_all(body);
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw)?;
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let mut lines = head.lines();
+        let status: u16 = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("bad response: {text}")))?;
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        Ok(Resp { status, headers, body: body.to_string() })
+    }
+
+    pub fn post(&self, handler: &str, body: &str) -> Resp {
+        self.try_req("POST", &format!("/run/{handler}"), body.as_bytes()).unwrap()
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        self.try_req("GET", path, b"").unwrap()
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        self.get("/status").json()
+    }
+
+    /// Cgroup directories of this daemon's pool that exist now (v1 memory + pids hierarchies).
+    pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let mut out = vec![];
+        for ctrl in ["memory", "pids", "freezer"] {
+            let Some(p) = own.lines().find_map(|l| {
+                let mut it = l.splitn(3, ':');
+                let (_, c, p) = (it.next()?, it.next()?, it.next()?);
+                c.split(',').any(|x| x == ctrl).then(|| p.to_string())
+            }) else {
+                continue;
+            };
+            let d = Path::new("/sys/fs/cgroup").join(ctrl).join(p.trim_start_matches('/')).join(&self.cgroup_name);
+            if d.exists() {
+                out.push(d);
+            }
+        }
+        out
+    }
+
+    /// Mount points under the run dir.
+    pub fn mounts(&self) -> Vec<String> {
+        let raw = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        raw.lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| Path::new(m).starts_with(&self.run_dir))
+            .map(String::from)
+            .collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = self.cli(&["cleanup"]);
+        let _ = std::fs::remove_dir_all(&self.run_dir);
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Poll `f` until true or `ms` elapse.
+pub fn eventually(ms: u64, mut f: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(ms) {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}

@@ -1,0 +1,327 @@
+//! End-to-end tests of sprout-serve: a real daemon, real namespaces, cgroups and mounts.
+//! Root only (skipped otherwise). Python is the host's /usr/bin/python3 via the quick-start base.
+
+mod common;
+use common::*;
+use std::time::{Duration, Instant};
+
+macro_rules! need_root {
+    () => {
+        if !is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+    };
+}
+
+const ECHO: &str = "def f(event):\n    return {'echo': event}\n";
+
+#[test]
+fn start_paths_hot_warm_zygote() {
+    need_root!();
+    let d = Daemon::start("paths", "freeze_after_ms = 100\n");
+    d.add("echo", ECHO, &[]);
+    // The root zygote starts in the background: wait for it so the first start is a fork.
+    assert!(eventually(10_000, || d.status()["zygotes"][0]["state"] == "ready"), "{}", d.status());
+    let r = d.post("echo", r#"{"a": [1, 2, "x"]}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), serde_json::json!({"echo": {"a": [1, 2, "x"]}}));
+    assert_eq!(r.header("x-sprout-path"), Some("zygote"));
+    let r = d.post("echo", "2");
+    assert_eq!(r.header("x-sprout-path"), Some("hot"), "{}", r.body);
+    assert_eq!(r.json()["echo"], 2);
+    // Idle past freeze_after_ms: frozen, then thawed for the next request.
+    assert!(eventually(2_000, || d.status()["sandboxes"]["warm"] == 1), "{}", d.status());
+    let st = d.status();
+    let frozen = st["memory"]["frozen_sandbox_bytes"][0].as_u64().unwrap();
+    assert!(frozen > 0 && frozen < 16 << 20, "frozen sandbox charged {frozen} bytes");
+    let r = d.post("echo", "3");
+    assert_eq!(r.header("x-sprout-path"), Some("warm"), "{}", r.body);
+    assert_eq!(r.json()["echo"], 3);
+    // Empty body is null.
+    assert_eq!(d.post("echo", "").json()["echo"], serde_json::Value::Null);
+    let m = d.get("/metrics").body;
+    for p in ["hot", "warm", "zygote"] {
+        assert!(m.contains(&format!("sprout_serve_request_seconds_count{{path=\"{p}\"}}")), "{m}");
+    }
+    assert!(m.contains("sprout_serve_requests_total{path=\"hot\",status=\"200\"}"), "{m}");
+    // Re-registering a handler replaces its cached sandboxes.
+    d.add("echo", "def f(event):\n    return 'v2'\n", &[]);
+    assert_eq!(d.post("echo", "1").json(), "v2");
+}
+
+#[test]
+fn plain_cold_without_zygotes() {
+    need_root!();
+    let d = Daemon::start("cold", "zygotes = false\n");
+    d.add("echo", ECHO, &[]);
+    let r = d.post("echo", "[1]");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-sprout-path"), Some("cold"));
+    assert_eq!(d.post("echo", "[2]").header("x-sprout-path"), Some("hot"));
+    let l = d.cli(&["handler", "list"]);
+    assert!(String::from_utf8_lossy(&l.stdout).contains("echo"));
+    assert!(d.cli(&["handler", "remove", "echo"]).status.success());
+    assert_eq!(d.post("echo", "[3]").status, 404);
+}
+
+const ISOLATION: &str = r#"
+import os, socket, ctypes
+def f(event):
+    out = {}
+    for p in ["/etc/x", "/usr/x", "/handler/x", "/x", "/tmp/x", "/packages/x"]:
+        try:
+            with open(p, "w") as fh:
+                fh.write("hi")
+            out[p] = "ok"
+        except OSError as e:
+            out[p] = e.strerror
+    libc = ctypes.CDLL(None, use_errno=True)
+    out["uid"] = os.getuid()
+    out["gid"] = os.getgid()
+    out["pid"] = os.getpid()
+    out["hostname"] = socket.gethostname()
+    out["seccomp_mode"] = libc.prctl(21, 0, 0, 0, 0)        # PR_GET_SECCOMP
+    out["no_new_privs"] = libc.prctl(39, 0, 0, 0, 0)        # PR_GET_NO_NEW_PRIVS
+    out["cap_sys_admin_in_bset"] = libc.prctl(23, 21, 0, 0, 0)  # PR_CAPBSET_READ
+    out["root_entries"] = sorted(os.listdir("/"))
+    return out
+"#;
+
+#[test]
+fn isolation_and_failures_are_contained() {
+    need_root!();
+    let d = Daemon::start(
+        "fail",
+        "timeout_ms = 1500\nmax_body_bytes = 65536\nfreeze_after_ms = 60000\n[sandbox]\nmemory_mb = 64\npids = 24\n",
+    );
+    d.add("echo", ECHO, &[]);
+    d.add("iso", ISOLATION, &[]);
+    let v = d.post("iso", "{}").json();
+    assert_eq!(v["/tmp/x"], "ok", "{v}");
+    for p in ["/etc/x", "/usr/x", "/handler/x", "/x", "/packages/x"] {
+        assert_eq!(v[p], "Read-only file system", "{p}: {v}");
+    }
+    assert_eq!(v["uid"], 65534);
+    assert_eq!(v["gid"], 65534);
+    assert_eq!(v["pid"], 1, "sandbox is pid 1 of its own pid namespace");
+    assert_eq!(v["hostname"], "sandbox");
+    assert_eq!(v["seccomp_mode"], 2, "seccomp filter loaded");
+    assert_eq!(v["no_new_privs"], 1);
+    assert_eq!(v["cap_sys_admin_in_bset"], 0, "bounding set dropped");
+    assert!(!v["root_entries"].as_array().unwrap().iter().any(|e| e == "root" || e == "home" || e == "var"), "{v}");
+
+    // A handler that raises: 500 with the exception, the sandbox is reused.
+    d.add("raise", "def f(e):\n    raise ValueError('boom')\n", &[]);
+    let r = d.post("raise", "{}");
+    assert_eq!(r.status, 500);
+    assert_eq!(r.json()["kind"], "raised");
+    assert!(r.json()["error"].as_str().unwrap().contains("ValueError: boom"));
+    assert!(r.json()["traceback"].as_str().unwrap().contains("/handler/f.py"));
+    assert_eq!(d.post("raise", "{}").header("x-sprout-path"), None);
+
+    // Non-JSON result.
+    d.add("badresult", "def f(e):\n    return object()\n", &[]);
+    let r = d.post("badresult", "{}");
+    assert_eq!((r.status, r.json()["kind"].as_str()), (500, Some("bad_result")));
+
+    // Exits.
+    d.add("exit", "import os\ndef f(e):\n    os._exit(3)\n", &[]);
+    let r = d.post("exit", "{}");
+    assert_eq!((r.status, r.json()["kind"].as_str()), (502, Some("exited")), "{}", r.body);
+
+    // Loops forever: killed at the timeout through its cgroup.
+    d.add("loop", "def f(e):\n    while True:\n        pass\n", &[]);
+    let t = Instant::now();
+    let r = d.post("loop", "{}");
+    assert_eq!((r.status, r.json()["kind"].as_str()), (504, Some("timeout")), "{}", r.body);
+    assert!(t.elapsed() < Duration::from_secs(8));
+
+    // Fork bomb: stopped by the pids limit; the sandbox (with its leftovers) is not reused.
+    d.add(
+        "forkbomb",
+        "import os, time\ndef f(e):\n    n = 0\n    try:\n        while n < 10000:\n            if os.fork() == 0:\n                time.sleep(60)\n                os._exit(0)\n            n += 1\n    except OSError as x:\n        return {'forked': n, 'error': x.strerror}\n    return {'forked': n}\n",
+        &[],
+    );
+    let r = d.post("forkbomb", "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let forked = r.json()["forked"].as_u64().unwrap();
+    assert!(forked < 24, "pids limit: forked {forked}");
+    assert!(eventually(3_000, || d.status()["handlers"]["forkbomb"].is_null()), "{}", d.status());
+
+    // Unbounded allocation: OOM-killed inside its memory cgroup.
+    d.add("mem", "def f(e):\n    a = []\n    while True:\n        a.append(bytearray(1 << 20))\n", &[]);
+    let r = d.post("mem", "{}");
+    assert_eq!((r.status, r.json()["kind"].as_str()), (502, Some("oom")), "{}", r.body);
+
+    // Network: no network namespace by default (documented); with network_ns only lo.
+    let net = format!(
+        "import socket\ndef f(e):\n    s = socket.socket()\n    s.settimeout(1)\n    try:\n        s.connect(('127.0.0.1', {}))\n        return 'connected'\n    except OSError as x:\n        return x.strerror\n",
+        d.port
+    );
+    d.add("net", &net, &[]);
+    assert_eq!(d.post("net", "{}").json(), "connected");
+    d.add("netns", &net, &[("handler.toml", "network_ns = true\n")]);
+    assert_eq!(d.post("netns", "{}").json(), "Network is unreachable");
+
+    // Request errors.
+    let r = d.post("echo", "{not json");
+    assert_eq!((r.status, r.json()["kind"].as_str()), (400, Some("bad_json")));
+    let r = d.post("nope", "{}");
+    assert_eq!((r.status, r.json()["kind"].as_str()), (404, Some("unknown_handler")));
+    let r = d.post("../etc", "{}");
+    assert!(r.status == 400 || r.status == 404, "{}", r.body);
+    let big = format!("\"{}\"", "a".repeat(70_000));
+    assert_eq!(d.post("echo", &big).status, 413);
+    assert_eq!(d.get("/run/echo").status, 405);
+    d.add("badreq", ECHO, &[]);
+    std::fs::write(d.dir.join("registry/badreq/requirements.txt"), "requests\n").unwrap();
+    let r = d.post("badreq", "{}");
+    assert_eq!((r.status, r.json()["kind"].as_str()), (400, Some("bad_requirements")), "{}", r.body);
+
+    // And the engine still serves.
+    let r = d.post("echo", "42");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["echo"], 42);
+    let m = d.get("/metrics").body;
+    for k in ["timeout", "oom", "exited"] {
+        assert!(m.contains(&format!("sprout_serve_sandboxes_killed_total{{reason=\"{k}\"}}")), "{m}");
+    }
+}
+
+#[test]
+fn concurrency_limit_queues() {
+    need_root!();
+    let d = Daemon::start("conc", "max_per_handler = 2\n");
+    d.add("sleep", "import time\ndef f(e):\n    time.sleep(0.3)\n    return e\n", &[]);
+    let t = Instant::now();
+    let rs: Vec<Resp> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4).map(|i| {
+            let d = &d;
+            s.spawn(move || d.post("sleep", &i.to_string()))
+        }).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, r) in rs.iter().enumerate() {
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.json(), i as u64);
+    }
+    // Two sandboxes, four requests: at least two rounds.
+    assert!(t.elapsed() >= Duration::from_millis(600), "{:?}", t.elapsed());
+    assert_eq!(d.status()["handlers"]["sleep"]["live"], 2, "{}", d.status());
+}
+
+fn make_wheel(dir: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let py = format!(
+        r#"
+import zipfile, base64, hashlib
+files = {{"tinypkg/__init__.py": "VALUE = 42\n",
+         "tinypkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+         "tinypkg-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+         "tinypkg-1.0.dist-info/top_level.txt": "tinypkg\n"}}
+rec = []
+with zipfile.ZipFile("{}/tinypkg-1.0-py3-none-any.whl", "w") as z:
+    for n, c in files.items():
+        z.writestr(n, c)
+        h = base64.urlsafe_b64encode(hashlib.sha256(c.encode()).digest()).rstrip(b"=").decode()
+        rec.append("%s,sha256=%s,%d" % (n, h, len(c)))
+    rec.append("tinypkg-1.0.dist-info/RECORD,,")
+    z.writestr("tinypkg-1.0.dist-info/RECORD", "\n".join(rec) + "\n")
+"#,
+        dir.display()
+    );
+    let st = std::process::Command::new("python3").arg("-c").arg(py).status().unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn install_cache_and_package_zygote() {
+    need_root!();
+    let wheels = std::path::PathBuf::from(format!("/tmp/sprout-serve-test-wheels-{}", std::process::id()));
+    make_wheel(&wheels);
+    let d = Daemon::start(
+        "pkgs",
+        &format!("pip_args = [\"--no-index\", \"--find-links\", \"{}\"]\nmax_per_handler = 4\n", wheels.display()),
+    );
+    let code = "import tinypkg\ndef f(e):\n    return {'value': tinypkg.VALUE, 'file': tinypkg.__file__}\n";
+    d.add("pkg", code, &[("requirements.txt", "tinypkg==1.0\n")]);
+    let r = d.post("pkg", "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["value"], 42);
+    assert_eq!(r.json()["file"], "/packages/tinypkg-1.0/tinypkg/__init__.py");
+    assert!(d.dir.join("packages/tinypkg-1.0/tinypkg/__init__.py").exists());
+    // A zygote for the package set {tinypkg-1.0} comes up; new sandboxes then fork from it.
+    assert!(
+        eventually(10_000, || d.status()["zygotes"].as_array().unwrap().iter().any(|z| z["packages"] == "tinypkg-1.0" && z["state"] == "ready")),
+        "{}",
+        d.status()
+    );
+    let z = d.status()["zygotes"].as_array().unwrap().iter().find(|z| z["packages"] == "tinypkg-1.0").unwrap().clone();
+    assert_eq!(z["imported"], serde_json::json!(["tinypkg"]));
+    // Two concurrent requests: one hot, one new sandbox from the package zygote.
+    let rs: Vec<Resp> = std::thread::scope(|s| {
+        let a = s.spawn(|| d.post("pkg", "1"));
+        let b = s.spawn(|| d.post("pkg", "2"));
+        vec![a.join().unwrap(), b.join().unwrap()]
+    });
+    let paths: Vec<&str> = rs.iter().filter_map(|r| r.header("x-sprout-path")).collect();
+    assert!(rs.iter().all(|r| r.status == 200));
+    assert_eq!(d.status()["install_cache"]["packages"], 1);
+    // A package that does not exist: clear 400, the engine keeps going.
+    d.add("missing", ECHO, &[("requirements.txt", "sprout-no-such-package==9.9\n")]);
+    let r = d.post("missing", "{}");
+    assert_eq!((r.status, r.json()["kind"].as_str()), (400, Some("install_failed")), "{}", r.body);
+    assert!(r.json()["error"].as_str().unwrap().contains("sprout-no-such-package==9.9"));
+    assert_eq!(d.post("pkg", "{}").status, 200);
+    let _ = std::fs::remove_dir_all(&wheels);
+    let _ = paths;
+}
+
+#[test]
+fn restart_cleans_up_after_a_killed_engine() {
+    need_root!();
+    let mut d = Daemon::start("crash", "freeze_after_ms = 50\n");
+    d.add("echo", ECHO, &[]);
+    d.add("sleep", "import time\ndef f(e):\n    time.sleep(30)\n", &[]);
+    assert_eq!(d.post("echo", "1").status, 200);
+    // A frozen sandbox, plus one busy in a request when the engine dies.
+    assert!(eventually(2_000, || d.status()["sandboxes"]["warm"] == 1));
+    let port = d.port;
+    std::thread::spawn(move || {
+        let _ = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
+            use std::io::Write;
+            s.write_all(b"POST /run/sleep HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")?;
+            std::thread::sleep(Duration::from_secs(5));
+            Ok(())
+        });
+    });
+    let cg_dirs = d.cgroup_dirs();
+    assert!(!cg_dirs.is_empty());
+    let procs = || {
+        let mut pids = vec![];
+        for e in std::fs::read_dir(&cg_dirs[0]).unwrap().flatten() {
+            if let Ok(s) = std::fs::read_to_string(e.path().join("cgroup.procs")) {
+                pids.extend(s.lines().map(|l| l.parse::<i32>().unwrap()));
+            }
+        }
+        pids
+    };
+    assert!(eventually(5_000, || procs().len() >= 3), "zygote + 2 sandboxes: {:?}", procs());
+    let pids = procs();
+    d.crash();
+    assert!(!d.mounts().is_empty(), "a crashed engine leaves mounts");
+    // A new instance cleans up: old processes gone, stale mounts gone, then serves.
+    d.spawn();
+    assert!(d.log().contains("cleaned up after a previous instance"), "{}", d.log());
+    for p in &pids {
+        let alive = std::path::Path::new(&format!("/proc/{p}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default().contains(") Z ");
+        assert!(!alive, "pid {p} of the killed engine survived");
+    }
+    assert_eq!(d.post("echo", "2").status, 200);
+    // A clean stop leaves nothing.
+    d.stop();
+    assert!(d.mounts().is_empty(), "{:?}", d.mounts());
+    assert!(d.cgroup_dirs().is_empty(), "{:?}", d.cgroup_dirs());
+}

@@ -69,8 +69,18 @@ fn start_then_running_state_has_pid() {
     let st = b.state();
     assert_state_fields(&st, &b, "running");
     assert_eq!(st["pid"].as_i64().unwrap() as i32, pid_created, "pid changed between create and start");
-    let cmdline = fs::read(format!("/proc/{pid_created}/cmdline")).unwrap();
-    assert_eq!(String::from_utf8_lossy(&cmdline), "sleep\u{0}1000\u{0}", "the init process should be the container process");
+    // `start` may return just before the init process execs: poll.
+    let want = "sleep\u{0}1000\u{0}";
+    let mut last = String::new();
+    let ok = (0..3000).any(|_| {
+        last = String::from_utf8_lossy(&fs::read(format!("/proc/{pid_created}/cmdline")).unwrap_or_default()).into_owned();
+        let hit = last == want;
+        if !hit {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        hit
+    });
+    assert!(ok, "the state pid {pid_created} should become the container process (sleep 1000), cmdline: {last:?}");
     // The container's cgroup exists and holds the pid, under our own cgroup.
     let dirs: Vec<_> = cgroup_dirs(&b.id).into_iter().filter(|d| d.exists()).collect();
     assert!(!dirs.is_empty(), "no cgroup directory for relative cgroupsPath sprout-test/{}", b.id);

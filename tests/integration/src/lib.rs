@@ -876,6 +876,23 @@ impl<'a> Bundle<'a> {
         self.ctx.state(&self.id)
     }
 
+    /// `start`, then wait until the init process has exec'd the configured
+    /// args (`start` may return just before the execve).
+    pub fn start_and_wait_exec(&self) {
+        self.start().assert_ok();
+        let pid = self.pid();
+        let want: String = self.config["process"]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| format!("{}\0", a.as_str().unwrap()))
+            .collect();
+        wait_for(&format!("pid {pid} to exec {want:?}"), POLL_TIMEOUT, || {
+            let c = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            (String::from_utf8_lossy(&c) == want).then_some(())
+        });
+    }
+
     pub fn status(&self) -> Option<String> {
         self.ctx.status(&self.id)
     }

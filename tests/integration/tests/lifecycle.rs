@@ -249,7 +249,7 @@ fn running(ctx: &Ctx) -> Bundle<'_> {
     let mut b = ctx.bundle(SLEEP);
     b.set("/hostname", json!("exec-host"));
     b.create().assert_ok();
-    b.start().assert_ok();
+    b.start_and_wait_exec();
     b
 }
 

@@ -625,6 +625,12 @@ impl Engine {
                 return Err(ApiError::new(500, "start_failed", format!("handler '{}' failed to start: {why}", h.name)));
             }
         }
+        if flags & spawn::CLONE_NEWNS != 0 {
+            // The sandbox holds its own copy of its mounts now (it unshared its mount
+            // namespace before importing the handler): detach the host's copy so the host
+            // mount table, which every later mount-namespace copy pays for, stays small.
+            let _ = rootfs::umount_detach(&root);
+        }
         sb.mem = sb.cg.as_ref().map_or(0, |c| c.memory_usage());
         self.metrics.started(path);
         Ok((sb, path))

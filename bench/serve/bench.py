@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""sprout-serve start-path benchmark (stdlib only; run as root).
+
+    bench/serve/bench.py --bin target/serve/release/sprout-serve [--heavy] [--runc] [-n 500]
+
+Starts its own engine(s) on a private config (loopback port, run dir, cgroup name), registers a
+trivial echo handler (and with --heavy an import-heavy numpy+pandas one), then measures per
+start path, engine-side (x-sprout-engine-us: request in -> reply out, HTTP parsing excluded)
+and client-side (http.client keep-alive round trip):
+
+  hot     back-to-back requests to one handler (idle sandbox running)
+  warm    requests spaced past freeze_after_ms (frozen sandbox thawed)
+  zygote  first request to each of N identical handlers (fork from the zygote)
+  cold    same with zygotes = false (fresh python per sandbox)
+  rate    new sandboxes per second: first requests to N handlers from C client threads
+  runc    baseline: `runc run` of python3 -c per request (--runc)
+
+Also reports python3 -I -S start time and the memory charged to frozen idle sandboxes.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ECHO = "def f(event):\n    return {'echo': event}\n"
+HEAVY = "import numpy as np\nimport pandas as pd\ndef f(event):\n    df = pd.DataFrame({'x': np.arange(10)})\n    return {'sum': int(df.x.sum())}\n"
+HEAVY_REQ = "numpy==1.26.4\npandas==2.2.3\npython-dateutil==2.9.0.post0\nsix==1.16.0\npytz==2024.2\ntzdata==2024.2\n"
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = min(len(xs) - 1, max(0, int(round(p / 100.0 * (len(xs) - 1)))))
+    return xs[k]
+
+
+def summary(name, eng_us, cli_us):
+    r = {"path": name, "n": len(eng_us),
+         "engine_p50_ms": pct(eng_us, 50) / 1000, "engine_p99_ms": pct(eng_us, 99) / 1000,
+         "client_p50_ms": pct(cli_us, 50) / 1000, "client_p99_ms": pct(cli_us, 99) / 1000}
+    print("%-14s n=%-5d engine p50 %8.3f ms  p99 %8.3f ms | client p50 %8.3f ms  p99 %8.3f ms" % (
+        name, r["n"], r["engine_p50_ms"], r["engine_p99_ms"], r["client_p50_ms"], r["client_p99_ms"]), flush=True)
+    return r
+
+
+class Engine:
+    def __init__(self, binary, name, extra=""):
+        self.binary = binary
+        self.dir = tempfile.mkdtemp(prefix="sprout-serve-bench-%s-" % name)
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.cfg = os.path.join(self.dir, "config.toml")
+        with open(self.cfg, "w") as f:
+            f.write('listen = "127.0.0.1:%d"\nregistry = "%s/registry"\npackage_cache = "%s"\n'
+                    'run_dir = "/run/sprout-serve-bench-%s"\ncgroup_name = "sprout-serve-bench-%s"\n%s\n'
+                    % (self.port, self.dir, os.environ.get("SPROUT_BENCH_PKG_CACHE", "/var/tmp/sprout-serve-bench-packages"),
+                       name, name, extra))
+        self.log = open(os.path.join(self.dir, "daemon.log"), "w")
+        self.proc = subprocess.Popen([binary, "--config", self.cfg], stdout=self.log, stderr=self.log)
+        for _ in range(500):
+            try:
+                if self.get("/healthz")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.02)
+        else:
+            raise SystemExit("engine did not start; see %s" % self.log.name)
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port)
+
+    def add(self, name, code, req=None):
+        src = os.path.join(self.dir, "src", name)
+        os.makedirs(src, exist_ok=True)
+        with open(os.path.join(src, "f.py"), "w") as f:
+            f.write(code)
+        if req:
+            with open(os.path.join(src, "requirements.txt"), "w") as f:
+                f.write(req)
+        subprocess.run([self.binary, "--config", self.cfg, "handler", "add", name, src], check=True, stdout=subprocess.DEVNULL)
+
+    def get(self, path):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read()
+
+    def post(self, handler, body=b"{}", conn=None):
+        c = conn or self.conn
+        t = time.perf_counter()
+        c.request("POST", "/run/" + handler, body=body, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        cli = (time.perf_counter() - t) * 1e6
+        if r.status != 200:
+            raise RuntimeError("%s: %d %s" % (handler, r.status, data[:300]))
+        return int(r.getheader("x-sprout-engine-us")), cli, r.getheader("x-sprout-path")
+
+    def status(self):
+        return json.loads(self.get("/status")[1])
+
+    def wait_zygotes(self, n=1, timeout=120):
+        t = time.time()
+        while time.time() - t < timeout:
+            zs = self.status()["zygotes"]
+            if sum(1 for z in zs if z["state"] == "ready") >= n:
+                return
+            if any(z["state"] == "failed" for z in zs):
+                raise RuntimeError("zygote failed: %s" % zs)
+            time.sleep(0.05)
+        raise RuntimeError("zygote not ready: %s" % self.status()["zygotes"])
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run_path(eng, handler, n, expect, gap=0.0):
+    eu, cu = [], []
+    for _ in range(n):
+        if gap:
+            time.sleep(gap)
+        e, c, p = eng.post(handler)
+        if p != expect:
+            raise RuntimeError("expected %s start, got %s" % (expect, p))
+        eu.append(e)
+        cu.append(c)
+    return eu, cu
+
+
+def first_requests(eng, prefix, n, code, expect, req=None):
+    for i in range(n):
+        eng.add("%s%d" % (prefix, i), code, req)
+    eu, cu = [], []
+    for i in range(n):
+        e, c, p = eng.post("%s%d" % (prefix, i))
+        if p != expect:
+            raise RuntimeError("expected %s start, got %s" % (expect, p))
+        eu.append(e)
+        cu.append(c)
+    return eu, cu
+
+
+def rate(eng, prefix, n, threads):
+    for i in range(n):
+        eng.add("%s%d" % (prefix, i), ECHO)
+    idx = iter(range(n))
+    lock = threading.Lock()
+    paths = {}
+
+    def worker():
+        conn = http.client.HTTPConnection("127.0.0.1", eng.port)
+        while True:
+            with lock:
+                i = next(idx, None)
+            if i is None:
+                return
+            _, _, p = eng.post("%s%d" % (prefix, i), conn=conn)
+            with lock:
+                paths[p] = paths.get(p, 0) + 1
+
+    t = time.perf_counter()
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for x in ts:
+        x.start()
+    for x in ts:
+        x.join()
+    dt = time.perf_counter() - t
+    print("%-14s %d new sandboxes in %.2f s = %.0f /s (%s)" % ("rate", n, dt, n / dt, paths), flush=True)
+    return {"path": "rate", "n": n, "seconds": dt, "per_second": n / dt, "paths": paths}
+
+
+def python_start(py="/usr/bin/python3", n=30):
+    xs = []
+    for _ in range(n):
+        t = time.perf_counter()
+        subprocess.run([py, "-I", "-S", "-c", "pass"], check=True)
+        xs.append((time.perf_counter() - t) * 1e6)
+    r = summary("python3 -I -S", xs, xs)
+    return r
+
+
+def runc_baseline(n):
+    runc = shutil.which("runc")
+    if not runc:
+        print("runc not found; skipping baseline")
+        return None
+    b = tempfile.mkdtemp(prefix="sprout-serve-bench-runc-")
+    os.makedirs(os.path.join(b, "rootfs"))
+    spec = json.loads(subprocess.run([runc, "spec", "--bundle", b], check=True) and open(os.path.join(b, "config.json")).read())
+    for d in ["usr", "lib", "lib64", "bin"]:
+        host = "/" + d
+        dst = os.path.join(b, "rootfs", d)
+        if os.path.islink(host):
+            os.symlink(os.readlink(host), dst)
+        elif os.path.isdir(host):
+            os.makedirs(dst)
+            spec["mounts"].append({"destination": "/" + d, "type": "bind", "source": host, "options": ["rbind", "ro"]})
+    spec["process"]["terminal"] = False
+    spec["process"]["args"] = ["/usr/bin/python3", "-I", "-S", "-c", "import json; print(json.dumps({'echo': {}}))"]
+    spec["root"]["readonly"] = True
+    with open(os.path.join(b, "config.json"), "w") as f:
+        json.dump(spec, f)
+    xs = []
+    for i in range(n):
+        cid = "sprout-serve-bench-%d-%d" % (os.getpid(), i)
+        t = time.perf_counter()
+        subprocess.run([runc, "run", "--bundle", b, cid], check=True, stdout=subprocess.DEVNULL)
+        xs.append((time.perf_counter() - t) * 1e6)
+    shutil.rmtree(b, ignore_errors=True)
+    return summary("runc run", xs, xs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="target/serve/release/sprout-serve")
+    ap.add_argument("-n", type=int, default=1000, help="hot requests")
+    ap.add_argument("--new", type=int, default=100, help="new sandboxes per zygote/cold run")
+    ap.add_argument("--heavy", action="store_true", help="also numpy+pandas from PyPI")
+    ap.add_argument("--runc", action="store_true")
+    ap.add_argument("--json", help="write results here")
+    a = ap.parse_args()
+    res = {"results": []}
+    out = res["results"]
+    out.append(python_start())
+
+    eng = Engine(a.bin, "z", "freeze_after_ms = 30\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n")
+    try:
+        eng.wait_zygotes()
+        eng.add("echo", ECHO)
+        eng.post("echo")
+        out.append(summary("hot", *run_path(eng, "echo", a.n, "hot")))
+        out.append(summary("warm", *run_path(eng, "echo", min(a.n, 200), "warm", gap=0.08)))
+        out.append(summary("zygote", *first_requests(eng, "z", a.new, ECHO, "zygote")))
+        time.sleep(0.3)
+        st = eng.status()
+        fz = st["memory"]["frozen_sandbox_bytes"]
+        if fz:
+            res["frozen_idle_bytes_p50"] = statistics.median(fz)
+            res["frozen_idle_bytes_max"] = max(fz)
+            print("frozen idle sandboxes: %d, memory charged p50 %.2f MiB max %.2f MiB" % (
+                len(fz), statistics.median(fz) / 2**20, max(fz) / 2**20))
+        out.append(rate(eng, "r", a.new * 2, 4))
+        if a.heavy:
+            eng.add("heavy0", HEAVY, HEAVY_REQ)
+            t = time.perf_counter()
+            e, c, p = eng.post("heavy0")
+            print("heavy first request (install + cold import): %.1f s via %s" % (time.perf_counter() - t, p))
+            eng.wait_zygotes(2, timeout=300)
+            out.append(summary("heavy hot", *run_path(eng, "heavy0", a.n // 4, "hot")))
+            out.append(summary("heavy warm", *run_path(eng, "heavy0", 50, "warm", gap=0.08)))
+            out.append(summary("heavy zygote", *first_requests(eng, "hz", 30, HEAVY, "zygote", HEAVY_REQ)))
+    finally:
+        eng.stop()
+
+    eng = Engine(a.bin, "c", "zygotes = false\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n")
+    try:
+        out.append(summary("cold", *first_requests(eng, "c", a.new, ECHO, "cold")))
+        if a.heavy:
+            out.append(summary("heavy cold", *first_requests(eng, "hc", 10, HEAVY, "cold", HEAVY_REQ)))
+    finally:
+        eng.stop()
+    if a.runc:
+        r = runc_baseline(30)
+        if r:
+            out.append(r)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -205,6 +205,8 @@ pm_detached() {
   wait_for to-stderr pm logs $n || return 1
   cap pm logs $n; has "$OUT" to-stdout || return 1
   cap pm inspect -f '{{.OCIRuntime}} {{.State.Status}} {{.State.Pid}}' $n; has "$OUT" "^$PMRT running [1-9]" || return 1
+  local id; id=$(pm inspect -f '{{.Id}}' $n)   # really run by that runtime: its state is under its root
+  [ -d "/run/$PMRT/$id" ] || { echo "no /run/$PMRT/$id"; return 1; }
   cap pm exec $n sh -c 'echo exec-ok; exit 4'; eq "$OUT" exec-ok && eq "$RC" 4 || return 1
   cap pm exec --user 65534 -w /tmp -e FOO=bar $n sh -c 'echo $(id -u) $(pwd) $FOO'; eq "$OUT" "65534 /tmp bar" || return 1
   cap pm top $n; has "$OUT" 'sh -c' || return 1
@@ -374,6 +376,7 @@ ct_detached() {
   local n=d-$CTWHO
   cap ct_run -d "$IMG" $n sh -c 'trap "exit 0" TERM; while :; do sleep 0.1; done'; [ "$RC" = 0 ] || { echo "run -d: $OUT"; return 1; }
   wait_for "^$n +[0-9]+ +RUNNING" ct task ls || return 1
+  [ -d "$CTD/rt-$CTWHO/sprout-clients/$n" ] || { echo "no runtime state in $CTD/rt-$CTWHO/sprout-clients/$n"; return 1; }
   cap ct task exec --exec-id e1 $n sh -c 'echo exec-ok; exit 4'; eq "$OUT" exec-ok && eq "$RC" 4 || return 1
   OUT=$(to $PTY --timeout 20 -- ctr --address "$CTD/containerd.sock" -n sprout-clients task exec -t --exec-id e2 $n sh -c 'tty; exit 5'); RC=$?
   has "$OUT" '/dev/pts/' && eq "$RC" 5 || return 1
@@ -488,6 +491,8 @@ dk_detached() {
   cap dk run --runtime $DKRT -d --name $n "$IMG" sh -c 'echo to-stdout; trap "echo got-term; exit 0" TERM; while :; do sleep 0.1; done'
   [ "$RC" = 0 ] || { echo "run -d: $OUT"; return 1; }
   cap dk inspect -f '{{.HostConfig.Runtime}} {{.State.Status}}' $n; eq "$OUT" "$DKRT running" || return 1
+  local id; id=$(dk inspect -f '{{.Id}}' $n)   # really run by that runtime: its state is under its --root
+  [ -d "$DK/exec/runtime-$DKRT/moby/$id" ] || { echo "no $DK/exec/runtime-$DKRT/moby/$id"; ls -R "$DK/exec" | head; return 1; }
   cap dk exec $n sh -c 'echo exec-ok; exit 4'; eq "$OUT" exec-ok && eq "$RC" 4 || return 1
   OUT=$(to $PTY --timeout 20 -- $DOCKER_BIN -H "unix://$DK/docker.sock" exec -it $n sh -c 'tty; exit 6'); RC=$?
   has "$OUT" '/dev/pts/' && eq "$RC" 6 || return 1

@@ -492,7 +492,9 @@ dk_detached() {
   [ "$RC" = 0 ] || { echo "run -d: $OUT"; return 1; }
   cap dk inspect -f '{{.HostConfig.Runtime}} {{.State.Status}}' $n; eq "$OUT" "$DKRT running" || return 1
   local id; id=$(dk inspect -f '{{.Id}}' $n)   # really run by that runtime: its state is under its --root
-  [ -d "$DK/exec/runtime-$DKRT/moby/$id" ] || { echo "no $DK/exec/runtime-$DKRT/moby/$id"; ls -R "$DK/exec" | head; return 1; }
+  # dockerd 20.10 gives every runtime the same --root (<exec-root>/runtime-runc/moby)
+  local bin=$REF_RUNC; [ $DKRT = sprout ] && bin=$SPROUT
+  cap $bin --root "$DK/exec/runtime-runc/moby" state $id; has "$OUT" '"status": *"running"' || return 1
   cap dk exec $n sh -c 'echo exec-ok; exit 4'; eq "$OUT" exec-ok && eq "$RC" 4 || return 1
   OUT=$(to $PTY --timeout 20 -- $DOCKER_BIN -H "unix://$DK/docker.sock" exec -it $n sh -c 'tty; exit 6'); RC=$?
   has "$OUT" '/dev/pts/' && eq "$RC" 6 || return 1

@@ -34,6 +34,8 @@ pub struct Created {
     /// pidfd of the init (we are its parent: `run` waits on it).
     pub pidfd: OwnedFd,
     pub config: Config,
+    /// Where the pty master arrives, for a foreground `run` with a terminal.
+    pub console_rx: Option<OwnedFd>,
 }
 
 /// Undo-log for a failing create.
@@ -115,8 +117,15 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     let linux = spec.linux().as_ref();
     let plan = Plan::from_spec(linux.and_then(|l| l.namespaces().as_deref()).unwrap_or(&[]))?;
     let terminal = process.terminal().unwrap_or(false);
+    // A foreground `run` with a terminal and no --console-socket keeps the pty master itself.
+    let mut console_rx = None;
     let console = match (&opts.console_socket, terminal) {
         (Some(p), true) => Some(crate::console::connect(p)?),
+        (None, true) if !wait_for_start => {
+            let (tx, rx) = crate::tty::console_pair()?;
+            console_rx = Some(rx);
+            Some(tx)
+        }
         (None, true) => return Err(Error::msg("process.terminal: a terminal needs --console-socket (or `run` in the foreground)")),
         _ => None,
     };
@@ -239,7 +248,9 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
         let (tag, payload, fd) = parent_chan.recv().map_err(|e| Error::os("waiting for the init", e))?;
         match tag {
             sync::HOOKS => {
-                let sj = serde_json::to_vec(&st.spec_json(Status::Creating)).unwrap_or_default();
+                // runtime-tools (and runc since 1.0) hand prestart/createRuntime hooks a state
+                // whose status is "created": the container's resources exist at this point.
+                let sj = serde_json::to_vec(&st.spec_json(Status::Created)).unwrap_or_default();
                 let h = hooks.expect("hooks");
                 crate::hooks::run_all("prestart", h.prestart().as_ref(), &sj)?;
                 crate::hooks::run_all("createRuntime", h.create_runtime().as_ref(), &sj)?;
@@ -270,7 +281,7 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     st.owner.clear();
     cleanup.armed = false;
     let pidfd = cleanup.child.take().expect("pidfd");
-    Ok(Created { state: st, pidfd, config })
+    Ok(Created { state: st, pidfd, config, console_rx })
 }
 
 /// Devices every container may use whatever its rules say (runc's list): the default devices,

@@ -104,6 +104,9 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     let linux = spec.linux().as_ref();
     let process = spec.process().as_ref().ok_or_else(|| Error::msg("process: missing"))?;
 
+    if spec.hooks().is_some() {
+        let _ = HOST_PID.set(host_pid());
+    }
     plan.join_and_unshare(false)?;
     let in_new_userns = plan.new_user;
     if in_new_userns {
@@ -321,7 +324,7 @@ fn exec_now(ctx: &InitCtx, exec: Exec, tr: &mut ChildTrace) -> Error {
     }
     if let Some(hooks) = ctx.spec.hooks() {
         if hooks.start_container().as_ref().is_some_and(|h| !h.is_empty()) {
-            let st = hook_state(ctx, "running");
+            let st = hook_state(ctx, "created");
             if let Err(e) = crate::hooks::run_all("startContainer", hooks.start_container().as_ref(), &st) {
                 return e;
             }
@@ -350,13 +353,17 @@ fn hook_state(ctx: &InitCtx, status: &str) -> Vec<u8> {
         "ociVersion": crate::config::OCI_VERSION,
         "id": ctx.id,
         "status": status,
-        "pid": host_pid(),
+        "pid": HOST_PID.get().copied().unwrap_or(0),
         "bundle": ctx.bundle,
+        "annotations": ctx.spec.annotations().clone().unwrap_or_default(),
     }))
     .unwrap_or_default()
 }
 
-/// Our pid as the runtime's namespace sees it ("/proc/self" of the host's proc, before pivot).
+/// Our pid as the runtime's namespace sees it, read before pivot_root (for hook state).
+static HOST_PID: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+
+/// "/proc/self" of the host's proc (only meaningful before pivot_root).
 fn host_pid() -> i32 {
     std::fs::read_link("/proc/self").ok().and_then(|p| p.to_str().and_then(|s| s.parse().ok())).unwrap_or(0)
 }

@@ -21,5 +21,6 @@ pub mod state;
 pub mod sync;
 pub mod sys;
 pub mod trace;
+pub mod tty;
 
 pub use error::{Error, Result};

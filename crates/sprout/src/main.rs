@@ -263,7 +263,13 @@ fn run(cli: Cli) -> Result<i32> {
                 }
             }
             trace.mark("started");
-            let code = lifecycle::wait_forwarding(&created.pidfd, created.state.pid)?;
+            let code = match &created.console_rx {
+                Some(rx) => {
+                    let master = sprout_runtime::tty::recv_master(rx)?;
+                    sprout_runtime::tty::proxy_and_wait(&created.pidfd, created.state.pid, master)?
+                }
+                None => lifecycle::wait_forwarding(&created.pidfd, created.state.pid)?,
+            };
             trace.reset_last();
             if !keep {
                 lifecycle::delete(&store, &c.id, true, &mut trace)?;

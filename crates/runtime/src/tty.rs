@@ -1,0 +1,141 @@
+//! Foreground `run` with process.terminal and no --console-socket: sprout receives the pty master
+//! itself (over an internal socketpair) and proxies it to its own stdin/stdout, in raw mode when
+//! stdin is a terminal, resizing on SIGWINCH, until the container's init exits.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::error::{Error, Result};
+use crate::sys;
+
+/// An internal console socket pair: (the end the init sends on, the end we receive on).
+pub fn console_pair() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    sys::cvt(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) })
+        .map_err(|e| Error::os("console socketpair", e))?;
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+pub fn recv_master(sock: &OwnedFd) -> Result<OwnedFd> {
+    let mut buf = [0u8; 256];
+    let (_, fd) = sys::recv_fd(sock.as_raw_fd(), &mut buf).map_err(|e| Error::os("receiving the pty master", e))?;
+    fd.ok_or_else(|| Error::msg("process.terminal: the container sent no pty"))
+}
+
+struct RawMode {
+    saved: Option<libc::termios>,
+}
+
+impl RawMode {
+    fn enter() -> RawMode {
+        unsafe {
+            if libc::isatty(0) != 1 {
+                return RawMode { saved: None };
+            }
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(0, &mut t) != 0 {
+                return RawMode { saved: None };
+            }
+            let saved = t;
+            libc::cfmakeraw(&mut t);
+            libc::tcsetattr(0, libc::TCSANOW, &t);
+            RawMode { saved: Some(saved) }
+        }
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        if let Some(t) = &self.saved {
+            unsafe { libc::tcsetattr(0, libc::TCSANOW, t) };
+        }
+    }
+}
+
+fn copy_winsize(master: RawFd) {
+    unsafe {
+        let mut ws: libc::winsize = std::mem::zeroed();
+        if libc::ioctl(0, libc::TIOCGWINSZ, &mut ws) == 0 {
+            libc::ioctl(master, libc::TIOCSWINSZ, &ws);
+        }
+    }
+}
+
+/// Proxy stdin → master and master → stdout until the process behind `pidfd` exits; forward
+/// signals; return its exit code.
+pub fn proxy_and_wait(pidfd: &OwnedFd, pid: i32, master: OwnedFd) -> Result<i32> {
+    let _raw = RawMode::enter();
+    copy_winsize(master.as_raw_fd());
+    const FWD: [i32; 7] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH];
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in FWD {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let sfd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
+        let m = master.as_raw_fd();
+        let mut stdin_open = true;
+        let mut buf = [0u8; 8192];
+        loop {
+            let mut fds = [
+                libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: sfd, events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: m, events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: if stdin_open { 0 } else { -1 }, events: libc::POLLIN, revents: 0 },
+            ];
+            let n = libc::poll(fds.as_mut_ptr(), 4, -1);
+            if n < 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                break;
+            }
+            if fds[2].revents & libc::POLLIN != 0 {
+                let r = libc::read(m, buf.as_mut_ptr().cast(), buf.len());
+                if r > 0 {
+                    let _ = sys::write_all_fd(1, &buf[..r as usize]);
+                }
+            }
+            if fds[3].revents & (libc::POLLIN | libc::POLLHUP) != 0 {
+                let r = libc::read(0, buf.as_mut_ptr().cast(), buf.len());
+                if r > 0 {
+                    let _ = sys::write_all_fd(m, &buf[..r as usize]);
+                } else {
+                    stdin_open = false;
+                    // End of input: send EOF (^D) to the terminal like an interactive user would.
+                    let _ = sys::write_all_fd(m, &[4]);
+                }
+            }
+            if fds[1].revents != 0 {
+                let mut si: libc::signalfd_siginfo = std::mem::zeroed();
+                if libc::read(sfd, (&mut si as *mut libc::signalfd_siginfo).cast(), std::mem::size_of::<libc::signalfd_siginfo>()) > 0 {
+                    if si.ssi_signo as i32 == libc::SIGWINCH {
+                        copy_winsize(m);
+                    } else {
+                        let _ = sys::pidfd_send_signal(pidfd, si.ssi_signo as i32);
+                    }
+                }
+            }
+            if fds[0].revents != 0 {
+                // Drain what the process wrote last.
+                loop {
+                    let mut p = libc::pollfd { fd: m, events: libc::POLLIN, revents: 0 };
+                    if libc::poll(&mut p, 1, 0) <= 0 || p.revents & libc::POLLIN == 0 {
+                        break;
+                    }
+                    let r = libc::read(m, buf.as_mut_ptr().cast(), buf.len());
+                    if r <= 0 {
+                        break;
+                    }
+                    let _ = sys::write_all_fd(1, &buf[..r as usize]);
+                }
+                break;
+            }
+        }
+        if sfd >= 0 {
+            libc::close(sfd);
+        }
+    }
+    crate::lifecycle::wait_forwarding(pidfd, pid)
+}

@@ -268,6 +268,18 @@ pm_capdrop() { cap pm run --rm --cap-drop all "$IMG" sh -c 'grep CapEff /proc/se
 pm_init() { cap pm run --rm --init "$IMG" sh -c 'cat /proc/1/cmdline | tr "\0" " "'; has "$OUT" 'catatonit|init'; }
 pm_volume() { mkdir -p "$TMP/vol"; echo vol-data >"$TMP/vol/f"; cap pm run --rm -v "$TMP/vol:/data:ro" "$IMG" cat /data/f; eq "$OUT" vol-data; }
 pm_env_workdir() { cap pm run --rm -e A=b -w /tmp -h myhost "$IMG" sh -c 'echo $A $(pwd) $(hostname)'; eq "$OUT" "b /tmp myhost"; }
+pm_pid_host() { cap pm run --rm --pid host "$IMG" sh -c 'ps -o pid | grep -c "^ *1$"; test -d /proc/$PPID'; eq "$RC" 0; }
+pm_userns() { cap pm run --rm --uidmap 0:200000:65536 --gidmap 0:200000:65536 "$IMG" sh -c 'cat /proc/self/uid_map; id -u'
+  has "$OUT" '^ +0 +200000 +65536' && has "$OUT" '^0$'; }
+pm_privileged() { cap pm run --rm --privileged "$IMG" sh -c 'grep CapEff /proc/self/status; ls /dev | wc -l'; has "$OUT" 'CapEff:\s+0*1?f+'; }
+pm_seccomp() { cap pm run --rm "$IMG" sh -c 'grep Seccomp: /proc/self/status'; has "$OUT" 'Seccomp:\s+2' || return 1
+  cap pm run --rm --security-opt seccomp=unconfined "$IMG" sh -c 'grep Seccomp: /proc/self/status'; has "$OUT" 'Seccomp:\s+0'; }
+pm_tmpfs_shm() { cap pm run --rm --tmpfs /scratch:size=1m --shm-size 8m "$IMG" sh -c 'df -k /scratch /dev/shm | tail -2'
+  has "$OUT" 'tmpfs +1024 ' && has "$OUT" 'shm +8192 |tmpfs +8192 '; }
+pm_sysctl() { cap pm run --rm --sysctl net.ipv4.ip_forward=1 --network bridge "$IMG" cat /proc/sys/net/ipv4/ip_forward; eq "$OUT" 1; }
+pm_device() { cap pm run --rm --device /dev/null:/dev/mynull "$IMG" sh -c 'echo x > /dev/mynull && echo dev-ok'; eq "$OUT" dev-ok; }
+pm_stats() { local n=st-$PMRT; pm run -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
+  cap pm stats --no-stream --format '{{.Name}} {{.PIDs}}' $n; pm rm -f -t0 $n >/dev/null; has "$OUT" "^$n 1"; }
 pm_oci_archive() { # the OCI archive round-trips (image load through podman, run)
   cap pm load -i "$TMP/busybox-podman-oci.tar"; [ "$RC" = 0 ] || { echo "$OUT"; return 1; }
   cap pm run --rm "$IMG" true; eq "$RC" 0
@@ -280,7 +292,8 @@ run_podman() {
   local c rts="sprout"
   [ "$WITH_REF" = 1 ] && rts="sprout runc"
   for c in run_rm exit_code exit_code_255 enoent enoent_create stdin detached pause pause_rm_force tty tty_exec \
-           net_none net_host net_bridge memory pids cpus ulimits user readonly capdrop init volume env_workdir oci_archive; do
+           net_none net_host net_bridge memory pids cpus ulimits user readonly capdrop init volume env_workdir \
+           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oci_archive; do
     for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
   done
   # Every container podman made is gone from the runtime's state dir (ids from podman's event log).
@@ -530,6 +543,10 @@ dk_user_readonly() { cap dk run --runtime $DKRT --rm --user 65534 --read-only --
 dk_caps() { cap dk run --runtime $DKRT --rm --cap-drop ALL --security-opt no-new-privileges "$IMG" sh -c 'grep -E "CapEff|NoNewPrivs" /proc/self/status'
   has "$OUT" 'CapEff:\s+0+' && has "$OUT" 'NoNewPrivs:\s+1'; }
 dk_init() { cap dk run --runtime $DKRT --rm --init "$IMG" sh -c 'cat /proc/1/cmdline | tr "\0" " "'; has "$OUT" 'init'; }
+dk_seccomp() { cap dk run --runtime $DKRT --rm "$IMG" grep Seccomp: /proc/self/status; has "$OUT" 'Seccomp:\s+2'; }
+dk_userns_pidhost() { cap dk run --runtime $DKRT --rm --pid host --ipc host --uts host "$IMG" sh -c 'test "$(hostname)" = "$(cat /proc/1/root/etc/hostname 2>/dev/null || hostname)"; ps -o pid | grep -c "^ *1$"'; eq "$RC" 0; }
+dk_stats() { local n=st-$DKRT; dk run --runtime $DKRT -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
+  cap dk stats --no-stream --format '{{.Name}} {{.PIDs}}' $n; dk rm -f $n >/dev/null; has "$OUT" "^$n 1"; }
 dk_restart_policy() { # the daemon restarts a dying container through the runtime
   local n=rs-$DKRT
   dk run --runtime $DKRT -d --name $n --restart on-failure:2 "$IMG" sh -c 'sleep 0.3; exit 1' >/dev/null || return 1
@@ -544,7 +561,7 @@ run_docker() {
   dk_start || { result sprout docker setup 1 "dockerd did not start"; return; }
   cap dk load -i "$TMP/busybox-docker.tar"; [ "$RC" = 0 ] || { result sprout docker load 1 "$OUT"; return; }
   local c rts="sprout"; [ "$WITH_REF" = 1 ] && rts="sprout runc"
-  for c in run_rm exit_code enoent stdin tty detached rm_paused net_none net_host resources user_readonly caps init restart_policy; do
+  for c in run_rm exit_code enoent stdin tty detached rm_paused net_none net_host resources user_readonly caps init seccomp userns_pidhost stats restart_policy; do
     for DKRT in $rts; do check $DKRT docker "$c" dk_$c; done
   done
 }

@@ -88,7 +88,7 @@ static int cmd_attack(unsigned long long dev, unsigned long long ino, double sec
     logf_ = fopen(log, "a");
     if (!logf_)
         return 2;
-    static unsigned char seen[MAXPID + 1];
+    static unsigned char seen[MAXPID + 1], matched[MAXPID + 1];
     int held[MAXHELD];
     int nheld = 0, escaped = 0;
     pid_t self = getpid();
@@ -122,9 +122,16 @@ static int cmd_attack(unsigned long long dev, unsigned long long ino, double sec
                 if (fstat(fd, &st) == 0 && st.st_dev == (dev_t)dev && st.st_ino == (ino_t)ino)
                     match = 1;
             }
+            if (match && matched[pid]) {
+                /* Already holding this one: nothing new to learn. */
+                close(fd);
+                fd = -1;
+                match = 0;
+            }
             if (fresh || match)
                 logline("SEEN %d %d%s", pid, err, match ? " target" : "");
             if (match) {
+                matched[pid] = 1;
                 if (nheld < MAXHELD) {
                     held[nheld++] = fd;
                     fd = -1;

@@ -72,6 +72,26 @@ fn bundle_with_attacker<'a>(ctx: &'a Ctx, args: &[&str]) -> (Bundle<'a>, PathBuf
     (b, out)
 }
 
+/// Give the rootfs the host's dynamic loader and the libraries the runtime binary needs (as any
+/// distro image has), so that the kernel can actually run the runtime binary inside the container
+/// (a busybox-only rootfs would fail the exec with ENOENT and hide the attack).
+fn add_runtime_libs(b: &Bundle, bin: &Path) {
+    let o = std::process::Command::new("ldd").arg(bin).output().expect("ldd");
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        let path = l.split_whitespace().find(|w| w.starts_with('/'));
+        if let Some(p) = path {
+            let dst = b.rootfs().join(p.trim_start_matches('/'));
+            fs::create_dir_all(dst.parent().unwrap()).unwrap();
+            fs::copy(p, &dst).unwrap();
+            // Same path through the usrmerge symlinks too (/lib64 -> usr/lib64 on the host).
+            let real = fs::canonicalize(p).unwrap();
+            let dst2 = b.rootfs().join(real.to_string_lossy().trim_start_matches('/'));
+            fs::create_dir_all(dst2.parent().unwrap()).unwrap();
+            let _ = fs::copy(&real, &dst2);
+        }
+    }
+}
+
 fn assert_not_escaped(s: &Setup, log: &str, what: &str) {
     let after = file_hash(&s.copy);
     let got: Vec<&str> = log.lines().filter(|l| l.starts_with("GOT_EXE") || l.starts_with("ESCAPED")).collect();
@@ -152,7 +172,7 @@ fn exec_of_proc_self_exe_script() {
     let (b, out) = bundle_with_attacker(&s.ctx, &["sleep", "60"]);
     fs::write(b.rootfs().join("evil"), "#!/proc/self/exe\n").unwrap();
     fs::set_permissions(b.rootfs().join("evil"), fs::Permissions::from_mode(0o755)).unwrap();
-    // The container overwrites its own /bin/sh too, as in the published exploit.
+    add_runtime_libs(&b, &s.copy);
     b.create().assert_ok();
     b.start().assert_ok();
     let secs = 10.0;
@@ -180,6 +200,7 @@ fn init_of_proc_self_exe_script() {
     b.remove_namespace("pid");
     fs::write(b.rootfs().join("evil"), "#!/proc/self/exe\n").unwrap();
     fs::set_permissions(b.rootfs().join("evil"), fs::Permissions::from_mode(0o755)).unwrap();
+    add_runtime_libs(&b, &s.copy);
     b.set("/process/args", json!(["/evil", "list"]));
     b.create().assert_ok();
     let secs = 8.0;

@@ -126,7 +126,8 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
             }
         }
         match t {
-            LinuxNamespaceType::Uts => has_uts = ns.path().is_none(),
+            // A uts namespace joined by path is the container's too: hostname goes there (runc).
+            LinuxNamespaceType::Uts => has_uts = true,
             LinuxNamespaceType::User => has_user = true,
             LinuxNamespaceType::Network => has_net = true,
             LinuxNamespaceType::Ipc => has_ipc = true,

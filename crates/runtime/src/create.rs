@@ -240,7 +240,13 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     if cg_fd.is_none() {
         cg.add_pid(pid)?;
     }
-    parent_chan.send(sync::GO, b"").map_err(|e| Error::os("starting the init", e))?;
+    if let Err(e) = parent_chan.send(sync::GO, b"") {
+        // The init is gone already: its own message says why.
+        return Err(match parent_chan.recv() {
+            Ok((sync::ERROR, msg, _)) => Error::msg(msg),
+            _ => Error::os("starting the init", e),
+        });
+    }
     trace.mark("cgroup_join");
 
     let mut listener: Option<OwnedFd> = None;

@@ -120,7 +120,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     let joined_user = plan.joins.iter().any(|(t, _)| *t == oci_spec::runtime::LinuxNamespaceType::User);
     tr.mark("namespaces");
 
-    if plan.new_uts {
+    if plan.new_uts || plan.joins.iter().any(|(t, _)| *t == oci_spec::runtime::LinuxNamespaceType::Uts) {
         if let Some(h) = spec.hostname().as_deref().filter(|h| !h.is_empty()) {
             cvt(unsafe { libc::sethostname(h.as_ptr().cast(), h.len()) }).map_err(|e| Error::os("hostname", e))?;
         }

@@ -182,7 +182,7 @@ network_config_dir = "$TMP/podman/net"
 EOF
   export CONTAINERS_CONF=$TMP/podman/containers.conf
   PMRT=runc
-  pm import "$TMP/busybox.tar" "$IMG" >/dev/null || return 1
+  pm import "$TMP/busybox.tar" "$IMG" >/dev/null 2>&1 || return 1
   CLEANUPS+=("PMRT=sprout; pm rm -af -t 0; PMRT=runc; pm rm -af -t 0; pm rmi -af")
   pm save --format docker-archive -o "$TMP/busybox-podman-docker.tar" "$IMG" >/dev/null 2>&1 &&
   pm save --format oci-archive -o "$TMP/busybox-podman-oci.tar" "$IMG" >/dev/null 2>&1
@@ -280,8 +280,11 @@ pm_sysctl() { cap pm run --rm --sysctl net.ipv4.ip_forward=1 --network bridge "$
 pm_device() { cap pm run --rm --device /dev/null:/dev/mynull "$IMG" sh -c 'echo x > /dev/mynull && echo dev-ok'; eq "$OUT" dev-ok; }
 pm_stats() { local n=st-$PMRT; pm run -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
   cap pm stats --no-stream --format '{{.Name}} {{.PIDs}}' $n; pm rm -f -t0 $n >/dev/null; has "$OUT" "^$n 1"; }
+pm_error_surfaces() { # a runtime create error reaches the podman user
+  cap pm run --rm --sysctl net.ipv4.no_such_knob=1 "$IMG" true; echo "rc=$RC: $OUT"
+  [ "$RC" != 0 ] && has "$OUT" 'no_such_knob'; }
 pm_oci_archive() { # the OCI archive round-trips (image load through podman, run)
-  cap pm load -i "$TMP/busybox-podman-oci.tar"; [ "$RC" = 0 ] || { echo "$OUT"; return 1; }
+  cap pm load -q -i "$TMP/busybox-podman-oci.tar"; [ "$RC" = 0 ] || { echo "$OUT"; return 1; }
   cap pm run --rm "$IMG" true; eq "$RC" 0
 }
 
@@ -293,7 +296,7 @@ run_podman() {
   [ "$WITH_REF" = 1 ] && rts="sprout runc"
   for c in run_rm exit_code exit_code_255 enoent enoent_create stdin detached pause pause_rm_force tty tty_exec \
            net_none net_host net_bridge memory pids cpus ulimits user readonly capdrop init volume env_workdir \
-           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oci_archive; do
+           pid_host userns privileged seccomp tmpfs_shm sysctl device stats error_surfaces oci_archive; do
     for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
   done
   # Every container podman made is gone from the runtime's state dir (ids from podman's event log).

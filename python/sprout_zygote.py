@@ -85,7 +85,11 @@ def serve(sock, setup):
     except BaseException as e:  # noqa: BLE001 - report anything, including SystemExit
         send_msg(sock, {"ready": False, "error": "loading handler: %s: %s" % (type(e).__name__, e)})
         os._exit(1)
-    send_msg(sock, {"ready": True})
+    ready = {"ready": True}
+    if _TRACE:
+        _mark("import")
+        ready["trace"] = [(n, round((t - _T[0][1]) * 1e3, 3)) for n, t in _T]
+    send_msg(sock, ready)
     while True:
         try:
             req, _ = recv_msg(sock)
@@ -156,24 +160,39 @@ class _Sys:
         self.check(r, "seccomp")
 
 
+_T = []
+
+
+def _mark(name):
+    if _TRACE:
+        import time
+
+        _T.append((name, time.perf_counter()))
+
+
+_TRACE = False
+
+
 def become_sandbox(sysc, setup, root_fd, cg_fds, bpf):
-    """In a freshly forked zygote child: cgroup, chroot, namespaces, identity, seccomp."""
-    for fd in cg_fds:
-        os.write(fd, b"0")
-        os.close(fd)
+    """In a freshly forked zygote child: cgroup, chroot, namespaces, identity, seccomp.
+    (The cgroup was joined right after fork, before anything else runs.)"""
+    _mark("cgroup")
     os.fchdir(root_fd)
     os.chroot(".")
     os.chdir("/")
     os.close(root_fd)
     flags = int(setup.get("unshare", 0))
+    _mark("chroot")
     if flags:
         sysc.unshare(flags)
+    _mark("unshare")
     if flags & CLONE_NEWPID:
         # The new pid namespace applies to children: fork once more so the sandbox is its
         # pid 1; the intermediate exits at once (reaped by the zygote, SIGCHLD ignored) and the
         # sandbox is re-parented to the engine (a child subreaper).
         if os.fork() != 0:
             os._exit(0)
+    _mark("pidns_fork")
     if flags & CLONE_NEWUTS:
         socket.sethostname(setup.get("hostname", "sandbox"))
     for cap in range(0, 64):
@@ -185,8 +204,10 @@ def become_sandbox(sysc, setup, root_fd, cg_fds, bpf):
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
     sysc.check(sysc.prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
+    _mark("identity")
     sysc.seccomp(bpf)
     os.umask(0o022)
+    _mark("seccomp")
 
 
 def zygote(ctl):
@@ -230,11 +251,20 @@ def zygote(ctl):
             continue
         pid = os.fork()
         if pid == 0:
+            # Join the sandbox's cgroup first: pages this child dirties before that would be
+            # charged to the zygote's cgroup for as long as the sandbox lives.
+            for fd in fds[2:]:
+                os.write(fd, b"0")
+            global _TRACE
+            _TRACE = bool(msg.get("trace"))
+            _mark("fork")
+            for fd in fds[2:]:
+                os.close(fd)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             ctl.close()
             sock = socket.socket(fileno=fds[0])
             try:
-                become_sandbox(sysc, msg, fds[1], fds[2:], bpf)
+                become_sandbox(sysc, msg, fds[1], [], bpf)
             except BaseException as e:  # noqa: BLE001
                 try:
                     send_msg(sock, {"ready": False, "error": "sandbox setup: %s" % e})

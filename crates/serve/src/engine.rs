@@ -111,6 +111,8 @@ pub struct Engine {
     next_id: AtomicU64,
     janitor: Mutex<mpsc::Sender<Sandbox>>,
     this: std::sync::OnceLock<std::sync::Weak<Engine>>,
+    /// SPROUT_SERVE_TRACE=1: per-start phase timings on stderr.
+    trace: bool,
 }
 
 /// The default seccomp profile: allow everything but a deny-list of syscalls a handler has
@@ -210,6 +212,7 @@ impl Engine {
             next_id: AtomicU64::new(1),
             janitor: Mutex::new(tx),
             this: std::sync::OnceLock::new(),
+            trace: std::env::var_os("SPROUT_SERVE_TRACE").is_some(),
             cfg,
         });
         let _ = eng.this.set(Arc::downgrade(&eng));
@@ -536,6 +539,7 @@ impl Engine {
                     "SPROUT_HANDLER": h.name},
             "module": "f",
             "function": "f",
+            "trace": self.trace,
         })
     }
 
@@ -545,12 +549,15 @@ impl Engine {
 
     fn create(&self, h: &HandlerInfo) -> Result<(Sandbox, &'static str), ApiError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let t0 = Instant::now();
         let cg = self.pool.get().map_err(|e| ApiError::new(500, "engine", e))?;
+        let t_cg = t0.elapsed();
         let root = self.roots.join(format!("s{id}"));
         if let Err(e) = rootfs::make_root(&self.base, &self.mp_dir, &root, Some(&h.dir), &h.packages, self.cfg.sandbox.scratch_mb) {
             self.pool.put(cg);
             return Err(ApiError::new(500, "engine", format!("sandbox root: {e}")));
         }
+        let t_root = t0.elapsed();
         let flags = self.unshare_flags(h);
         let setup = self.setup_msg(h, flags);
         let mut sb = Sandbox {
@@ -610,9 +617,14 @@ impl Engine {
             let _ = proto::send(&sb.sock, &serde_json::to_vec(&setup).unwrap(), &[]);
         }
         drop(b);
+        let t_spawn = t0.elapsed();
         let _ = sb.sock.set_read_timeout(Some(Duration::from_millis(self.cfg.start_timeout_ms)));
         match proto::recv_json(&sb.sock) {
-            Ok(v) if v.get("ready") == Some(&Value::Bool(true)) => {}
+            Ok(v) if v.get("ready") == Some(&Value::Bool(true)) => {
+                if self.trace {
+                    eprintln!("sprout-serve: trace sandbox s{id} (ms since fork): {}", v.get("trace").unwrap_or(&Value::Null));
+                }
+            }
             Ok(v) => {
                 let msg = v.get("error").and_then(Value::as_str).unwrap_or("unknown").to_string();
                 self.destroy(sb);
@@ -625,6 +637,7 @@ impl Engine {
                 return Err(ApiError::new(500, "start_failed", format!("handler '{}' failed to start: {why}", h.name)));
             }
         }
+        let t_ready = t0.elapsed();
         if flags & spawn::CLONE_NEWNS != 0 {
             // The sandbox holds its own copy of its mounts now (it unshared its mount
             // namespace before importing the handler): detach the host's copy so the host
@@ -633,6 +646,16 @@ impl Engine {
         }
         sb.mem = sb.cg.as_ref().map_or(0, |c| c.memory_usage());
         self.metrics.started(path);
+        if self.trace {
+            eprintln!(
+                "sprout-serve: trace start {path} s{id}: cgroup {:?} root {:?} spawn {:?} ready {:?} total {:?}",
+                t_cg,
+                t_root - t_cg,
+                t_spawn - t_root,
+                t_ready - t_spawn,
+                t0.elapsed()
+            );
+        }
         Ok((sb, path))
     }
 

@@ -7,10 +7,13 @@ Each --send TEXT is written to the terminal (with "\\n" escapes expanded) after 
 output has been quiet for a moment, one after another. Prints everything read from
 the terminal to stdout and exits with the command's exit status (124 on timeout).
 """
+import fcntl
 import os
 import pty
 import select
 import signal
+import struct
+import termios
 import sys
 import time
 
@@ -37,6 +40,8 @@ def main():
             os.execvp(cmd[0], cmd)
         finally:
             os._exit(127)
+    # A real terminal size (a fresh pty is 0x0), so clients pass one on to the container.
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 37, 101, 0, 0))
     out = bytearray()
     deadline = time.time() + timeout
     last = time.time()

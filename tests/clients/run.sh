@@ -243,7 +243,7 @@ pm_pause_rm_force() { # rm -f of a paused container
 pm_tty() {
   OUT=$(to $PTY --timeout 40 --send 'tty; echo "cols=$(stty size)"; echo MARK$((40+2))\n' --send 'exit 5\n' -- \
     podman $(PMARGS) run --rm -it "$IMG" sh); RC=$?
-  has "$OUT" '/dev/pts/0' && has "$OUT" MARK42 && eq "$RC" 5
+  has "$OUT" '/dev/pts/0' && has "$OUT" MARK42 && has "$OUT" 'cols=37 101' && eq "$RC" 5
 }
 pm_tty_exec() {
   local n=te-$PMRT
@@ -280,6 +280,7 @@ pm_sysctl() { cap pm run --rm --sysctl net.ipv4.ip_forward=1 --network bridge "$
 pm_device() { cap pm run --rm --device /dev/null:/dev/mynull "$IMG" sh -c 'echo x > /dev/mynull && echo dev-ok'; eq "$OUT" dev-ok; }
 pm_stats() { local n=st-$PMRT; pm run -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
   cap pm stats --no-stream --format '{{.Name}} {{.PIDs}}' $n; pm rm -f -t0 $n >/dev/null; has "$OUT" "^$n 1"; }
+pm_oom() { cap pm run --rm --memory 20m --memory-swap 20m "$IMG" sh -c 'tail /dev/zero'; eq "$RC" 137; }
 pm_error_surfaces() { # a runtime create error reaches the podman user
   cap pm run --rm --sysctl net.ipv4.no_such_knob=1 "$IMG" true; echo "rc=$RC: $OUT"
   [ "$RC" != 0 ] && has "$OUT" 'no_such_knob'; }
@@ -296,7 +297,7 @@ run_podman() {
   [ "$WITH_REF" = 1 ] && rts="sprout runc"
   for c in run_rm exit_code exit_code_255 enoent enoent_create stdin detached pause pause_rm_force tty tty_exec \
            net_none net_host net_bridge memory pids cpus ulimits user readonly capdrop init volume env_workdir \
-           pid_host userns privileged seccomp tmpfs_shm sysctl device stats error_surfaces oci_archive; do
+           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom error_surfaces oci_archive; do
     for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
   done
   # Every container podman made is gone from the runtime's state dir (ids from podman's event log).
@@ -500,9 +501,9 @@ dk_exit_code() { cap dk run --runtime $DKRT --rm "$IMG" sh -c 'exit 3'; eq "$RC"
 dk_enoent() { cap dk run --runtime $DKRT --rm "$IMG" /nonexistent; echo "$OUT"; eq "$RC" 127; }
 dk_stdin() { OUT=$(echo piped-in | timeout -k 5 $T $DOCKER_BIN -H "unix://$DK/docker.sock" run --runtime $DKRT --rm -i "$IMG" cat 2>&1); eq "$OUT" piped-in; }
 dk_tty() {
-  OUT=$(to $PTY --timeout 40 --send 'tty; echo MARK$((40+2))\n' --send 'exit 5\n' -- \
+  OUT=$(to $PTY --timeout 40 --send 'tty; echo "cols=$(stty size)"; echo MARK$((40+2))\n' --send 'exit 5\n' -- \
     $DOCKER_BIN -H "unix://$DK/docker.sock" run --runtime $DKRT --rm -it "$IMG" sh); RC=$?
-  has "$OUT" '/dev/pts/0' && has "$OUT" MARK42 && eq "$RC" 5
+  has "$OUT" '/dev/pts/0' && has "$OUT" MARK42 && has "$OUT" 'cols=37 101' && eq "$RC" 5
 }
 dk_detached() {
   local n=d-$DKRT
@@ -550,6 +551,9 @@ dk_seccomp() { cap dk run --runtime $DKRT --rm "$IMG" grep Seccomp: /proc/self/s
 dk_userns_pidhost() { cap dk run --runtime $DKRT --rm --pid host --ipc host --uts host "$IMG" sh -c 'test "$(hostname)" = "$(cat /proc/1/root/etc/hostname 2>/dev/null || hostname)"; ps -o pid | grep -c "^ *1$"'; eq "$RC" 0; }
 dk_stats() { local n=st-$DKRT; dk run --runtime $DKRT -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
   cap dk stats --no-stream --format '{{.Name}} {{.PIDs}}' $n; dk rm -f $n >/dev/null; has "$OUT" "^$n 1"; }
+dk_oom() { local n=oom-$DKRT
+  cap dk run --runtime $DKRT --name $n --memory 20m --memory-swap 20m "$IMG" sh -c 'tail /dev/zero'; local rc=$RC
+  cap dk inspect -f '{{.State.OOMKilled}} {{.State.ExitCode}}' $n; dk rm -f $n >/dev/null; eq "$rc" 137 && eq "$OUT" "true 137"; }
 dk_restart_policy() { # the daemon restarts a dying container through the runtime
   local n=rs-$DKRT
   dk run --runtime $DKRT -d --name $n --restart on-failure:2 "$IMG" sh -c 'sleep 0.3; exit 1' >/dev/null || return 1
@@ -564,7 +568,7 @@ run_docker() {
   dk_start || { result sprout docker setup 1 "dockerd did not start"; return; }
   cap dk load -i "$TMP/busybox-docker.tar"; [ "$RC" = 0 ] || { result sprout docker load 1 "$OUT"; return; }
   local c rts="sprout"; [ "$WITH_REF" = 1 ] && rts="sprout runc"
-  for c in run_rm exit_code enoent stdin tty detached rm_paused net_none net_host resources user_readonly caps init seccomp userns_pidhost stats restart_policy; do
+  for c in run_rm exit_code enoent stdin tty detached rm_paused net_none net_host resources user_readonly caps init seccomp userns_pidhost stats oom restart_policy; do
     for DKRT in $rts; do check $DKRT docker "$c" dk_$c; done
   done
 }

@@ -272,6 +272,24 @@ pub fn prepare_root(rootfs: &Path, propagation: Option<&str>) -> Result<()> {
         if p & (libc::MS_SHARED | libc::MS_PRIVATE | libc::MS_UNBINDABLE) != 0 {
             mount(None, &c, None, p, None).map_err(|e| Error::os("linux.rootfsPropagation", e))?;
         }
+        if p & libc::MS_SHARED != 0 {
+            // pivot_root refuses a new root whose parent mount is shared: make that one private.
+            make_parent_mount_private(rootfs)?;
+        }
+    }
+    Ok(())
+}
+
+/// Make the mount containing `path`'s parent directory private (walking up to the mount point:
+/// mount(MS_PRIVATE) says EINVAL for a directory that is not one).
+fn make_parent_mount_private(path: &Path) -> Result<()> {
+    let mut p = path.parent();
+    while let Some(dir) = p {
+        match mount(None, &cstr(dir), None, libc::MS_PRIVATE, None) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => p = dir.parent(),
+            Err(e) => return Err(Error::os(format!("linux.rootfsPropagation: making {} private", dir.display()), e)),
+        }
     }
     Ok(())
 }

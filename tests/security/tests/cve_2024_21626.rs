@@ -103,10 +103,18 @@ fn cwd_inside(out: &str) -> Result<(), String> {
 /// made here on the host) is detected.
 #[test]
 fn cwd_check_detects_outside() {
+    use std::os::unix::process::CommandExt;
     let ctx = Ctx::new("21626ctl");
     let dir = ctx.scratch("chroot");
     std::fs::copy(probe_bin(), dir.join("probe")).unwrap();
-    let o = std::process::Command::new("chroot").arg(&dir).arg("/probe").arg("cwd").current_dir("/").output().unwrap();
+    let c = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+    let mut cmd = std::process::Command::new("/probe");
+    cmd.arg("cwd").current_dir(&ctx.dir);
+    // SAFETY: chroot(2) only, between fork and exec; the cwd stays outside the new root.
+    unsafe {
+        cmd.pre_exec(move || if libc::chroot(c.as_ptr()) == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) });
+    }
+    let o = cmd.output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(cwd_inside(&out).is_err(), "control: cwd outside a chroot not detected: {out}");
 }

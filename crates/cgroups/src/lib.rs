@@ -14,7 +14,9 @@
 //! - `v2_dir_fd` gives an O_PATH|O_DIRECTORY fd of the unified-hierarchy leaf for clone3's
 //!   CLONE_INTO_CGROUP, when the host is pure v2.
 //!
-//! Additions beyond the contract: [`Manager::stats`] (runc `events --stats` shaped [`Stats`]),
+//! Additions beyond the contract: [`ebpf`] (v2 device filter), [`Pool`] with
+//! [`Manager::create_pooled`] / [`Manager::destroy_pooled`], [`prewarm_migration`],
+//! [`Manager::stats`] (runc `events --stats` shaped [`Stats`]),
 //! [`Manager::with_layout`] (skip a second detect), [`Manager::layout`], [`Manager::v1_path`],
 //! [`Manager::unified_path`], [`Manager::created`].
 //!
@@ -24,8 +26,9 @@
 //! - `--systemd-cgroup` has no D-Bus manager: without systemd it is an error; with systemd the
 //!   `slice:prefix:name` path is expanded like systemd does (`system.slice/prefix-name.scope`)
 //!   and driven through cgroupfs without registering a unit.
-//! - v1 writes to cgroup.procs: the first migration can cost several ms (kernel RCU sync of
-//!   the threadgroup rwsem), the rest ~20us each; v2 avoids it via `v2_dir_fd`.
+//! - v1 writes to cgroup.procs: the first migration after an idle period costs one RCU grace
+//!   period (~12ms on the dev host), the rest ~20-50us each; v2 avoids it via `v2_dir_fd`.
+//!   [`prewarm_migration`] overlaps that wait with other work (README.md has the numbers).
 //!
 //! Layout of the implementation (one file per concern): `detect.rs` (statfs), `path.rs`
 //! (cgroupsPath resolution, /proc/self/cgroup), `fs.rs` (syscall-lean file helpers),
@@ -46,6 +49,7 @@ mod detect;
 pub mod ebpf;
 mod fs;
 mod path;
+mod placement;
 mod pool;
 mod resources;
 mod resources_v1;
@@ -58,6 +62,7 @@ mod testutil;
 mod v1;
 mod v2;
 
+pub use placement::prewarm_migration;
 pub use pool::{Pool, POOL_PREFIX};
 pub use stats::{
     BlkioEntry, BlkioStats, CpuStats, CpuUsage, HugetlbStats, MemoryEntry, MemoryStats, PidsStats,

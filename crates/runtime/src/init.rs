@@ -184,6 +184,9 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
         cvt(unsafe { libc::chroot(c.as_ptr()) }).map_err(|e| Error::os("chroot", e))?;
         cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
     }
+    if plan.new_mount {
+        rootfs::apply_root_propagation(linux.and_then(|l| l.rootfs_propagation().as_deref()))?;
+    }
     tr.mark("pivot_root");
 
     if plan.new_cgroup {

@@ -265,17 +265,20 @@ pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd
 pub fn prepare_root(rootfs: &Path, propagation: Option<&str>) -> Result<()> {
     let flag = propagation.and_then(propagation_flag).unwrap_or(libc::MS_SLAVE | libc::MS_REC);
     mount(None, c"/", None, flag, None).map_err(|e| Error::os("making / private to the container", e))?;
+    if flag & libc::MS_SHARED != 0 {
+        // pivot_root refuses a new root whose parent mount is shared: make that one private.
+        make_parent_mount_private(rootfs)?;
+    }
     let c = cstr(rootfs);
     mount(Some(&c), &c, None, libc::MS_BIND | libc::MS_REC, None).map_err(|e| Error::os(format!("binding rootfs {}", rootfs.display()), e))?;
-    // With rshared/shared rootfsPropagation the rootfs mount itself must be shared too.
+    Ok(())
+}
+
+/// After pivot_root: rootfsPropagation applies to the container's "/" (pivot_root itself refuses
+/// shared mounts, so it can only be set now).
+pub fn apply_root_propagation(propagation: Option<&str>) -> Result<()> {
     if let Some(p) = propagation.and_then(propagation_flag) {
-        if p & (libc::MS_SHARED | libc::MS_PRIVATE | libc::MS_UNBINDABLE) != 0 {
-            mount(None, &c, None, p, None).map_err(|e| Error::os("linux.rootfsPropagation", e))?;
-        }
-        if p & libc::MS_SHARED != 0 {
-            // pivot_root refuses a new root whose parent mount is shared: make that one private.
-            make_parent_mount_private(rootfs)?;
-        }
+        mount(None, c"/", None, p, None).map_err(|e| Error::os("linux.rootfsPropagation", e))?;
     }
     Ok(())
 }

@@ -16,6 +16,7 @@
 //!
 //! Additions beyond the contract: [`ebpf`] (v2 device filter), [`Pool`] with
 //! [`Manager::create_pooled`] / [`Manager::destroy_pooled`], [`prewarm_migration`],
+//! [`Manager::oom_events`] ([`OomEvents`]: v1 eventfd, v2 memory.events),
 //! [`Manager::stats`] (runc `events --stats` shaped [`Stats`]),
 //! [`Manager::with_layout`] (skip a second detect), [`Manager::layout`], [`Manager::v1_path`],
 //! [`Manager::unified_path`], [`Manager::created`].
@@ -47,6 +48,7 @@ use serde::{Deserialize, Serialize};
 
 mod detect;
 pub mod ebpf;
+mod events;
 mod fs;
 mod path;
 mod placement;
@@ -62,6 +64,7 @@ mod testutil;
 mod v1;
 mod v2;
 
+pub use events::{OomEvents, OomWait};
 pub use placement::prewarm_migration;
 pub use pool::{Pool, POOL_PREFIX};
 pub use stats::{

@@ -195,7 +195,7 @@ impl Manager {
         match self.create() {
             Ok(()) => {
                 let mut created = renamed;
-                created.extend(self.created.drain(..));
+                created.append(&mut self.created);
                 self.created = created;
                 Ok(true)
             }

@@ -404,7 +404,20 @@ pub fn attach_device_filter(dir: &Path, rules: &[LinuxDeviceCgroup]) -> Result<O
         }
         return Ok(None);
     }
-    let prog = load(&program(&parsed)).map_err(|e| err("loading the device eBPF program", dir, e))?;
+    let prog = match load(&program(&parsed)) {
+        Ok(p) => p,
+        // In a user namespace bpf(2) is refused (no CAP_BPF/CAP_SYS_ADMIN in the initial
+        // namespace); as runc does, go without the filter there: such containers cannot
+        // mknod devices or reach host device nodes they were not given anyway.
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) && in_user_namespace() => {
+            crate::warn(&format!(
+                "linux.resources.devices: not enforced on {} (bpf(2) is not permitted in a user namespace)",
+                dir.display()
+            ));
+            return Ok(None);
+        }
+        Err(e) => return Err(err("loading the device eBPF program", dir, e)),
+    };
     let id = prog_id(&prog).map_err(|e| err("BPF_OBJ_GET_INFO_BY_FD", dir, e))?;
     match attach(&cgfd, &prog, BPF_F_ALLOW_MULTI) {
         Ok(()) => {}
@@ -425,6 +438,14 @@ pub fn attach_device_filter(dir: &Path, rules: &[LinuxDeviceCgroup]) -> Result<O
         }
     }
     Ok(Some(id))
+}
+
+/// Not in the initial user namespace (/proc/self/uid_map is not the identity map of all ids).
+pub(crate) fn in_user_namespace() -> bool {
+    match std::fs::read_to_string("/proc/self/uid_map") {
+        Ok(s) => s.split_whitespace().collect::<Vec<_>>() != ["0", "0", "4294967295"],
+        Err(_) => false,
+    }
 }
 
 /// Ids of the device programs attached directly to the cgroup2 directory `dir`.
@@ -574,6 +595,14 @@ mod tests {
         let p = device_filter(&[rule(true, Some(C), Some(u32::MAX as i64), None, "rwm")]).unwrap();
         assert_eq!(p.len(), 8);
         assert!(!ok(&p, DEV_CHAR, ACC_READ, u32::MAX, 0));
+    }
+
+    #[test]
+    fn initial_user_namespace() {
+        // The tests run as root on the host.
+        if unsafe { libc::geteuid() } == 0 && std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|s| s.contains("4294967295")) {
+            assert!(!in_user_namespace());
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! the own cgroup down), hugetlb.<size>.max (hugetlb is the one controller free on the dev
 //! host's unified hierarchy), the "controller not delegated" error for memory.max,
 //! cgroup.procs (add_pid, pids), cgroup.freeze + cgroup.events (freeze/thaw/freezer_state),
-//! kill_all via freeze/signal/thaw and via cgroup.kill, v2_dir_fd, stats, destroy.
+//! kill_all via freeze/signal/thaw and via cgroup.kill, v2_dir_fd, stats, destroy, and the
+//! eBPF device filter through `Manager::apply`.
 //! Not exercised for real (the host has no such v2 controllers free): memory, cpu, io, pids,
 //! cpuset, rdma writers; those are covered by unit tests on a fake tree.
 

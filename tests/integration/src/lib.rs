@@ -931,8 +931,35 @@ impl Drop for Bundle<'_> {
             &CmdOpts { timeout: Some(Duration::from_secs(20)), ..Default::default() },
         );
         let _ = o;
+        // If the runtime lost track of the container, its processes (which
+        // this test started, recognisable by the marker in their
+        // environment) are killed here so the suite never leaks them.
+        let left = find_marked_processes("-", &self.id);
+        if !left.is_empty() {
+            eprintln!("{}: container {} processes survived delete --force, killing {:?}", runtime_name(), self.id, left);
+            for (pid, _) in &left {
+                unsafe {
+                    libc::kill(*pid, libc::SIGKILL);
+                }
+            }
+            let _ = wait_for_quiet(Duration::from_secs(5), || find_marked_processes("-", &self.id).is_empty());
+        }
         rmdir_leaked_cgroups(&self.id);
         safe_remove_dir(&self.dir);
+    }
+}
+
+/// Poll `f` until it returns true or `timeout` passes; returns the last result.
+pub fn wait_for_quiet(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

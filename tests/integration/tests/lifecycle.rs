@@ -388,9 +388,16 @@ fn run_forwards_signals_to_container() {
         std::thread::sleep(Duration::from_millis(10));
     }
     if !out.join("sig").exists() {
-        let _ = b.kill("KILL");
         let o = running.wait(CMD_TIMEOUT);
-        panic!("SIGTERM sent to `run` (after the container was up) was not forwarded to the container;{}", o.describe());
+        let st = ctx.rt(&["state", &b.id]);
+        let k = b.kill("KILL");
+        let d = ctx.rt(&["delete", "--force", &b.id]);
+        std::thread::sleep(Duration::from_millis(300));
+        let left = find_marked_processes("-", &b.id);
+        panic!(
+            "SIGTERM sent to `run` (after the container was up) was not forwarded to the container;{}\nthen state:{}\nthen kill KILL:{}\nthen delete --force:{}\ncontainer processes still alive: {left:?}",
+            o.describe(), st.describe(), k.describe(), d.describe()
+        );
     }
     assert_eq!(fs::read_to_string(out.join("sig")).unwrap().trim(), "TERM");
     let o = running.wait(CMD_TIMEOUT);

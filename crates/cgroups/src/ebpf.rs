@@ -327,16 +327,26 @@ fn open_dir(dir: &Path) -> std::io::Result<OwnedFd> {
 
 /// Ids of the device programs attached directly to `cgfd` (not inherited ones).
 fn query(cgfd: &OwnedFd) -> std::io::Result<Vec<u32>> {
-    let mut ids = vec![0u32; 64];
-    let mut a = Attr::new();
-    a.u32(0, cgfd.as_raw_fd() as u32)
-        .u32(4, BPF_CGROUP_DEVICE)
-        .u64(16, ids.as_mut_ptr() as u64)
-        .u32(24, ids.len() as u32);
-    bpf(BPF_PROG_QUERY, &mut a)?;
-    let n = a.get_u32(24) as usize;
-    ids.truncate(n.min(64));
-    Ok(ids)
+    let mut cap = 64usize;
+    loop {
+        let mut ids = vec![0u32; cap];
+        let mut a = Attr::new();
+        a.u32(0, cgfd.as_raw_fd() as u32)
+            .u32(4, BPF_CGROUP_DEVICE)
+            .u64(16, ids.as_mut_ptr() as u64)
+            .u32(24, ids.len() as u32);
+        match bpf(BPF_PROG_QUERY, &mut a) {
+            Ok(_) => {
+                ids.truncate((a.get_u32(24) as usize).min(cap));
+                return Ok(ids);
+            }
+            // More programs than room: prog_cnt says how many.
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && cap < 1 << 16 => {
+                cap = (a.get_u32(24) as usize).max(cap * 2);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn attach(cgfd: &OwnedFd, prog: &OwnedFd, flags: u32) -> std::io::Result<()> {

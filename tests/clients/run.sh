@@ -430,6 +430,15 @@ ct_error_surfaces() { # a create error reaches ctr through the shim (the runtime
   cap ct_run --rm "$IMG" err-$CTWHO no-such-command; ct container rm err-$CTWHO >/dev/null 2>&1
   [ "$RC" != 0 ] && has "$OUT" 'OCI runtime create failed' && has "$OUT" 'no-such-command'
 }
+ct_error_surfaces_race() { # early init errors without a new netns (fast init): the reason, not a pipe error, 10 times
+  local i bad=0
+  for i in $(seq 10); do
+    # a cwd under a regular file: the init fails in its setup, before the parent's GO
+    cap ct_run --rm --net-host --cwd /etc/passwd/sub "$IMG" er$i-$CTWHO true; ct container rm er$i-$CTWHO >/dev/null 2>&1
+    printf '%s' "$OUT" | grep -q '/etc/passwd/sub\|not a directory' || { bad=$((bad + 1)); echo "try $i: $OUT"; }
+  done
+  [ $bad = 0 ]
+}
 ct_enoent_abs() { # an absolute path that does not exist: runc fails create; exit 127 at start is tolerated by most clients
   cap ct_run --rm "$IMG" ea-$CTWHO /nonexistent; ct container rm ea-$CTWHO >/dev/null 2>&1; echo "rc=$RC: $OUT"
   [ "$RC" != 0 ] && has "$OUT" 'OCI runtime create failed'
@@ -455,7 +464,7 @@ run_containerd() {
   ctd_images || { result sprout containerd setup 1 "ctr images import failed"; return; }
   local c who
   local whos="sprout"; [ "$WITH_REF" = 1 ] && whos="sprout runc"
-  for c in run_rm exit_code stdin tty detached kill_sigkill rm_paused error_surfaces enoent_abs memory env_cwd readonly net_host lo_up; do
+  for c in run_rm exit_code stdin tty detached kill_sigkill rm_paused error_surfaces error_surfaces_race enoent_abs memory env_cwd readonly net_host lo_up; do
     for who in $whos; do
       CTWHO=$who; if [ $who = sprout ]; then CTBIN=$SPROUT; else CTBIN=$REF_RUNC; fi
       check $who containerd "$c" ct_$c

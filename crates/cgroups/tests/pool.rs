@@ -157,3 +157,48 @@ fn pool_take_give_back_reset_and_drain() {
     pm.destroy().unwrap();
     assert!(!Path::new(pm.v1_path("memory").unwrap()).exists());
 }
+
+/// Concurrent takers and give-backs never share a slot and never lose a hierarchy.
+#[test]
+fn pool_concurrent_take_and_give_back() {
+    skip_unless!(Layout::V1, Layout::Hybrid);
+    let parent = unique("poolc");
+    let mut pm = Manager::new(Some(&parent), "x", false).unwrap();
+    pm.create().unwrap();
+    let pool = Pool::new(3);
+    let par = parent.clone();
+    let mk = move |id: String| Manager::new(Some(&format!("{par}/{id}")), &id, false).unwrap();
+    pool.fill(&mk("probe".into())).unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let mk = mk.clone();
+            std::thread::spawn(move || {
+                let mut pooled = 0;
+                for i in 0..25 {
+                    let mut m = mk(format!("t{t}-{i}"));
+                    let took = m.create_pooled(&pool).unwrap();
+                    for c in ["cpu", "memory", "cpuset", "pids", "freezer"] {
+                        if let Some(d) = m.v1_path(c) {
+                            assert!(d.is_dir(), "{} missing", d.display());
+                        }
+                    }
+                    if let Some(d) = m.v1_path("cpuset") {
+                        assert!(!read(d.join("cpuset.cpus")).is_empty());
+                    }
+                    pooled += took as usize;
+                    m.destroy_pooled(&pool).unwrap();
+                    assert!(!m.v1_path("memory").unwrap().exists());
+                }
+                pooled
+            })
+        })
+        .collect();
+    let pooled: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    println!("{pooled} of 100 concurrent creates came from the pool");
+    assert!(pooled > 0);
+    let probe = mk("probe".into());
+    assert!(pool.available(&probe) <= 3);
+    pool.drain(&probe).unwrap();
+    pm.destroy().unwrap();
+    assert!(!pm.v1_path("memory").unwrap().exists());
+}

@@ -403,8 +403,14 @@ impl Ctx {
 
     /// A new bundle (config.json in runc-spec default shape) running `args`.
     pub fn bundle(&self, args: &[&str]) -> Bundle<'_> {
-        let id = self.new_id();
-        let dir = self.dir.join(&id);
+        self.bundle_with_id(&self.new_id(), args)
+    }
+
+    /// A bundle whose container id is `id` (must be unique on the host, as
+    /// it names the cgroup too).
+    pub fn bundle_with_id(&self, id: &str, args: &[&str]) -> Bundle<'_> {
+        let id = id.to_string();
+        let dir = self.dir.join(format!("b{}", next()));
         fs::create_dir_all(&dir).unwrap();
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
         clone_rootfs(&dir.join("rootfs"));
@@ -555,7 +561,7 @@ impl Ctx {
                 }
             }
         }
-        let procs = find_marked_processes(&failed.marker, &bundle.id);
+        let procs = find_test_processes(&failed.marker, &bundle.id, &[&bundle.dir, &self.root]);
         if !procs.is_empty() {
             problems.push(format!("processes left: {procs:?}"));
         }
@@ -592,6 +598,43 @@ pub fn is_zombie(pid: i32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
         .unwrap_or(true)
+}
+
+/// Pids (not zombies, not this process) that belong to a container or a
+/// runtime invocation of a test: environment with `CALL_MARKER=<call>` or
+/// `CONTAINER_MARKER=<id>`, a cgroup path ending in `/sprout-test/<id>`, or
+/// an environment/command line that mentions one of `paths` (the bundle
+/// directory, the --root directory: e.g. runc's `runc init` carries
+/// `_LIBCONTAINER_STATEDIR=<root>/<id>`) or has its cwd there.
+pub fn find_test_processes(call: &str, id: &str, paths: &[&Path]) -> Vec<(i32, String)> {
+    let a = format!("{CALL_MARKER}={call}");
+    let b = format!("{CONTAINER_MARKER}={id}");
+    let cg = format!("/sprout-test/{id}");
+    let needles: Vec<String> = paths.iter().map(|p| p.to_string_lossy().into_owned()).filter(|p| p.len() > 1).collect();
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    let Ok(rd) = fs::read_dir("/proc") else { return out };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        if pid == me || is_zombie(pid) {
+            continue;
+        }
+        let env = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cgroup = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        let env_s = String::from_utf8_lossy(&env);
+        let cmd_s = String::from_utf8_lossy(&cmd);
+        let cwd = fs::read_link(format!("/proc/{pid}/cwd")).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let hit = env.split(|c| *c == 0).any(|v| v == a.as_bytes() || v == b.as_bytes())
+            || (!id.is_empty() && id != "-" && cgroup.lines().any(|l| l.ends_with(&cg)))
+            || needles.iter().any(|n| {
+                env_s.contains(n.as_str()) || cmd_s.contains(n.as_str()) || cwd == *n || cwd.starts_with(&format!("{n}/"))
+            });
+        if hit {
+            out.push((pid, cmd_s.replace('\0', " ")));
+        }
+    }
+    out
 }
 
 /// Pids (not zombies) whose environment contains `CALL_MARKER=<call>` or
@@ -932,9 +975,10 @@ impl Drop for Bundle<'_> {
         );
         let _ = o;
         // If the runtime lost track of the container, its processes (which
-        // this test started, recognisable by the marker in their
-        // environment) are killed here so the suite never leaks them.
-        let left = find_marked_processes("-", &self.id);
+        // this test started: marker in their environment, in its cgroup, or
+        // naming its bundle) are killed here so the suite never leaks them.
+        let find = || find_test_processes("-", &self.id, &[&self.dir]);
+        let left = find();
         if !left.is_empty() {
             eprintln!("{}: container {} processes survived delete --force, killing {:?}", runtime_name(), self.id, left);
             for (pid, _) in &left {
@@ -942,7 +986,7 @@ impl Drop for Bundle<'_> {
                     libc::kill(*pid, libc::SIGKILL);
                 }
             }
-            let _ = wait_for_quiet(Duration::from_secs(5), || find_marked_processes("-", &self.id).is_empty());
+            let _ = wait_for_quiet(Duration::from_secs(5), || find().is_empty());
         }
         rmdir_leaked_cgroups(&self.id);
         safe_remove_dir(&self.dir);

@@ -665,3 +665,18 @@ fn args_are_passed_verbatim() {
     let b = ctx.bundle(&["sh", "-c", "for a in \"$@\"; do echo \"[$a]\"; done", "sh", "a b", "", "*", "$HOME", "ü\"'"]);
     assert_eq!(lines(&b.run_ok()), vec!["[a b]", "[]", "[*]", "[$HOME]", "[ü\"']"]);
 }
+
+/// runc sets HOME from /etc/passwd when process.env has none; Kubernetes
+/// (CRI) relies on it.
+#[test]
+fn home_defaults_from_passwd() {
+    let ctx = Ctx::new("home");
+    let mut b = sh(&ctx, "echo $HOME");
+    b.set("/process/user", json!({"uid": 1000, "gid": 1000}));
+    assert_eq!(b.run_ok(), "/home/user\n");
+    let b = sh(&ctx, "echo $HOME");
+    assert_eq!(b.run_ok(), "/root\n");
+    let mut b = sh(&ctx, "echo $HOME");
+    b.add_env("HOME=/custom");
+    assert_eq!(b.run_ok(), "/custom\n");
+}

@@ -393,7 +393,7 @@ fn run_forwards_signals_to_container() {
         let k = b.kill("KILL");
         let d = ctx.rt(&["delete", "--force", &b.id]);
         std::thread::sleep(Duration::from_millis(300));
-        let left = find_marked_processes("-", &b.id);
+        let left = find_test_processes("-", &b.id, &[&b.dir]);
         panic!(
             "SIGTERM sent to `run` (after the container was up) was not forwarded to the container;{}\nthen state:{}\nthen kill KILL:{}\nthen delete --force:{}\ncontainer processes still alive: {left:?}",
             o.describe(), st.describe(), k.describe(), d.describe()
@@ -602,4 +602,129 @@ fn list_empty_root() {
     let o = ctx.rt(&["list"]);
     o.assert_ok();
     assert!(o.stdout.lines().count() <= 1, "only a header: {}", o.describe());
+}
+
+#[test]
+fn external_death_is_noticed() {
+    let ctx = Ctx::new("extdeath");
+    let b = ctx.bundle(SLEEP);
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let pid = b.pid();
+    // The init process is one this test started (through the runtime).
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    b.wait_status("stopped");
+    b.delete().assert_ok();
+    assert!(ctx.root_entries().is_empty());
+    for c in cgroup_dirs(&b.id) {
+        assert!(!c.exists(), "cgroup {} left after delete", c.display());
+    }
+}
+
+#[test]
+fn long_docker_style_id() {
+    let ctx = Ctx::new("longid");
+    // 64 hex characters, like docker/containerd ids.
+    let seed = format!("{:08x}{:08x}", std::process::id(), ctx.new_id().len() as u32 + rand_u32());
+    let id: String = seed.chars().cycle().take(64).collect();
+    let b = ctx.bundle_with_id(&id, SLEEP);
+    b.create().assert_ok();
+    b.start().assert_ok();
+    assert_eq!(b.state()["status"], json!("running"));
+    let o = b.exec(&[], &["true"]);
+    o.assert_ok();
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+    b.delete().assert_ok();
+}
+
+fn rand_u32() -> u32 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    t.subsec_nanos() ^ (t.as_secs() as u32)
+}
+
+#[test]
+fn same_id_under_different_roots_is_independent() {
+    let a = Ctx::new("roota");
+    let bctx = Ctx::new("rootb");
+    let id = a.new_id();
+    let b1 = a.bundle_with_id(&id, SLEEP);
+    b1.create().assert_ok();
+    // Same id under another --root: a different cgroup path is needed, as
+    // the cgroup is host-wide.
+    let mut b2 = bctx.bundle_with_id(&id, SLEEP);
+    b2.set("/linux/cgroupsPath", json!(format!("sprout-test/{id}-other")));
+    b2.create().assert_ok();
+    assert_eq!(a.rt(&["list", "-q"]).stdout.trim(), id);
+    assert_eq!(bctx.rt(&["list", "-q"]).stdout.trim(), id);
+    assert_ne!(b1.pid(), b2.pid());
+    b2.delete().assert_ok();
+    assert_eq!(b1.state()["status"], json!("created"));
+    let _ = fs::remove_dir(cgroup_dirs(&format!("{id}-other"))[0].clone());
+}
+
+#[test]
+fn concurrent_creates_in_one_root() {
+    let ctx = Ctx::new("concurrent");
+    let bundles: Vec<Bundle> = (0..6).map(|_| ctx.bundle(&["true"])).collect();
+    for b in &bundles {
+        b.write_config();
+    }
+    std::thread::scope(|s| {
+        for b in &bundles {
+            let ctx = &ctx;
+            s.spawn(move || {
+                let bd = b.bundle_arg();
+                ctx.rt(&["create", "--bundle", &bd, &b.id]).assert_ok();
+                ctx.rt(&["start", &b.id]).assert_ok();
+            });
+        }
+    });
+    let o = ctx.rt(&["list", "-q"]);
+    let mut ids: Vec<&str> = o.stdout.lines().collect();
+    ids.sort();
+    let mut want: Vec<&str> = bundles.iter().map(|b| b.id.as_str()).collect();
+    want.sort();
+    assert_eq!(ids, want);
+    for b in &bundles {
+        b.wait_status("stopped");
+        b.delete().assert_ok();
+    }
+    assert!(ctx.root_entries().is_empty());
+}
+
+#[test]
+fn concurrent_creates_same_id_exactly_one_wins() {
+    let ctx = Ctx::new("raceid");
+    let id = ctx.new_id();
+    let bundles: Vec<Bundle> = (0..4).map(|_| ctx.bundle_with_id(&id, SLEEP)).collect();
+    for b in &bundles {
+        b.write_config();
+    }
+    let results: Vec<Output> = std::thread::scope(|s| {
+        let hs: Vec<_> = bundles
+            .iter()
+            .map(|b| {
+                let ctx = &ctx;
+                let id = &id;
+                s.spawn(move || {
+                    let bd = b.bundle_arg();
+                    ctx.rt(&["create", "--bundle", &bd, id])
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok: Vec<&Output> = results.iter().filter(|o| o.ok()).collect();
+    assert_eq!(ok.len(), 1, "exactly one create of the same id may succeed: {:?}", results.iter().map(|o| o.describe()).collect::<Vec<_>>());
+    let st = ctx.state(&id);
+    assert_eq!(st["status"], json!("created"));
+    assert!(pid_alive(st["pid"].as_i64().unwrap() as i32));
+    // The losers left no process behind.
+    for o in results.iter().filter(|o| !o.ok()) {
+        let procs = find_test_processes(&o.marker, "-", &[]);
+        assert!(procs.is_empty(), "a failed create left processes {procs:?}:{}", o.describe());
+    }
 }

@@ -561,7 +561,10 @@ impl Ctx {
                 }
             }
         }
-        let procs = find_test_processes(&failed.marker, &bundle.id, &[&bundle.dir, &self.root]);
+        // With other containers legitimately in this --root, only the
+        // failed bundle's own directory identifies leftovers.
+        let paths: Vec<&Path> = if allowed.is_empty() { vec![&bundle.dir, &self.root] } else { vec![&bundle.dir] };
+        let procs = find_test_processes(&failed.marker, &bundle.id, &paths);
         if !procs.is_empty() {
             problems.push(format!("processes left: {procs:?}"));
         }

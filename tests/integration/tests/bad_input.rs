@@ -155,8 +155,10 @@ fn rejected_id(name: &str, id: &str) {
     let ctx = Ctx::new(name);
     let b = ctx.bundle(SLEEP);
     b.write_config();
-    expect_rejected(&ctx, &b, "create", id, &["id", "invalid"]);
-    expect_rejected(&ctx, &b, "run", id, &["id", "invalid"]);
+    // "id" alone would match "invalid"/"valid": ask for the id as a noun.
+    let kw = ["container id", "invalid id", "id format", "id:", "id \"", "id '", "id cannot", "id must", "empty id"];
+    expect_rejected(&ctx, &b, "create", id, &kw);
+    expect_rejected(&ctx, &b, "run", id, &kw);
 }
 
 #[test]

@@ -561,6 +561,27 @@ fn failing_create_runtime_hook_fails_create_and_leaves_nothing() {
     ctx.assert_no_trace(&o, &b, &[], Some(&pidfile));
 }
 
+fn failing_hook_leaves_nothing(name: &str, hook: &str) {
+    let ctx = Ctx::new(name);
+    let mut b = sh(&ctx, "true");
+    b.set(&format!("/hooks/{hook}"), json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 3"]}]));
+    let pidfile = ctx.dir.join("hookfail.pid");
+    let o = b.create_with(&["--pid-file", pidfile.to_str().unwrap()]);
+    o.assert_fail();
+    o.assert_one_line_error(&["hook", hook]);
+    ctx.assert_no_trace(&o, &b, &[], Some(&pidfile));
+}
+
+#[test]
+fn failing_prestart_hook_fails_create_and_leaves_nothing() {
+    failing_hook_leaves_nothing("prestartfail", "prestart");
+}
+
+#[test]
+fn failing_create_container_hook_fails_create_and_leaves_nothing() {
+    failing_hook_leaves_nothing("ccfail", "createContainer");
+}
+
 #[test]
 fn hook_timeout_is_enforced() {
     let ctx = Ctx::new("hooktimeout");

@@ -6,12 +6,17 @@ Started by the sprout-serve engine with `python3 -I -S sprout_zygote.py MODE FD`
                chrooted it into the sandbox root, unshared namespaces, dropped privileges and
                loaded the seccomp filter before exec. We only load the handler and serve.
   zygote FD    fork server. FD is the control socket to the engine. The first message is the
-               zygote setup (root dir fd + cgroup fds + packages to pre-import). For every
-               "fork" message (carrying the new sandbox's socket, its root dir fd and the
-               cgroup.procs fds of its pool cgroup) the zygote forks a child that joins the
-               cgroup, chroots into the root, unshares namespaces, drops privileges, loads the
-               seccomp filter and then imports the handler: packages imported by the zygote are
-               already in memory (shared copy-on-write).
+               zygote setup (root dir fd + cgroup fds + packages to pre-import): the zygote
+               joins its cgroup, chroots into its root (base + its packages) and imports.
+               For every "fork" message (carrying a new sandbox socket and the cgroup.procs
+               fds of a pool cgroup) it forks a *spare*: the child joins the cgroup first
+               thing, unshares pid/ipc/uts (forking once more to be pid 1 of the new pid
+               namespace) and waits. When the engine assigns it a handler (setup + the root
+               dir fd over the sandbox socket) it chroots into the root, unshares the mount
+               (and, if asked, network) namespace, drops the capability bounding set,
+               setgroups/setresgid/setresuid, sets no_new_privs, loads the seccomp filter
+               and imports the handler: packages the zygote imported are already in memory
+               (shared copy-on-write).
 
 Wire format on every socket: 4-byte little-endian length + UTF-8 JSON. File descriptors ride
 (SCM_RIGHTS) on the first byte of a message.
@@ -72,6 +77,7 @@ def load_handler(setup):
     os.environ.update(setup.get("env", {}))
     import importlib
 
+    _mark("env")
     mod = importlib.import_module(setup.get("module", "f"))
     fn = getattr(mod, setup.get("function", "f"), None)
     if not callable(fn):
@@ -173,28 +179,33 @@ def _mark(name):
 _TRACE = False
 
 
-def become_sandbox(sysc, setup, root_fd, cg_fds, bpf):
-    """In a freshly forked zygote child: cgroup, chroot, namespaces, identity, seccomp.
-    (The cgroup was joined right after fork, before anything else runs.)"""
-    _mark("cgroup")
-    os.fchdir(root_fd)
-    os.chroot(".")
-    os.chdir("/")
-    os.close(root_fd)
-    flags = int(setup.get("unshare", 0))
-    _mark("chroot")
+def early_sandbox(sysc, flags, hostname="sandbox"):
+    """Spare child, right after fork + cgroup join: new namespaces (pid: fork once more so the
+    sandbox is pid 1; the intermediate exits at once, reaped by the zygote, and the sandbox is
+    re-parented to the engine, a child subreaper). Runs ahead of any request."""
     if flags:
         sysc.unshare(flags)
     _mark("unshare")
     if flags & CLONE_NEWPID:
-        # The new pid namespace applies to children: fork once more so the sandbox is its
-        # pid 1; the intermediate exits at once (reaped by the zygote, SIGCHLD ignored) and the
-        # sandbox is re-parented to the engine (a child subreaper).
         if os.fork() != 0:
             os._exit(0)
     _mark("pidns_fork")
     if flags & CLONE_NEWUTS:
-        socket.sethostname(setup.get("hostname", "sandbox"))
+        socket.sethostname(hostname)
+
+
+def become_sandbox(sysc, setup, root_fd, bpf):
+    """When assigned a handler: chroot into its root, late namespaces (network), identity,
+    no_new_privs, seccomp."""
+    _mark("assigned")
+    os.fchdir(root_fd)
+    os.chroot(".")
+    os.chdir("/")
+    os.close(root_fd)
+    _mark("chroot")
+    late = int(setup.get("unshare_late", 0))
+    if late:
+        sysc.unshare(late)
     for cap in range(0, 64):
         if sysc.prctl(PR_CAPBSET_DROP, cap) != 0:
             break
@@ -244,7 +255,7 @@ def zygote(ctl):
             msg, fds = recv_msg(ctl, 16)
         except EOFError:
             os._exit(0)
-        if msg.get("op") != "fork" or len(fds) < 2:
+        if msg.get("op") != "fork" or len(fds) < 1:
             for fd in fds:
                 os.close(fd)
             send_msg(ctl, {"error": "bad zygote request"})
@@ -253,24 +264,31 @@ def zygote(ctl):
         if pid == 0:
             # Join the sandbox's cgroup first: pages this child dirties before that would be
             # charged to the zygote's cgroup for as long as the sandbox lives.
-            for fd in fds[2:]:
+            for fd in fds[1:]:
                 os.write(fd, b"0")
             global _TRACE
             _TRACE = bool(msg.get("trace"))
             _mark("fork")
-            for fd in fds[2:]:
+            for fd in fds[1:]:
                 os.close(fd)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             ctl.close()
             sock = socket.socket(fileno=fds[0])
             try:
-                become_sandbox(sysc, msg, fds[1], [], bpf)
+                early_sandbox(sysc, int(msg.get("unshare", 0)))
+                # A spare: wait for a handler (root dir fd + setup), or EOF when discarded.
+                setup, rfds = recv_msg(sock, 4)
+                if not rfds:
+                    raise RuntimeError("no root fd")
+                become_sandbox(sysc, setup, rfds[0], bpf)
+            except EOFError:
+                os._exit(0)
             except BaseException as e:  # noqa: BLE001
                 try:
                     send_msg(sock, {"ready": False, "error": "sandbox setup: %s" % e})
                 finally:
                     os._exit(1)
-            serve(sock, msg)
+            serve(sock, setup)
             os._exit(0)
         for fd in fds:
             os.close(fd)

@@ -196,16 +196,26 @@ impl CgPool {
                 }
             }
             for d in dirs {
-                let _ = std::fs::remove_dir(d);
+                rmdir_retry(&d);
             }
         }
         if let Ok(m) = Manager::with_layout(self.layout, Some(&self.base), "base", false) {
             for d in all_dirs(&m) {
-                let _ = std::fs::remove_dir(d);
+                rmdir_retry(&d);
             }
         }
         let _ = std::fs::remove_file(&self.record);
         n
+    }
+}
+
+/// rmdir, retried for a moment while killed tasks finish leaving (EBUSY).
+fn rmdir_retry(d: &Path) {
+    for _ in 0..200 {
+        match std::fs::remove_dir(d) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => std::thread::sleep(Duration::from_millis(5)),
+            _ => return,
+        }
     }
 }
 

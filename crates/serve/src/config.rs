@@ -48,6 +48,9 @@ pub struct Config {
     pub zygote_preload: Vec<String>,
     /// Most zygotes (one per package set).
     pub max_zygotes: usize,
+    /// Children each zygote keeps forked ahead of time (in a pool cgroup and their
+    /// namespaces, waiting for a handler).
+    pub zygote_spares: usize,
     /// pip used to fill the install cache.
     pub pip: Vec<String>,
     /// Extra pip arguments (e.g. ["--no-index", "--find-links", "/wheels"]).
@@ -116,6 +119,7 @@ impl Default for Config {
             zygotes: true,
             zygote_preload: vec!["json".into(), "ctypes".into(), "importlib".into(), "traceback".into()],
             max_zygotes: 16,
+            zygote_spares: 2,
             pip: vec!["python3".into(), "-m".into(), "pip".into()],
             pip_args: vec![],
             pip_timeout_s: 300,

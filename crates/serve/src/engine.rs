@@ -67,8 +67,16 @@ struct Zygote {
     cg: Mutex<Option<PoolCg>>,
     root: PathBuf,
     forks: AtomicU64,
+    /// Forked, in their cgroup and namespaces, waiting for a handler.
+    spares: Mutex<Vec<(UnixStream, PoolCg)>>,
+    last_take: Mutex<Instant>,
     imported: Vec<String>,
     mem: AtomicU64,
+}
+
+enum Job {
+    Destroy(Sandbox),
+    Detach(PathBuf),
 }
 
 enum ZSlot {
@@ -109,7 +117,7 @@ pub struct Engine {
     cv: Condvar,
     zygotes: Mutex<HashMap<String, ZSlot>>,
     next_id: AtomicU64,
-    janitor: Mutex<mpsc::Sender<Sandbox>>,
+    janitor: Mutex<mpsc::Sender<Job>>,
     this: std::sync::OnceLock<std::sync::Weak<Engine>>,
     /// SPROUT_SERVE_TRACE=1: per-start phase timings on stderr.
     trace: bool,
@@ -194,7 +202,7 @@ impl Engine {
             .custom_flags(libc::O_CLOEXEC)
             .open(run.join("sandboxes.log"))
             .map_err(|e| e.to_string())?;
-        let (tx, rx) = mpsc::channel::<Sandbox>();
+        let (tx, rx) = mpsc::channel::<Job>();
         let installs = InstallCache::new(cfg.package_cache.clone(), cfg.pip.clone(), cfg.pip_args.clone(), Duration::from_secs(cfg.pip_timeout_s));
         let eng = Arc::new(Engine {
             pool,
@@ -218,8 +226,14 @@ impl Engine {
         let _ = eng.this.set(Arc::downgrade(&eng));
         let e2 = eng.clone();
         std::thread::Builder::new().name("janitor".into()).spawn(move || {
-            for sb in rx {
-                e2.destroy(sb);
+            for job in rx {
+                match job {
+                    Job::Destroy(sb) => e2.destroy(sb),
+                    // umount2(MNT_DETACH) waits for an RCU grace period: not on the request path.
+                    Job::Detach(p) => {
+                        let _ = rootfs::umount_detach(&p);
+                    }
+                }
             }
         }).unwrap();
         let e3 = eng.clone();
@@ -283,7 +297,11 @@ impl Engine {
         req.extend_from_slice(b"{\"event\":");
         req.extend_from_slice(event);
         req.push(b'}');
+        let t_acq = t0.elapsed();
         let r = self.call(sb, &req, timeout);
+        if self.trace && path != "hot" {
+            eprintln!("sprout-serve: trace run {name} {path}: acquire {:?} call {:?}", t_acq, t0.elapsed() - t_acq);
+        }
         let status = match &r {
             Ok(_) => 200,
             Err(e) => e.status,
@@ -437,7 +455,7 @@ impl Engine {
     }
 
     fn to_janitor(&self, sb: Sandbox) {
-        let _ = self.janitor.lock().unwrap().send(sb);
+        let _ = self.janitor.lock().unwrap().send(Job::Destroy(sb));
     }
 
     fn release(&self, mut sb: Sandbox) {
@@ -487,6 +505,7 @@ impl Engine {
                 }
             }
         }
+        self.replenish_spares();
         if to_freeze.is_empty() {
             return;
         }
@@ -540,6 +559,7 @@ impl Engine {
             "module": "f",
             "function": "f",
             "trace": self.trace,
+            "unshare_late": flags & (spawn::CLONE_NEWNET | spawn::CLONE_NEWNS),
         })
     }
 
@@ -550,74 +570,60 @@ impl Engine {
     fn create(&self, h: &HandlerInfo) -> Result<(Sandbox, &'static str), ApiError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let t0 = Instant::now();
-        let cg = self.pool.get().map_err(|e| ApiError::new(500, "engine", e))?;
-        let t_cg = t0.elapsed();
         let root = self.roots.join(format!("s{id}"));
         if let Err(e) = rootfs::make_root(&self.base, &self.mp_dir, &root, Some(&h.dir), &h.packages, self.cfg.sandbox.scratch_mb) {
-            self.pool.put(cg);
             return Err(ApiError::new(500, "engine", format!("sandbox root: {e}")));
         }
         let t_root = t0.elapsed();
         let flags = self.unshare_flags(h);
         let setup = self.setup_msg(h, flags);
+        let mut started: Option<(UnixStream, PoolCg, &'static str)> = None;
+        if self.cfg.zygotes {
+            let key = Self::zkey(&h.packages);
+            if let Some(z) = self.zygote_ready(&key, h) {
+                match self.take_spare(&z) {
+                    Ok((sock, cg)) => {
+                        // Hand the spare its root (dir fd) and handler.
+                        let sent = open_dir_path(&root)
+                            .and_then(|fd| proto::send(&sock, &serde_json::to_vec(&setup).unwrap(), &[fd.as_raw_fd()]));
+                        match sent {
+                            Ok(()) => started = Some((sock, cg, "zygote")),
+                            Err(e) => {
+                                eprintln!("sprout-serve: spare of zygote [{}] is gone ({e})", z.key);
+                                let _ = cg.mgr.kill_all(libc::SIGKILL);
+                                self.pool.put(cg);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("sprout-serve: zygote [{}] failed ({e}); dropping it", z.key);
+                        self.drop_zygote(&z.key);
+                    }
+                }
+            }
+        }
+        let (sock, cg, path) = match started {
+            Some(s) => s,
+            None => match self.start_cold(&root, flags, &setup) {
+                Ok((sock, cg)) => (sock, cg, "cold"),
+                Err(e) => {
+                    rootfs::remove_root(&root);
+                    return Err(e);
+                }
+            },
+        };
+        let t_spawn = t0.elapsed();
         let mut sb = Sandbox {
             id,
             handler: h.name.clone(),
             version: h.version.clone(),
-            sock: UnixStream::pair().map(|p| p.0).unwrap(),
+            sock,
             cg: Some(cg),
             root: root.clone(),
             frozen: false,
             last_used: Instant::now(),
             mem: 0,
         };
-        let (a, b) = match proto::pair() {
-            Ok(p) => p,
-            Err(e) => {
-                self.destroy(sb);
-                return Err(ApiError::new(500, "engine", format!("socketpair: {e}")));
-            }
-        };
-        sb.sock = a;
-        let procs: Vec<RawFd> = sb.cg.as_ref().unwrap().procs.iter().map(|f| f.as_raw_fd()).collect();
-        let mut path = "cold";
-        let mut forked = false;
-        if self.cfg.zygotes {
-            let key = Self::zkey(&h.packages);
-            if let Some(z) = self.zygote_ready(&key, h) {
-                match self.fork_from(&z, &setup, &b, &root, &procs) {
-                    Ok(()) => {
-                        forked = true;
-                        path = "zygote";
-                    }
-                    Err(e) => {
-                        eprintln!("sprout-serve: zygote '{}' failed ({e}); dropping it", z.key);
-                        self.drop_zygote(&z.key);
-                    }
-                }
-            }
-        }
-        if !forked {
-            let spec = spawn::ColdSpec {
-                python: &self.cfg.python,
-                root: &root,
-                procs: &procs,
-                sock: b.as_raw_fd(),
-                log_fd: self.log_fd.as_raw_fd(),
-                unshare: flags,
-                uid: self.cfg.sandbox.uid,
-                gid: self.cfg.sandbox.gid,
-                seccomp: self.seccomp.as_ref(),
-            };
-            if let Err(e) = spawn::spawn_cold(&spec) {
-                drop(b);
-                self.destroy(sb);
-                return Err(ApiError::new(500, "engine", format!("fork: {e}")));
-            }
-            let _ = proto::send(&sb.sock, &serde_json::to_vec(&setup).unwrap(), &[]);
-        }
-        drop(b);
-        let t_spawn = t0.elapsed();
         let _ = sb.sock.set_read_timeout(Some(Duration::from_millis(self.cfg.start_timeout_ms)));
         match proto::recv_json(&sb.sock) {
             Ok(v) if v.get("ready") == Some(&Value::Bool(true)) => {
@@ -639,18 +645,17 @@ impl Engine {
         }
         let t_ready = t0.elapsed();
         if flags & spawn::CLONE_NEWNS != 0 {
-            // The sandbox holds its own copy of its mounts now (it unshared its mount
-            // namespace before importing the handler): detach the host's copy so the host
-            // mount table, which every later mount-namespace copy pays for, stays small.
-            let _ = rootfs::umount_detach(&root);
+            // The sandbox unshared its mount namespace after chrooting: its copy holds its
+            // root's mounts. Detach the host's copy (the table every new mount namespace
+            // copies stays small; the sandbox's mounts go away with it).
+            let _ = self.janitor.lock().unwrap().send(Job::Detach(root.clone()));
         }
         sb.mem = sb.cg.as_ref().map_or(0, |c| c.memory_usage());
         self.metrics.started(path);
         if self.trace {
             eprintln!(
-                "sprout-serve: trace start {path} s{id}: cgroup {:?} root {:?} spawn {:?} ready {:?} total {:?}",
-                t_cg,
-                t_root - t_cg,
+                "sprout-serve: trace start {path} s{id}: root {:?} spawn/assign {:?} ready {:?} total {:?}",
+                t_root,
                 t_spawn - t_root,
                 t_ready - t_spawn,
                 t0.elapsed()
@@ -659,18 +664,109 @@ impl Engine {
         Ok((sb, path))
     }
 
-    fn fork_from(&self, z: &Zygote, setup: &Value, b: &UnixStream, root: &Path, procs: &[RawFd]) -> std::io::Result<()> {
-        let rootfd = open_dir_path(root)?;
-        let mut fds = vec![b.as_raw_fd(), rootfd.as_raw_fd()];
-        fds.extend_from_slice(procs);
-        let ctl = z.ctl.lock().unwrap();
-        proto::send(&ctl, &serde_json::to_vec(setup).unwrap(), &fds)?;
-        let v = proto::recv_json(&ctl)?;
-        if v.get("pid").is_none() {
-            return Err(std::io::Error::other(format!("zygote: {v}")));
+    /// Plain cold start: a pool cgroup and a fresh python (spawn.rs).
+    fn start_cold(&self, root: &Path, flags: i32, setup: &Value) -> Result<(UnixStream, PoolCg), ApiError> {
+        let cg = self.pool.get().map_err(|e| ApiError::new(500, "engine", e))?;
+        let (a, b) = match proto::pair() {
+            Ok(p) => p,
+            Err(e) => {
+                self.pool.put(cg);
+                return Err(ApiError::new(500, "engine", format!("socketpair: {e}")));
+            }
+        };
+        let procs: Vec<RawFd> = cg.procs.iter().map(|f| f.as_raw_fd()).collect();
+        let spec = spawn::ColdSpec {
+            python: &self.cfg.python,
+            root,
+            procs: &procs,
+            sock: b.as_raw_fd(),
+            log_fd: self.log_fd.as_raw_fd(),
+            unshare: flags,
+            uid: self.cfg.sandbox.uid,
+            gid: self.cfg.sandbox.gid,
+            seccomp: self.seccomp.as_ref(),
+        };
+        if let Err(e) = spawn::spawn_cold(&spec) {
+            self.pool.put(cg);
+            return Err(ApiError::new(500, "engine", format!("fork: {e}")));
         }
-        z.forks.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        drop(b);
+        let _ = proto::send(&a, &serde_json::to_vec(setup).unwrap(), &[]);
+        Ok((a, cg))
+    }
+
+    /// Namespaces a spare makes ahead of time. The mount namespace waits until the spare
+    /// has chrooted into its root (so its copy holds the root's mounts, and the host's copy
+    /// can be detached), the network namespace for the handler's choice.
+    fn early_flags(&self) -> i32 {
+        spawn::CLONE_NEWPID | spawn::CLONE_NEWIPC | spawn::CLONE_NEWUTS
+    }
+
+    fn take_spare(&self, z: &Zygote) -> std::io::Result<(UnixStream, PoolCg)> {
+        *z.last_take.lock().unwrap() = Instant::now();
+        if let Some(s) = z.spares.lock().unwrap().pop() {
+            return Ok(s);
+        }
+        self.new_spare(z)
+    }
+
+    /// Fork a spare from `z`: it joins a pool cgroup, makes its namespaces, and waits for a
+    /// handler. All of that (fork, the v1 cgroup migration that can cost an RCU grace period,
+    /// unshare, the pid-namespace fork) stays off the request path.
+    fn new_spare(&self, z: &Zygote) -> std::io::Result<(UnixStream, PoolCg)> {
+        let cg = self.pool.get().map_err(std::io::Error::other)?;
+        let r = (|| {
+            let (a, b) = proto::pair()?;
+            let mut fds = vec![b.as_raw_fd()];
+            fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
+            let msg = json!({"op": "fork", "unshare": self.early_flags(), "trace": self.trace});
+            let ctl = z.ctl.lock().unwrap();
+            proto::send(&ctl, &serde_json::to_vec(&msg).unwrap(), &fds)?;
+            let v = proto::recv_json(&ctl)?;
+            if v.get("pid").is_none() {
+                return Err(std::io::Error::other(format!("zygote: {v}")));
+            }
+            z.forks.fetch_add(1, Ordering::Relaxed);
+            Ok(a)
+        })();
+        match r {
+            Ok(a) => Ok((a, cg)),
+            Err(e) => {
+                self.pool.put(cg);
+                Err(e)
+            }
+        }
+    }
+
+    fn replenish_spares(&self) {
+        let want = self.cfg.zygote_spares;
+        if want == 0 {
+            return;
+        }
+        let zs: Vec<Arc<Zygote>> = self
+            .zygotes
+            .lock()
+            .unwrap()
+            .values()
+            .filter_map(|s| if let ZSlot::Ready(z) = s { Some(z.clone()) } else { None })
+            .collect();
+        for z in zs {
+            // Refill when the zygote has been quiet for a moment: a fork right next to a
+            // sandbox that is importing its handler competes with it for CPU.
+            if z.last_take.lock().unwrap().elapsed() < Duration::from_millis(30) {
+                continue;
+            }
+            while z.spares.lock().unwrap().len() < want {
+                match self.new_spare(&z) {
+                    Ok(s) => z.spares.lock().unwrap().push(s),
+                    Err(e) => {
+                        eprintln!("sprout-serve: zygote [{}] failed ({e}); dropping it", z.key);
+                        self.drop_zygote(&z.key);
+                        break;
+                    }
+                }
+            }
+        }
     }
 
     // ------------------------------------------------------------------ zygotes (import cache)
@@ -714,6 +810,11 @@ impl Engine {
     fn drop_zygote(&self, key: &str) {
         let slot = self.zygotes.lock().unwrap().insert(key.to_string(), ZSlot::Failed(Instant::now(), "died".into()));
         if let Some(ZSlot::Ready(z)) = slot {
+            for (sock, cg) in std::mem::take(&mut *z.spares.lock().unwrap()) {
+                drop(sock);
+                let _ = cg.mgr.kill_all(libc::SIGKILL);
+                self.pool.put(cg);
+            }
             if let Some(cg) = z.cg.lock().unwrap().take() {
                 let _ = cg.mgr.kill_all(libc::SIGKILL);
                 self.pool.put(cg);
@@ -770,6 +871,8 @@ impl Engine {
             cg: Mutex::new(Some(cg)),
             root,
             forks: AtomicU64::new(0),
+            spares: Mutex::new(Vec::new()),
+            last_take: Mutex::new(Instant::now()),
             imported,
             mem: AtomicU64::new(mem),
         })
@@ -802,7 +905,7 @@ impl Engine {
         let zygotes: Vec<Value> = zs
             .iter()
             .map(|(k, s)| match s {
-                ZSlot::Ready(z) => json!({"packages": k, "state": "ready", "pid": z.pid, "forks": z.forks.load(Ordering::Relaxed),
+                ZSlot::Ready(z) => json!({"packages": k, "state": "ready", "pid": z.pid, "forks": z.forks.load(Ordering::Relaxed), "spares": z.spares.lock().unwrap().len(),
                                           "imported": z.imported, "memory_bytes": z.mem.load(Ordering::Relaxed)}),
                 ZSlot::Starting => json!({"packages": k, "state": "starting"}),
                 ZSlot::Failed(_, e) => json!({"packages": k, "state": "failed", "error": e}),

@@ -514,10 +514,22 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
         return Err(Error::last_os("opening the rootfs for pivot_root"));
     }
     let newroot = unsafe { OwnedFd::from_raw_fd(newroot) };
+    // An fd on the old root, so that after pivot_root we can name exactly that mount: "." would
+    // name the new root for mount(2) (which does not follow the old root stacked on it) and
+    // turning the container's own mounts into slaves would undo their propagation options.
+    let oldroot = unsafe { libc::open(c"/".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    let oldroot = (oldroot >= 0).then(|| unsafe { OwnedFd::from_raw_fd(oldroot) });
     cvt(unsafe { libc::fchdir(newroot.as_raw_fd()) }).map_err(|e| Error::os("chdir rootfs", e))?;
     cvt(unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) } as libc::c_int).map_err(|e| Error::os("pivot_root", e))?;
-    mount(None, c".", None, libc::MS_SLAVE | libc::MS_REC, None).map_err(|e| Error::os("making the old root rslave", e))?;
-    cvt(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) }).map_err(|e| Error::os("detaching the old root", e))?;
+    // Make the old root rslave so its lazy unmount cannot propagate to the host, then detach it.
+    // Through /proc/self/fd when the container has a /proc; otherwise "/" was already made rslave
+    // (or the configured propagation) before the pivot and "." reaches the old root for umount2.
+    let via_fd = oldroot.as_ref().map(fd_path).filter(|p| mount(None, p, None, libc::MS_SLAVE | libc::MS_REC, None).is_ok());
+    match via_fd {
+        Some(p) => cvt(unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) }).map_err(|e| Error::os("detaching the old root", e))?,
+        None => cvt(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) }).map_err(|e| Error::os("detaching the old root", e))?,
+    };
+    drop(oldroot);
     cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
     Ok(())
 }

@@ -183,11 +183,20 @@ EOF
   export CONTAINERS_CONF=$TMP/podman/containers.conf
   PMRT=runc
   pm import "$TMP/busybox.tar" "$IMG" >/dev/null 2>&1 || return 1
-  CLEANUPS+=("PMRT=sprout; pm rm -af -t 0; PMRT=runc; pm rm -af -t 0; pm rmi -af")
+  CLEANUPS+=("PMRT=sprout; pm rm -af -t 0; PMRT=runc; pm rm -af -t 0; pm rmi -af; pm_kill_leftovers")
   pm save --format docker-archive -o "$TMP/busybox-podman-docker.tar" "$IMG" >/dev/null 2>&1 &&
   pm save --format oci-archive -o "$TMP/busybox-podman-oci.tar" "$IMG" >/dev/null 2>&1
 }
 
+pm_kill_leftovers() { # should `podman rm -a` have failed: container inits, then their conmons, by pid
+  local f p
+  for f in "$TMP"/podman/runroot/overlay-containers/*/userdata/pidfile "$TMP"/podman/runroot/vfs-containers/*/userdata/pidfile; do
+    [ -f "$f" ] && p=$(cat "$f") && [ -n "$p" ] && kill -KILL "$p" 2>/dev/null
+  done
+  for f in "$TMP"/podman/runroot/*-containers/*/userdata/conmon.pid; do
+    [ -f "$f" ] && p=$(cat "$f") && [ -n "$p" ] && stop_pid "$p"
+  done
+}
 pm_run_rm() { cap pm run --rm "$IMG" echo hello; eq "$OUT" hello && eq "$RC" 0; }
 pm_exit_code() { cap pm run --rm "$IMG" sh -c 'exit 3'; eq "$RC" 3; }
 pm_exit_code_255() { cap pm run --rm "$IMG" sh -c 'exit 255'; eq "$RC" 255; }

@@ -293,6 +293,9 @@ pm_oom() { cap pm run --rm --memory 20m --memory-swap 20m "$IMG" sh -c 'tail /de
 pm_error_surfaces() { # a runtime create error reaches the podman user
   cap pm run --rm --sysctl net.ipv4.no_such_knob=1 "$IMG" true; echo "rc=$RC: $OUT"
   [ "$RC" != 0 ] && has "$OUT" 'no_such_knob'; }
+pm_failed_create_cleanup() { # after a failed create podman runs `delete --force`, which must succeed quietly
+  cap pm run --rm --sysctl net.ipv4.no_such_knob=1 "$IMG" true; [ "$RC" != 0 ] || return 1
+  hasnt "$OUT" 'does not exist|Removing container .* from runtime after creation failed'; }
 pm_oci_archive() { # the OCI archive round-trips (image load through podman, run)
   cap pm load -q -i "$TMP/busybox-podman-oci.tar"; [ "$RC" = 0 ] || { echo "$OUT"; return 1; }
   cap pm run --rm "$IMG" true; eq "$RC" 0
@@ -306,7 +309,7 @@ run_podman() {
   [ "$WITH_REF" = 1 ] && rts="sprout runc"
   for c in run_rm exit_code exit_code_255 enoent enoent_create stdin detached pause pause_rm_force tty tty_exec \
            net_none net_host net_bridge memory pids cpus ulimits user readonly capdrop init volume env_workdir \
-           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom error_surfaces oci_archive; do
+           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom error_surfaces failed_create_cleanup oci_archive; do
     for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
   done
   # Every container podman made is gone from the runtime's state dir (ids from podman's event log).

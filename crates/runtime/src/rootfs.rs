@@ -277,8 +277,9 @@ pub fn prepare_root(rootfs: &Path, propagation: Option<&str>) -> Result<()> {
 /// After pivot_root: rootfsPropagation applies to the container's "/" (pivot_root itself refuses
 /// shared mounts, so it can only be set now).
 pub fn apply_root_propagation(propagation: Option<&str>) -> Result<()> {
+    // Only "/" itself: the mounts below keep the propagation their own options gave them.
     if let Some(p) = propagation.and_then(propagation_flag) {
-        mount(None, c"/", None, p, None).map_err(|e| Error::os("linux.rootfsPropagation", e))?;
+        mount(None, c"/", None, p & !libc::MS_REC, None).map_err(|e| Error::os("linux.rootfsPropagation", e))?;
     }
     Ok(())
 }

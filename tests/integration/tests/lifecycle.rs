@@ -384,10 +384,11 @@ fn run_forwards_signals_to_container() {
         libc::kill(running.pid(), libc::SIGTERM);
     }
     let deadline = std::time::Instant::now() + POLL_TIMEOUT;
-    while !out.join("sig").exists() && std::time::Instant::now() < deadline {
+    let has_sig = || fs::read_to_string(out.join("sig")).map_or(false, |s| !s.is_empty());
+    while !has_sig() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    if !out.join("sig").exists() {
+    if !has_sig() {
         let o = running.wait(CMD_TIMEOUT);
         let st = ctx.rt(&["state", &b.id]);
         let k = b.kill("KILL");

@@ -177,8 +177,14 @@ delete_containers() {
     [ "$PRIVATE_ROOT" = 1 ] || return 0
     for id in $(ls -A "$WORK/state" 2>/dev/null); do
         [ -d "$WORK/state/$id" ] || continue
+        # The state dir may hold the runtime's own files (caches, locks):
+        # a container is what `state` knows, or a dir named like the
+        # suite's container ids (UUIDs).
+        local st=""
+        st=$(timeout 10 "$WRAP" state "$id" 2>/dev/null) || st=""
+        if [ -z "$st" ] && ! [[ "$id" =~ ^$UUID_RE$ ]]; then continue; fi
         echo "$1: container $id left behind; deleting" >> "$LEFTOVERS"
-        pid=$(timeout 10 "$WRAP" state "$id" 2>/dev/null | sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p' | head -1) || true
+        pid=$(printf '%s' "$st" | sed -n 's/.*"pid": *\([0-9][0-9]*\).*/\1/p' | head -1) || true
         timeout 30 "$WRAP" kill "$id" KILL >/dev/null 2>&1 || true
         if [ -n "${pid:-}" ] && [ "$pid" -gt 1 ]; then kill -9 "$pid" 2>/dev/null || true; fi
         timeout 30 "$WRAP" delete -f "$id" >/dev/null 2>&1 || true

@@ -293,6 +293,9 @@ pm_oom() { cap pm run --rm --memory 20m --memory-swap 20m "$IMG" sh -c 'tail /de
 pm_error_surfaces() { # a runtime create error reaches the podman user
   cap pm run --rm --sysctl net.ipv4.no_such_knob=1 "$IMG" true; echo "rc=$RC: $OUT"
   [ "$RC" != 0 ] && has "$OUT" 'no_such_knob'; }
+pm_cgroupns_private() { # the cgroup mount shows the container's own cgroup, not the host's tree
+  cap pm run --rm --cgroupns private --memory 64m "$IMG" sh -c 'cat /proc/self/cgroup | grep -c ":/$"; cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max'
+  has "$OUT" '^67108864$'; }
 pm_failed_create_cleanup() { # after a failed create podman runs `delete --force`, which must succeed quietly
   cap pm run --rm --sysctl net.ipv4.no_such_knob=1 "$IMG" true; [ "$RC" != 0 ] || return 1
   hasnt "$OUT" 'does not exist|Removing container .* from runtime after creation failed'; }
@@ -309,7 +312,7 @@ run_podman() {
   [ "$WITH_REF" = 1 ] && rts="sprout runc"
   for c in run_rm exit_code exit_code_255 enoent enoent_create stdin detached pause pause_rm_force tty tty_exec \
            net_none net_host net_bridge memory pids cpus ulimits user readonly capdrop init volume env_workdir \
-           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom error_surfaces failed_create_cleanup oci_archive; do
+           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom cgroupns_private error_surfaces failed_create_cleanup oci_archive; do
     for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
   done
   # Every container podman made is gone from the runtime's state dir (ids from podman's event log).
@@ -575,6 +578,25 @@ dk_stats() { local n=st-$DKRT; dk run --runtime $DKRT -d --name $n "$IMG" sleep 
 dk_oom() { local n=oom-$DKRT
   cap dk run --runtime $DKRT --name $n --memory 20m --memory-swap 20m "$IMG" sh -c 'tail /dev/zero'; local rc=$RC
   cap dk inspect -f '{{.State.OOMKilled}} {{.State.ExitCode}}' $n; dk rm -f $n >/dev/null; eq "$rc" 137 && eq "$OUT" "true 137"; }
+dk_update() { local n=up-$DKRT
+  dk run --runtime $DKRT -d --name $n --cpus 1 --pids-limit 50 "$IMG" sleep 1000 >/dev/null || return 1
+  cap dk update --cpus 0.5 --pids-limit 40 --cpu-shares 512 $n; local r=$RC o=$OUT
+  cap dk exec $n sh -c 'cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/cpu/cpu.shares'
+  dk rm -f $n >/dev/null; eq "$r" 0 || { echo "update: $o"; return 1; }; eq "$(echo $OUT)" "50000 40 512"; }
+dk_misc_flags() { cap dk run --runtime $DKRT --rm --cpuset-cpus 0 --oom-score-adj 500 --ulimit nofile=512:512 --group-add 1234 \
+    --cap-add SYS_ADMIN --hostname hh --shm-size 16m "$IMG" sh -c \
+    'cat /sys/fs/cgroup/cpuset/cpuset.cpus /proc/self/oom_score_adj; ulimit -n; id -G; hostname; grep -c " /sys/fs/cgroup/" /proc/self/mountinfo; df -k /dev/shm | tail -1'
+  has "$OUT" '^0$' && has "$OUT" '^500$' && has "$OUT" '^512$' && has "$OUT" '1234' && has "$OUT" '^hh$' && has "$OUT" '16384'; }
+dk_cgroupns_private() { # the cgroup mount shows the container's own cgroup, not the host's tree
+  cap dk run --runtime $DKRT --rm --cgroupns private --memory 64m --cpuset-cpus 0 "$IMG" sh -c \
+    'cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpuset/cpuset.cpus 2>/dev/null || cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpuset.cpus'
+  eq "$(echo $OUT)" "67108864 0"; }
+dk_exec_opts() { local n=eo-$DKRT
+  dk run --runtime $DKRT -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
+  cap dk exec -u 65534 -w /tmp -e X=y $n sh -c 'echo $(id -u) $(pwd) $X; grep CapEff /proc/self/status'; local o1=$OUT
+  cap dk exec -d $n sh -c 'echo detached > /tmp/d'; sleep 0.5; cap dk exec $n cat /tmp/d; local o3=$OUT
+  dk rm -f $n >/dev/null
+  has "$o1" '^65534 /tmp y' && has "$o1" 'CapEff:\s+0+$' && eq "$o3" detached; }
 dk_restart_policy() { # the daemon restarts a dying container through the runtime
   local n=rs-$DKRT
   dk run --runtime $DKRT -d --name $n --restart on-failure:2 "$IMG" sh -c 'sleep 0.3; exit 1' >/dev/null || return 1
@@ -589,7 +611,7 @@ run_docker() {
   dk_start || { result sprout docker setup 1 "dockerd did not start"; return; }
   cap dk load -i "$TMP/busybox-docker.tar"; [ "$RC" = 0 ] || { result sprout docker load 1 "$OUT"; return; }
   local c rts="sprout"; [ "$WITH_REF" = 1 ] && rts="sprout runc"
-  for c in run_rm exit_code enoent stdin tty detached rm_paused net_none net_host resources user_readonly caps init seccomp userns_pidhost stats oom restart_policy; do
+  for c in run_rm exit_code enoent stdin tty detached rm_paused net_none net_host resources user_readonly caps init seccomp userns_pidhost stats oom update misc_flags cgroupns_private exec_opts restart_policy; do
     for DKRT in $rts; do check $DKRT docker "$c" dk_$c; done
   done
 }

@@ -226,6 +226,12 @@ pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
         Err(e) => return Err(Error::os(format!("resolving {} in the rootfs", path.display()), e)),
     }
+    // Usually only the last component is missing: create it in its (existing) parent.
+    if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+        if let Ok(dir) = open_in_root(root.as_raw_fd(), parent, libc::O_PATH | libc::O_DIRECTORY, 0) {
+            return create_in(root, &dir, name, path, file);
+        }
+    }
     // Walk down, creating what is missing.
     let mut cur = open_in_root(root.as_raw_fd(), Path::new("/"), libc::O_PATH | libc::O_DIRECTORY, 0)
         .map_err(|e| Error::os("opening the rootfs", e))?;
@@ -258,6 +264,24 @@ pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd
         cur = next;
     }
     Ok(cur)
+}
+
+/// Create `name` (a directory, or an empty file) in `dir` and open it; EEXIST (a race with
+/// another creator) is fine. `path` is the full container path, for errors and the reopen.
+fn create_in(root: &OwnedFd, dir: &OwnedFd, name: &std::ffi::OsStr, path: &Path, file: bool) -> Result<OwnedFd> {
+    let cname = cstr(name);
+    let r = if file {
+        unsafe { libc::mknodat(dir.as_raw_fd(), cname.as_ptr(), libc::S_IFREG | 0o644, 0) }
+    } else {
+        unsafe { libc::mkdirat(dir.as_raw_fd(), cname.as_ptr(), 0o755) }
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EEXIST) {
+            return Err(Error::os(format!("creating {} in the rootfs", path.display()), e));
+        }
+    }
+    open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0).map_err(|e| Error::os(format!("resolving {} in the rootfs", path.display()), e))
 }
 
 /// Make the host's mounts invisible to propagation from the container, then bind the rootfs onto
@@ -421,8 +445,13 @@ pub fn default_devices() -> [(&'static str, u32, u32); 6] {
 /// is not permitted (user namespaces).
 pub fn create_device(root: &OwnedFd, path: &Path, kind: libc::mode_t, major: u32, minor: u32, mode: u32, uid: u32, gid: u32, in_userns: bool) -> Result<()> {
     let parent = path.parent().unwrap_or(Path::new("/"));
-    let name = path.file_name().ok_or_else(|| Error::msg(format!("linux.devices: bad path {}", path.display())))?;
     let dir = ensure_in_root(root, parent, false)?;
+    create_device_in(root, &dir, path, kind, major, minor, mode, uid, gid, in_userns)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn create_device_in(root: &OwnedFd, dir: &OwnedFd, path: &Path, kind: libc::mode_t, major: u32, minor: u32, mode: u32, uid: u32, gid: u32, in_userns: bool) -> Result<()> {
+    let name = path.file_name().ok_or_else(|| Error::msg(format!("linux.devices: bad path {}", path.display())))?;
     // mknodat needs a real directory fd (O_PATH works for *at calls with a name).
     let cname = cstr(name);
     unsafe { libc::unlinkat(dir.as_raw_fd(), cname.as_ptr(), 0) };
@@ -436,12 +465,11 @@ pub fn create_device(root: &OwnedFd, path: &Path, kind: libc::mode_t, major: u32
         if r < 0 {
             return Err(Error::last_os(format!("linux.devices: chown {}", path.display())));
         }
-        // mknod is subject to umask; set the exact mode.
-        let fd = open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0).map_err(|e| Error::os(format!("linux.devices: {}", path.display()), e))?;
-        let _ = std::fs::set_permissions(
-            std::str::from_utf8(fd_path(&fd).as_bytes()).unwrap_or(""),
-            std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777),
-        );
+        // mknod is subject to umask; set the exact mode (the node was just made by us: a plain
+        // name in a directory we hold, no symlink can be there).
+        if unsafe { libc::fchmodat(dir.as_raw_fd(), cname.as_ptr(), mode & 0o7777, 0) } < 0 {
+            return Err(Error::last_os(format!("linux.devices: chmod {}", path.display())));
+        }
         return Ok(());
     }
     let err = if in_userns { io::Error::from_raw_os_error(libc::EPERM) } else { io::Error::last_os_error() };
@@ -466,22 +494,27 @@ pub fn device_kind(t: LinuxDeviceType) -> Result<libc::mode_t> {
 }
 
 pub fn create_devices(root: &OwnedFd, devices: &[LinuxDevice], in_userns: bool, dev_is_tmpfs: bool) -> Result<()> {
+    let dev = ensure_in_root(root, Path::new("/dev"), false)?;
     if dev_is_tmpfs {
         for (name, maj, min) in default_devices() {
             let p = Path::new("/dev").join(name);
             if devices.iter().any(|d| d.path() == &p) {
                 continue;
             }
-            create_device(root, &p, libc::S_IFCHR, maj, min, 0o666, 0, 0, in_userns)?;
+            create_device_in(root, &dev, &p, libc::S_IFCHR, maj, min, 0o666, 0, 0, in_userns)?;
         }
     }
     for d in devices {
         let kind = device_kind(d.typ())?;
         let mode = d.file_mode().unwrap_or(0o666);
-        create_device(root, d.path(), kind, d.major() as u32, d.minor() as u32, mode, d.uid().unwrap_or(0), d.gid().unwrap_or(0), in_userns)?;
+        let (uid, gid) = (d.uid().unwrap_or(0), d.gid().unwrap_or(0));
+        if d.path().parent() == Some(Path::new("/dev")) {
+            create_device_in(root, &dev, d.path(), kind, d.major() as u32, d.minor() as u32, mode, uid, gid, in_userns)?;
+        } else {
+            create_device(root, d.path(), kind, d.major() as u32, d.minor() as u32, mode, uid, gid, in_userns)?;
+        }
     }
     if dev_is_tmpfs {
-        let dev = ensure_in_root(root, Path::new("/dev"), false)?;
         let mut links: Vec<(&str, &CStr)> = vec![
             ("fd", c"/proc/self/fd"),
             ("stdin", c"/proc/self/fd/0"),

@@ -70,6 +70,7 @@ check() {
 # Helpers for the check bodies.
 eq() { [ "$1" = "$2" ] || { echo "expected: $(printf %q "$2")"; echo "got:      $(printf %q "$1")"; return 1; }; }
 has() { printf '%s' "$1" | grep -Eq -- "$2" || { echo "expected output matching /$2/, got:"; printf '%s\n' "$1"; return 1; }; }
+hasline() { printf '%s\n' "$1" | grep -Fxq -- "$2" || { echo "expected a line $(printf %q "$2") in:"; printf '%s\n' "$1"; return 1; }; }
 hasnt() { ! printf '%s' "$1" | grep -Eq -- "$2" || { echo "unexpected /$2/ in:"; printf '%s\n' "$1"; return 1; }; }
 to() { timeout -k 5 "$T" "$@"; }
 # Run (out, rc) in one go: sets OUT and RC.
@@ -296,6 +297,20 @@ pm_error_surfaces() { # a runtime create error reaches the podman user
 pm_cgroupns_private() { # the cgroup mount shows the container's own cgroup, not the host's tree
   cap pm run --rm --cgroupns private --memory 64m "$IMG" sh -c 'cat /proc/self/cgroup | grep -c ":/$"; cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max'
   has "$OUT" '^67108864$'; }
+pm_pod() { # a pod: the infra container's namespaces joined by path
+  local pod=pod-$PMRT
+  cap pm pod create --name $pod --share net,ipc,uts --hostname podhost; [ "$RC" = 0 ] || { echo "pod create: $OUT"; return 1; }
+  cap pm run -d --pod $pod --name $pod-a "$IMG" sh -c 'echo shared > /dev/shm/x; sleep 1000'; [ "$RC" = 0 ] || { echo "run a: $OUT"; pm pod rm -f $pod; return 1; }
+  sleep 0.5
+  cap pm run --rm --pod $pod "$IMG" sh -c 'hostname; cat /dev/shm/x; readlink /proc/self/ns/net'; local o=$OUT
+  local na; na=$(pm exec $pod-a readlink /proc/self/ns/net)
+  pm pod rm -f -t 0 $pod >/dev/null 2>&1
+  has "$o" '^podhost$' && has "$o" '^shared$' && hasline "$o" "$na"; }
+pm_exec_paused() { local n=ep-$PMRT
+  pm run -d --name $n "$IMG" sleep 1000 >/dev/null && pm pause $n >/dev/null || return 1
+  cap timeout 20 podman $(PMARGS) exec $n true; local r=$RC o=$OUT
+  pm unpause $n >/dev/null; pm rm -f -t0 $n >/dev/null
+  echo "rc=$r: $o"; [ "$r" != 0 ] && [ "$r" != 124 ]; }
 pm_failed_create_cleanup() { # after a failed create podman runs `delete --force`, which must succeed quietly
   cap pm run --rm --sysctl net.ipv4.no_such_knob=1 "$IMG" true; [ "$RC" != 0 ] || return 1
   hasnt "$OUT" 'does not exist|Removing container .* from runtime after creation failed'; }
@@ -312,7 +327,7 @@ run_podman() {
   [ "$WITH_REF" = 1 ] && rts="sprout runc"
   for c in run_rm exit_code exit_code_255 enoent enoent_create stdin detached pause pause_rm_force tty tty_exec \
            net_none net_host net_bridge memory pids cpus ulimits user readonly capdrop init volume env_workdir \
-           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom cgroupns_private error_surfaces failed_create_cleanup oci_archive; do
+           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom cgroupns_private pod exec_paused error_surfaces failed_create_cleanup oci_archive; do
     for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
   done
   # Every container podman made is gone from the runtime's state dir (ids from podman's event log).
@@ -591,6 +606,15 @@ dk_cgroupns_private() { # the cgroup mount shows the container's own cgroup, not
   cap dk run --runtime $DKRT --rm --cgroupns private --memory 64m --cpuset-cpus 0 "$IMG" sh -c \
     'cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpuset/cpuset.cpus 2>/dev/null || cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpuset.cpus'
   eq "$(echo $OUT)" "67108864 0"; }
+dk_share_ns() { # --network/--pid/--ipc container:<id>: namespaces joined by path
+  local n=sh-$DKRT
+  dk run --runtime $DKRT -d --name $n --ipc shareable "$IMG" sh -c 'echo shared > /dev/shm/x; sleep 1000' >/dev/null || return 1
+  sleep 0.5
+  cap dk run --runtime $DKRT --rm --network container:$n --pid container:$n --ipc container:$n "$IMG" sh -c \
+    'cat /dev/shm/x; ps -o args | grep -c "[s]leep 1000"; readlink /proc/self/ns/net'; local o=$OUT
+  local na; na=$(dk exec $n readlink /proc/self/ns/net)
+  dk rm -f $n >/dev/null
+  has "$o" '^shared$' && has "$o" '^1$' && hasline "$o" "$na"; }
 dk_exec_opts() { local n=eo-$DKRT
   dk run --runtime $DKRT -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
   cap dk exec -u 65534 -w /tmp -e X=y $n sh -c 'echo $(id -u) $(pwd) $X; grep CapEff /proc/self/status'; local o1=$OUT
@@ -611,7 +635,7 @@ run_docker() {
   dk_start || { result sprout docker setup 1 "dockerd did not start"; return; }
   cap dk load -i "$TMP/busybox-docker.tar"; [ "$RC" = 0 ] || { result sprout docker load 1 "$OUT"; return; }
   local c rts="sprout"; [ "$WITH_REF" = 1 ] && rts="sprout runc"
-  for c in run_rm exit_code enoent stdin tty detached rm_paused net_none net_host resources user_readonly caps init seccomp userns_pidhost stats oom update misc_flags cgroupns_private exec_opts restart_policy; do
+  for c in run_rm exit_code enoent stdin tty detached rm_paused net_none net_host resources user_readonly caps init seccomp userns_pidhost stats oom update misc_flags cgroupns_private share_ns exec_opts restart_policy; do
     for DKRT in $rts; do check $DKRT docker "$c" dk_$c; done
   done
 }

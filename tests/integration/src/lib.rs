@@ -828,7 +828,7 @@ impl<'a> Bundle<'a> {
         let r = self.rootfs();
         let bb = r.join("bin/busybox");
         let _ = fs::remove_file(&bb);
-        fs::copy(&run_dirs().template.join("bin/busybox"), &bb).unwrap();
+        fs::copy(run_dirs().template.join("bin/busybox"), &bb).unwrap();
         fn walk(p: &Path, uid: u32, gid: u32) {
             std::os::unix::fs::lchown(p, Some(uid), Some(gid)).unwrap();
             if fs::symlink_metadata(p).unwrap().is_dir() {

@@ -32,7 +32,7 @@ fn log_format_json_on_error() {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l:?}")))
         .collect();
     assert!(
-        entries.iter().any(|e| e["level"] == json!("error") && e["msg"].as_str().map_or(false, |m| !m.is_empty())),
+        entries.iter().any(|e| e["level"] == json!("error") && e["msg"].as_str().is_some_and(|m| !m.is_empty())),
         "the --log file should hold a JSON {{\"level\":\"error\",\"msg\":...}} entry: {text:?}{}",
         o.describe()
     );
@@ -252,7 +252,7 @@ fn console_socket_terminal() {
     b.wait_status("stopped");
     let text = rx.recv_timeout(Duration::from_secs(20)).expect("pty output (master fd received and slave closed)");
     let lines: Vec<&str> = text.lines().map(|l| l.trim_end_matches('\r')).collect();
-    assert!(lines.first().map_or(false, |l| l.starts_with("/dev/pts/")), "tty should be a pts: {text:?}");
+    assert!(lines.first().is_some_and(|l| l.starts_with("/dev/pts/")), "tty should be a pts: {text:?}");
     assert!(lines.contains(&"stdio-is-tty"), "{text:?}");
     assert!(lines.contains(&"33 99"), "consoleSize should set the window size: {text:?}");
     assert!(lines.contains(&"done"), "{text:?}");
@@ -299,9 +299,9 @@ fn exec_tty_console_socket() {
     o.assert_ok();
     let text = rx.recv_timeout(Duration::from_secs(20)).expect("pty output");
     let lines: Vec<&str> = text.lines().map(|l| l.trim_end_matches('\r')).collect();
-    assert!(lines.first().map_or(false, |l| l.starts_with("/dev/pts/")), "{text:?}");
+    assert!(lines.first().is_some_and(|l| l.starts_with("/dev/pts/")), "{text:?}");
     assert!(lines.contains(&"stdio-is-tty"), "{text:?}");
-    assert!(fs::read_to_string(&pidf).map_or(false, |p| p.trim().parse::<i32>().is_ok()), "exec pid file");
+    assert!(fs::read_to_string(&pidf).is_ok_and(|p| p.trim().parse::<i32>().is_ok()), "exec pid file");
 }
 
 #[test]

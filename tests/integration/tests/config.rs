@@ -603,7 +603,7 @@ fn default_mounts_present() {
         let l = out
             .lines()
             .filter(|l| l.split(' ').nth(4) == Some(dest))
-            .last()
+            .next_back()
             .unwrap_or_else(|| panic!("{dest} not mounted:\n{out}"));
         let (pre, post) = l.split_once(" - ").unwrap();
         let opts = pre.split(' ').nth(5).unwrap().split(',').map(str::to_string).collect();
@@ -627,7 +627,7 @@ fn default_mounts_present() {
         assert!(shm_opts.contains(&o.to_string()), "/dev/shm {o}: {shm_opts:?}");
     }
     // The cgroup mount: something is mounted at /sys/fs/cgroup or below, read-only.
-    let cg: Vec<&str> = out.lines().filter(|l| l.split(' ').nth(4).map_or(false, |m| m.starts_with("/sys/fs/cgroup"))).collect();
+    let cg: Vec<&str> = out.lines().filter(|l| l.split(' ').nth(4).is_some_and(|m| m.starts_with("/sys/fs/cgroup"))).collect();
     assert!(!cg.is_empty(), "no cgroup mount:\n{out}");
 }
 

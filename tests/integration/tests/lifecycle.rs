@@ -9,7 +9,7 @@ use std::time::Duration;
 const SLEEP: &[&str] = &["sleep", "1000"];
 
 fn assert_state_fields(st: &Value, b: &Bundle, status: &str) {
-    assert!(st["ociVersion"].as_str().map_or(false, |v| v.starts_with("1.")), "state.ociVersion: {st}");
+    assert!(st["ociVersion"].as_str().is_some_and(|v| v.starts_with("1.")), "state.ociVersion: {st}");
     assert_eq!(st["id"], json!(b.id), "state.id: {st}");
     assert_eq!(st["status"], json!(status), "state.status: {st}");
     // go-runc (containerd) decodes "created" as an RFC 3339 time.
@@ -384,7 +384,7 @@ fn run_forwards_signals_to_container() {
         libc::kill(running.pid(), libc::SIGTERM);
     }
     let deadline = std::time::Instant::now() + POLL_TIMEOUT;
-    let has_sig = || fs::read_to_string(out.join("sig")).map_or(false, |s| !s.is_empty());
+    let has_sig = || fs::read_to_string(out.join("sig")).is_ok_and(|s| !s.is_empty());
     while !has_sig() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -481,7 +481,7 @@ fn spec_output_is_runnable() {
     o.assert_ok();
     let text = fs::read_to_string(b.dir.join("config.json")).expect("spec writes config.json in the cwd");
     let mut v: Value = serde_json::from_str(&text).expect("spec output is JSON");
-    assert!(v["ociVersion"].as_str().map_or(false, |s| s.starts_with("1.")), "{v}");
+    assert!(v["ociVersion"].as_str().is_some_and(|s| s.starts_with("1.")), "{v}");
     assert_eq!(v["root"]["path"], json!("rootfs"));
     assert!(v["process"]["args"].is_array());
     let ns: Vec<&str> = v["linux"]["namespaces"].as_array().unwrap().iter().filter_map(|n| n["type"].as_str()).collect();
@@ -527,7 +527,7 @@ fn features_json() {
     }
     let ns = &v["linux"]["namespaces"];
     for t in ["pid", "network", "ipc", "uts", "mount", "user"] {
-        assert!(ns.as_array().map_or(false, |a| a.contains(&json!(t))), "features.linux.namespaces should list {t}: {v}");
+        assert!(ns.as_array().is_some_and(|a| a.contains(&json!(t))), "features.linux.namespaces should list {t}: {v}");
     }
 }
 

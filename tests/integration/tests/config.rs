@@ -602,8 +602,7 @@ fn default_mounts_present() {
     let find = |dest: &str| -> (Vec<String>, String) {
         let l = out
             .lines()
-            .filter(|l| l.split(' ').nth(4) == Some(dest))
-            .next_back()
+            .rfind(|l| l.split(' ').nth(4) == Some(dest))
             .unwrap_or_else(|| panic!("{dest} not mounted:\n{out}"));
         let (pre, post) = l.split_once(" - ").unwrap();
         let opts = pre.split(' ').nth(5).unwrap().split(',').map(str::to_string).collect();

@@ -130,27 +130,36 @@ class Engine:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+OTHER = {}
+
+
 def run_path(eng, handler, n, expect, gap=0.0):
+    """Requests whose start path was not `expect` (e.g. a hot sandbox frozen under load
+    between two requests) are left out of the sample and counted in OTHER."""
     eu, cu = [], []
     for _ in range(n):
         if gap:
             time.sleep(gap)
         e, c, p = eng.post(handler)
         if p != expect:
-            raise RuntimeError("expected %s start, got %s" % (expect, p))
+            OTHER[(expect, p)] = OTHER.get((expect, p), 0) + 1
+            continue
         eu.append(e)
         cu.append(c)
     return eu, cu
 
 
-def first_requests(eng, prefix, n, code, expect, req=None):
+def first_requests(eng, prefix, n, code, expect, req=None, gap=0.0):
     for i in range(n):
         eng.add("%s%d" % (prefix, i), code, req)
     eu, cu = [], []
     for i in range(n):
+        if gap:
+            time.sleep(gap)
         e, c, p = eng.post("%s%d" % (prefix, i))
         if p != expect:
-            raise RuntimeError("expected %s start, got %s" % (expect, p))
+            OTHER[(expect, p)] = OTHER.get((expect, p), 0) + 1
+            continue
         eu.append(e)
         cu.append(c)
     return eu, cu
@@ -235,18 +244,21 @@ def main():
     ap.add_argument("--runc", action="store_true")
     ap.add_argument("--json", help="write results here")
     a = ap.parse_args()
-    res = {"results": []}
+    res = {"results": [], "loadavg_start": open("/proc/loadavg").read().split()[:3]}
     out = res["results"]
     out.append(python_start())
 
-    eng = Engine(a.bin, "z", "freeze_after_ms = 30\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n")
+    eng = Engine(a.bin, "z", "freeze_after_ms = 50\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n[sandbox]\nmemory_mb = 256\n")
     try:
         eng.wait_zygotes()
         eng.add("echo", ECHO)
         eng.post("echo")
         out.append(summary("hot", *run_path(eng, "echo", a.n, "hot")))
-        out.append(summary("warm", *run_path(eng, "echo", min(a.n, 200), "warm", gap=0.08)))
-        out.append(summary("zygote", *first_requests(eng, "z", a.new, ECHO, "zygote")))
+        out.append(summary("warm", *run_path(eng, "echo", min(a.n, 200), "warm", gap=0.15)))
+        # Spaced: the zygote has refilled its spares (forked ahead) between requests.
+        out.append(summary("zygote", *first_requests(eng, "z", a.new, ECHO, "zygote", gap=0.05)))
+        # Back to back: spares run out, each start forks synchronously (cgroup join included).
+        out.append(summary("zygote burst", *first_requests(eng, "zb", a.new, ECHO, "zygote")))
         time.sleep(0.3)
         st = eng.status()
         fz = st["memory"]["frozen_sandbox_bytes"]
@@ -263,8 +275,8 @@ def main():
             print("heavy first request (install + cold import): %.1f s via %s" % (time.perf_counter() - t, p))
             eng.wait_zygotes(2, timeout=300)
             out.append(summary("heavy hot", *run_path(eng, "heavy0", a.n // 4, "hot")))
-            out.append(summary("heavy warm", *run_path(eng, "heavy0", 50, "warm", gap=0.08)))
-            out.append(summary("heavy zygote", *first_requests(eng, "hz", 30, HEAVY, "zygote", HEAVY_REQ)))
+            out.append(summary("heavy warm", *run_path(eng, "heavy0", 50, "warm", gap=0.15)))
+            out.append(summary("heavy zygote", *first_requests(eng, "hz", 30, HEAVY, "zygote", HEAVY_REQ, gap=0.1)))
     finally:
         eng.stop()
 
@@ -279,6 +291,10 @@ def main():
         r = runc_baseline(30)
         if r:
             out.append(r)
+    if OTHER:
+        print("left out (expected path, got): %s" % OTHER)
+    res["left_out"] = {"%s->%s" % k: v for k, v in OTHER.items()}
+    res["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

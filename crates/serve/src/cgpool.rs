@@ -25,6 +25,8 @@ pub struct PoolCg {
     pub oom_base: u64,
     /// Read-only `cgroup.procs` of the freezer (or unified) dir: process count on the hot path.
     procs_r: Option<std::fs::File>,
+    /// Limits other than the pool's were applied (a zygote's): reset on give-back.
+    custom: bool,
 }
 
 pub struct CgPool {
@@ -115,7 +117,7 @@ impl CgPool {
             .or(mgr.unified_path())
             .and_then(|d| std::fs::File::open(d.join("cgroup.procs")).ok());
         self.created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(PoolCg { idx, mgr, procs, memory_dir, oom_base: 0, procs_r })
+        Ok(PoolCg { idx, mgr, procs, memory_dir, oom_base: 0, procs_r, custom: false })
     }
 
     pub fn prealloc(&self, n: usize) -> Result<(), String> {
@@ -137,8 +139,14 @@ impl CgPool {
         Ok(c)
     }
 
+    /// Other limits for `c` (a zygote's cgroup), until it is given back.
+    pub fn set_limits(&self, c: &mut PoolCg, r: &oci_spec::runtime::LinuxResources) -> Result<(), String> {
+        c.custom = true;
+        c.mgr.apply(r).map_err(|e| e.to_string())
+    }
+
     /// Kill what is left in `c`, wait until empty, give it back (or drop it if it won't empty).
-    pub fn put(&self, c: PoolCg) {
+    pub fn put(&self, mut c: PoolCg) {
         let deadline = Instant::now() + Duration::from_secs(2);
         let mut killed = false;
         loop {
@@ -161,6 +169,12 @@ impl CgPool {
             if self.layout != Layout::V2 {
                 let _ = std::fs::write(m.join("memory.force_empty"), b"0");
             }
+        }
+        if c.custom {
+            if c.mgr.apply(&self.resources).is_err() {
+                return;
+            }
+            c.custom = false;
         }
         self.free.lock().unwrap().push(c);
     }

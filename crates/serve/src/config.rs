@@ -51,6 +51,9 @@ pub struct Config {
     /// Children each zygote keeps forked ahead of time (in a pool cgroup and their
     /// namespaces, waiting for a handler).
     pub zygote_spares: usize,
+    /// Memory limit of each zygote's cgroup, MiB (its imports plus what its children are
+    /// charged before they join their own cgroup).
+    pub zygote_memory_mb: u64,
     /// pip used to fill the install cache.
     pub pip: Vec<String>,
     /// Extra pip arguments (e.g. ["--no-index", "--find-links", "/wheels"]).
@@ -120,6 +123,7 @@ impl Default for Config {
             zygote_preload: vec!["json".into(), "ctypes".into(), "importlib".into(), "traceback".into()],
             max_zygotes: 16,
             zygote_spares: 2,
+            zygote_memory_mb: 1024,
             pip: vec!["python3".into(), "-m".into(), "pip".into()],
             pip_args: vec![],
             pip_timeout_s: 300,

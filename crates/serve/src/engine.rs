@@ -751,9 +751,9 @@ impl Engine {
             .filter_map(|s| if let ZSlot::Ready(z) = s { Some(z.clone()) } else { None })
             .collect();
         for z in zs {
-            // Refill when the zygote has been quiet for a moment: a fork right next to a
-            // sandbox that is importing its handler competes with it for CPU.
-            if z.last_take.lock().unwrap().elapsed() < Duration::from_millis(30) {
+            // Refill once the zygote has been quiet for a moment: a fork right next to a
+            // sandbox that is importing its handler competes with it for the CPU.
+            if z.last_take.lock().unwrap().elapsed() < Duration::from_millis(10) {
                 continue;
             }
             while z.spares.lock().unwrap().len() < want {
@@ -825,7 +825,15 @@ impl Engine {
 
     fn start_zygote(&self, key: &str, pkgs: &[(String, PathBuf)], extra: &[String]) -> Result<Zygote, String> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let cg = self.pool.get()?;
+        let mut cg = self.pool.get()?;
+        // A zygote's cgroup also carries what its children are charged before they move to
+        // their own (page tables, the first copy-on-write pages): it gets the zygote limit.
+        let sb = &self.cfg.sandbox;
+        let zres = cgpool::resources(self.cfg.zygote_memory_mb.max(sb.memory_mb), sb.pids.max(1024), 0);
+        if let Err(e) = self.pool.set_limits(&mut cg, &zres) {
+            self.pool.put(cg);
+            return Err(format!("zygote cgroup limits: {e}"));
+        }
         let root = self.roots.join(format!("z{id}"));
         if let Err(e) = rootfs::make_root(&self.base, &self.mp_dir, &root, None, pkgs, 1) {
             self.pool.put(cg);

@@ -447,6 +447,22 @@ ct_kill_sigkill() {
   cap ct task rm $n; has "$OUT" '137|^$' || return 1
   ct container rm $n
 }
+ct_exec_more() { # exec --user/--cwd, kill --exec-id, kill --all on a running task, metrics
+  local n=x-$CTWHO
+  ct_run -d "$IMG" $n sh -c 'sleep 1000 & sleep 1000 & wait' >/dev/null || return 1
+  wait_for "^$n +[0-9]+ +RUNNING" ct task ls || return 1
+  cap ct task exec --exec-id u1 --user 65534 --cwd /tmp $n sh -c 'echo $(id -u) $(pwd)'; local o1=$OUT
+  ct task exec -d --exec-id long $n sleep 1000 >/dev/null 2>&1 &
+  sleep 1
+  cap ct task kill --exec-id long -s SIGKILL $n; local r2=$RC o2=$OUT
+  wait
+  cap ct task metrics $n; local r3=$RC o3=$OUT
+  cap ct task kill --all -s SIGKILL $n; local r4=$RC o4=$OUT
+  wait_for "^$n +[0-9]+ +STOPPED" ct task ls; local r5=$?
+  ct task rm -f $n >/dev/null 2>&1; ct container rm $n >/dev/null 2>&1
+  eq "$o1" "65534 /tmp" && { eq "$r2" 0 || { echo "kill --exec-id: $o2"; false; }; } && { eq "$r3" 0 || { echo "metrics: $o3"; false; }; } &&
+    { eq "$r4" 0 || { echo "kill --all: $o4"; false; }; } && eq "$r5" 0
+}
 ct_rm_paused() { # task rm -f of a paused task
   local n=rp-$CTWHO
   ct_run -d "$IMG" $n sleep 1000 >/dev/null && ct task pause $n >/dev/null || return 1
@@ -494,7 +510,7 @@ run_containerd() {
   ctd_images || { result sprout containerd setup 1 "ctr images import failed"; return; }
   local c who
   local whos="sprout"; [ "$WITH_REF" = 1 ] && whos="sprout runc"
-  for c in run_rm exit_code stdin tty detached kill_sigkill rm_paused error_surfaces error_surfaces_race enoent_abs memory env_cwd readonly net_host lo_up; do
+  for c in run_rm exit_code stdin tty detached exec_more kill_sigkill rm_paused error_surfaces error_surfaces_race enoent_abs memory env_cwd readonly net_host lo_up; do
     for who in $whos; do
       CTWHO=$who; if [ $who = sprout ]; then CTBIN=$SPROUT; else CTBIN=$REF_RUNC; fi
       check $who containerd "$c" ct_$c

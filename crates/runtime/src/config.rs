@@ -109,7 +109,12 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         }
     }
 
-    let Some(linux) = spec.linux() else { return Ok(rootfs) };
+    let Some(linux) = spec.linux() else {
+        if spec.hostname().as_deref().is_some_and(|h| !h.is_empty()) {
+            bail!("hostname: setting a hostname needs a uts namespace in linux.namespaces");
+        }
+        return Ok(rootfs);
+    };
     let mut seen = HashSet::new();
     let mut has_uts = false;
     let mut has_user = false;
@@ -238,7 +243,7 @@ mod tests {
 
     fn spec_with(extra: &str, root: &Path) -> Spec {
         let raw = format!(
-            r#"{{"ociVersion":"1.0.0","root":{{"path":"{}"}},"process":{{"cwd":"/","args":["sh"]}}{extra}}}"#,
+            r#"{{"ociVersion":"1.0.0","root":{{"path":"{}"}},"process":{{"cwd":"/","args":["sh"],"user":{{"uid":0,"gid":0}}}}{extra}}}"#,
             root.display()
         );
         parse_spec(raw.as_bytes(), "config.json").unwrap()

@@ -146,6 +146,29 @@ fn attr_from_flags(flags: libc::c_ulong) -> u64 {
     a
 }
 
+/// mount_setattr's (attr_set, attr_clr) for a bind mount's options. The atime modes are an
+/// enum, not bits: changing it needs the whole MOUNT_ATTR__ATIME in attr_clr (EINVAL otherwise).
+fn bind_attrs(opts: &MountOpts) -> (u64, u64) {
+    const ATIME_MODES: u64 = MOUNT_ATTR__ATIME;
+    let set = attr_from_flags(opts.flags) & !ATIME_MODES;
+    let mut clr = attr_from_flags(opts.clear) & !ATIME_MODES & !set;
+    let mut atime = 0;
+    let mut change_atime = false;
+    if opts.flags & libc::MS_NOATIME != 0 {
+        atime = MOUNT_ATTR_NOATIME;
+        change_atime = true;
+    } else if opts.flags & libc::MS_STRICTATIME != 0 {
+        atime = MOUNT_ATTR_STRICTATIME;
+        change_atime = true;
+    } else if opts.flags & libc::MS_RELATIME != 0 || opts.clear & (libc::MS_NOATIME | libc::MS_STRICTATIME) != 0 {
+        change_atime = true; // relatime is the enum's 0
+    }
+    if change_atime {
+        clr |= MOUNT_ATTR__ATIME;
+    }
+    (set | atime, clr)
+}
+
 #[repr(C)]
 struct MountAttr {
     attr_set: u64,
@@ -202,12 +225,8 @@ pub fn move_mount_to_fd(tree: RawFd, target: RawFd) -> io::Result<()> {
 
 /// Bind `tree` (from open_tree) onto `target` with attributes `flags` applied first.
 fn attach_bind(tree: OwnedFd, target: &OwnedFd, opts: &MountOpts) -> io::Result<()> {
-    let set = attr_from_flags(opts.flags);
-    let mut clr = attr_from_flags(opts.clear);
-    if set & MOUNT_ATTR__ATIME != 0 {
-        clr |= MOUNT_ATTR__ATIME;
-    }
-    mount_setattr(tree.as_raw_fd(), false, set, clr & !set)?;
+    let (set, clr) = bind_attrs(opts);
+    mount_setattr(tree.as_raw_fd(), false, set, clr)?;
     if opts.rec_attr_set != 0 || opts.rec_attr_clr != 0 {
         mount_setattr(tree.as_raw_fd(), true, opts.rec_attr_set, opts.rec_attr_clr)?;
     }
@@ -662,6 +681,18 @@ mod tests {
         assert!(parse_options(&s(&["idmap"])).unwrap_err().to_string().contains("idmap"));
         let o = parse_options(&s(&["rro"])).unwrap();
         assert_eq!(o.rec_attr_set, MOUNT_ATTR_RDONLY);
+    }
+
+    #[test]
+    fn bind_atime_attrs_clear_the_whole_enum() {
+        let o = parse_options(&s(&["bind", "nosuid", "strictatime", "mode=755"])).unwrap();
+        assert_eq!(bind_attrs(&o), (MOUNT_ATTR_NOSUID | MOUNT_ATTR_STRICTATIME, MOUNT_ATTR__ATIME));
+        let o = parse_options(&s(&["bind", "relatime", "ro"])).unwrap();
+        assert_eq!(bind_attrs(&o), (MOUNT_ATTR_RDONLY, MOUNT_ATTR__ATIME));
+        let o = parse_options(&s(&["bind", "rw", "suid"])).unwrap();
+        assert_eq!(bind_attrs(&o), (0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID));
+        let o = parse_options(&s(&["bind", "noatime"])).unwrap();
+        assert_eq!(bind_attrs(&o), (MOUNT_ATTR_NOATIME, MOUNT_ATTR__ATIME));
     }
 
     #[test]

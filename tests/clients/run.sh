@@ -311,6 +311,28 @@ pm_exec_paused() { local n=ep-$PMRT
   cap timeout 20 podman $(PMARGS) exec $n true; local r=$RC o=$OUT
   pm unpause $n >/dev/null; pm rm -f -t0 $n >/dev/null
   echo "rc=$r: $o"; [ "$r" != 0 ] && [ "$r" != 124 ]; }
+pm_misc_flags() {
+  cap pm run --rm --personality LINUX32 --oom-score-adj 300 --cpu-shares 512 --memory-reservation 32m --memory-swappiness 10 \
+    --device-cgroup-rule 'c 1:3 rwm' --security-opt mask=/etc/group --annotation a.b=c \
+    --tmpfs /run:exec,mode=1777 --mount type=bind,source=$TMP/vol,target=/mnt,bind-propagation=rslave "$IMG" sh -c \
+    'uname -m; cat /proc/self/oom_score_adj /sys/fs/cgroup/cpu/cpu.shares /sys/fs/cgroup/memory/memory.soft_limit_in_bytes /sys/fs/cgroup/memory/memory.swappiness; wc -c < /etc/group; grep " /run " /proc/self/mountinfo | grep -c noexec'
+  # personality: runc 1.1 ignores it (uname stays x86_64), sprout applies it (i686)
+  echo "$OUT" | head -1; eq "$(echo $(printf '%s\n' "$OUT" | tail -n +2))" "300 512 33554432 10 0 0"; }
+pm_hooks() { # OCI hooks (podman --hooks-dir): prestart/poststop run by the runtime
+  mkdir -p "$TMP/hooks"
+  cat >"$TMP/hooks/h.sh" <<EOF2
+#!/bin/sh
+read -r state
+echo "\$1 \$(echo "\$state" | grep -o '"status": *"[a-z]*"')" >> "$TMP/hooks/ran-$PMRT"
+EOF2
+  chmod +x "$TMP/hooks/h.sh"
+  printf '{"version":"1.0.0","hook":{"path":"%s","args":["h.sh","prestart"]},"when":{"annotations":{"^sprout-test-hook$":"yes"}},"stages":["prestart"]}' "$TMP/hooks/h.sh" >"$TMP/hooks/pre.json"
+  printf '{"version":"1.0.0","hook":{"path":"%s","args":["h.sh","poststop"]},"when":{"annotations":{"^sprout-test-hook$":"yes"}},"stages":["poststop"]}' "$TMP/hooks/h.sh" >"$TMP/hooks/post.json"
+  rm -f "$TMP/hooks/ran-$PMRT"
+  cap pm --hooks-dir "$TMP/hooks" run --rm --annotation sprout-test-hook=yes "$IMG" true; [ "$RC" = 0 ] || { echo "$OUT"; return 1; }
+  sleep 0.5; OUT=$(cat "$TMP/hooks/ran-$PMRT" 2>&1); echo "$OUT"
+  # the state's status for prestart: runc 1.1 says "creating", sprout "created"; both are fine
+  has "$OUT" 'prestart "status": *"creat(ing|ed)"' && has "$OUT" '^poststop "status": *"stopped"'; }
 pm_failed_create_cleanup() { # after a failed create podman runs `delete --force`, which must succeed quietly
   cap pm run --rm --sysctl net.ipv4.no_such_knob=1 "$IMG" true; [ "$RC" != 0 ] || return 1
   hasnt "$OUT" 'does not exist|Removing container .* from runtime after creation failed'; }
@@ -327,7 +349,7 @@ run_podman() {
   [ "$WITH_REF" = 1 ] && rts="sprout runc"
   for c in run_rm exit_code exit_code_255 enoent enoent_create stdin detached pause pause_rm_force tty tty_exec \
            net_none net_host net_bridge memory pids cpus ulimits user readonly capdrop init volume env_workdir \
-           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom cgroupns_private pod exec_paused error_surfaces failed_create_cleanup oci_archive; do
+           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom cgroupns_private pod exec_paused misc_flags hooks error_surfaces failed_create_cleanup oci_archive; do
     for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
   done
   # Every container podman made is gone from the runtime's state dir (ids from podman's event log).

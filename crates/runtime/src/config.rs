@@ -264,7 +264,7 @@ mod tests {
             let e = validate(&spec_with(extra, &dir), &dir).unwrap_err().to_string();
             assert!(e.starts_with(field), "{extra}: {e}");
         }
-        let raw = br#"{"ociVersion":"1.0.0","root":{"path":"/nonexistent-sprout"},"process":{"cwd":"/","args":[]}}"#;
+        let raw = br#"{"ociVersion":"1.0.0","root":{"path":"/nonexistent-sprout"},"process":{"cwd":"/","args":[],"user":{"uid":0,"gid":0}}}"#;
         let e = validate(&parse_spec(raw, "c").unwrap(), &dir).unwrap_err().to_string();
         assert!(e.starts_with("root.path"), "{e}");
     }

@@ -306,7 +306,12 @@ fn create_in(root: &OwnedFd, dir: &OwnedFd, name: &std::ffi::OsStr, path: &Path,
 /// Make the host's mounts invisible to propagation from the container, then bind the rootfs onto
 /// itself so that it is a mount point pivot_root can use.
 pub fn prepare_root(rootfs: &Path, propagation: Option<&str>) -> Result<()> {
-    let flag = propagation.and_then(propagation_flag).unwrap_or(libc::MS_SLAVE | libc::MS_REC);
+    // "/" gets the configured propagation, except unbindable, which would forbid the rootfs
+    // bind below: that one is applied to the container's "/" after pivot_root.
+    let flag = propagation
+        .and_then(propagation_flag)
+        .filter(|f| f & libc::MS_UNBINDABLE == 0)
+        .unwrap_or(libc::MS_SLAVE | libc::MS_REC);
     mount(None, c"/", None, flag, None).map_err(|e| Error::os("making / private to the container", e))?;
     if flag & libc::MS_SHARED != 0 {
         // pivot_root refuses a new root whose parent mount is shared: make that one private.

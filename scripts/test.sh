@@ -13,6 +13,8 @@
 #   --quick       skip step 3
 #   --no-build    skip step 1 (reuse target/release)
 #
+# A failing build stops at once; a failing test step is reported and the
+# remaining steps still run; the exit status is 1 if any step failed.
 # The compliance suite's not-ok results fail this script only through a
 # threshold: tests/compliance/min-ok (a number; fail when fewer ok), or
 # SPROUT_COMPLIANCE_MIN_OK / SPROUT_COMPLIANCE_MAX_NOT_OK in the environment.
@@ -47,14 +49,37 @@ on_err() {
 trap on_err ERR
 T_ALL=$(date +%s)
 declare -a TIMES=()
+declare -a FAILED=()
+# run_step NAME CMD...: a failing build stops everything (ERR trap); a
+# failing test step is recorded and the remaining steps still run, so one
+# CI run reports unit/integration failures *and* the compliance score.
 run_step() {
     STEP=$1; shift
     echo ""
     echo "==> test.sh: $STEP"
     echo "    \$ $*"
-    local t0; t0=$(date +%s)
+    local t0 rc; t0=$(date +%s)
+    set +e
     "$@"
-    TIMES+=("$(printf '%-28s %5ss' "$STEP" $(( $(date +%s) - t0 )))")
+    rc=$?
+    set -e
+    local res=ok
+    if [ $rc -ne 0 ]; then res="FAILED (exit $rc)"; FAILED+=("$STEP"); fi
+    TIMES+=("$(printf '%-28s %5ss  %s' "$STEP" $(( $(date +%s) - t0 )) "$res")")
+    if [ $rc -ne 0 ]; then
+        echo "" >&2
+        echo "test.sh: step FAILED: $STEP (exit $rc)" >&2
+    fi
+    return 0
+}
+finish() {
+    echo ""
+    printf '    %s\n' "${TIMES[@]}"
+    if [ ${#FAILED[@]} -gt 0 ]; then
+        echo "==> test.sh: FAILED steps: ${FAILED[*]} ($(( $(date +%s) - T_ALL ))s)" >&2
+        exit 1
+    fi
+    echo "==> test.sh: all steps passed in $(( $(date +%s) - T_ALL ))s"
 }
 
 cd "$REPO"
@@ -64,6 +89,7 @@ export SPROUT_BIN="$REPO/target/release/sprout"
 
 if [ "$BUILD" = 1 ]; then
     run_step "cargo build --release" cargo build --release --workspace
+    if [ ${#FAILED[@]} -gt 0 ]; then finish; fi
 fi
 [ -x "$SPROUT_BIN" ] || { STEP="check binary"; echo "test.sh: $SPROUT_BIN was not built" >&2; exit 1; }
 echo "    $("$SPROUT_BIN" --version 2>&1 | head -1 || true)"
@@ -93,6 +119,4 @@ if [ "$QUICK" = 0 ]; then
     run_step "OCI compliance suite" "$REPO/tests/compliance/run.sh" "${args[@]}" "${EXTRA[@]}" "$SPROUT_BIN"
 fi
 
-echo ""
-echo "==> test.sh: all steps passed in $(( $(date +%s) - T_ALL ))s"
-printf '    %s\n' "${TIMES[@]}"
+finish

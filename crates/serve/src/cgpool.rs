@@ -179,37 +179,34 @@ impl CgPool {
         self.free.lock().unwrap().push(c);
     }
 
-    /// Remove every pooled cgroup (engine shutdown).
-    pub fn destroy_all(&self) {
-        let all: Vec<PoolCg> = std::mem::take(&mut *self.free.lock().unwrap());
-        for c in all {
-            let _ = c.mgr.kill_all(libc::SIGKILL);
-            let _ = c.mgr.destroy();
-        }
-    }
-
-    /// Startup: kill and remove the pool cgroups a previous instance recorded.
+    /// Startup / shutdown: kill and remove the pool cgroups recorded in the run dir.
     pub fn cleanup_previous(&self) -> usize {
         let Ok(raw) = std::fs::read_to_string(&self.record) else { return 0 };
-        let mut n = 0;
+        let mut live: Vec<Manager> = Vec::new();
         for line in raw.lines() {
             let Ok(idx) = line.trim().parse::<usize>() else { continue };
             let Ok(m) = self.manager(idx) else { continue };
-            let dirs = all_dirs(&m);
-            if !dirs.iter().any(|d| d.exists()) {
-                continue;
+            if all_dirs(&m).iter().any(|d| d.exists()) {
+                live.push(m);
             }
-            n += 1;
+        }
+        // Kill everything first (frozen tasks die once thawed), then wait and remove.
+        for m in &live {
             let _ = m.thaw();
-            for _ in 0..100 {
-                let _ = m.kill_all(libc::SIGKILL);
+            let _ = m.kill_all(libc::SIGKILL);
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        for m in &live {
+            while Instant::now() < deadline {
                 match m.pids() {
-                    Ok(p) if p.is_empty() => break,
-                    Err(_) => break,
-                    _ => std::thread::sleep(Duration::from_millis(10)),
+                    Ok(p) if !p.is_empty() => {
+                        let _ = m.kill_all(libc::SIGKILL);
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    _ => break,
                 }
             }
-            for d in dirs {
+            for d in all_dirs(m) {
                 rmdir_retry(&d);
             }
         }
@@ -219,13 +216,13 @@ impl CgPool {
             }
         }
         let _ = std::fs::remove_file(&self.record);
-        n
+        live.len()
     }
 }
 
 /// rmdir, retried for a moment while killed tasks finish leaving (EBUSY).
 fn rmdir_retry(d: &Path) {
-    for _ in 0..200 {
+    for _ in 0..100 {
         match std::fs::remove_dir(d) {
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => std::thread::sleep(Duration::from_millis(5)),
             _ => return,

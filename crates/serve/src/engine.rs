@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use crate::cgpool::{self, CgPool, PoolCg};
 use crate::config::{Config, HandlerConfig};
-use crate::install::{self, InstallCache, Pkg};
+use crate::install::{self, InstallCache};
 use crate::metrics::Metrics;
 use crate::{proto, rootfs, spawn};
 
@@ -75,7 +75,7 @@ struct Zygote {
 }
 
 enum Job {
-    Destroy(Sandbox),
+    Destroy(Box<Sandbox>),
     Detach(PathBuf),
 }
 
@@ -98,7 +98,6 @@ pub struct HandlerInfo {
     pub dir: PathBuf,
     pub version: String,
     pub packages: Vec<(String, PathBuf)>,
-    pub pkgs: Vec<Pkg>,
     pub cfg: HandlerConfig,
 }
 
@@ -121,6 +120,7 @@ pub struct Engine {
     this: std::sync::OnceLock<std::sync::Weak<Engine>>,
     /// SPROUT_SERVE_TRACE=1: per-start phase timings on stderr.
     trace: bool,
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 /// The default seccomp profile: allow everything but a deny-list of syscalls a handler has
@@ -221,6 +221,7 @@ impl Engine {
             janitor: Mutex::new(tx),
             this: std::sync::OnceLock::new(),
             trace: std::env::var_os("SPROUT_SERVE_TRACE").is_some(),
+            stopping: Default::default(),
             cfg,
         });
         let _ = eng.this.set(Arc::downgrade(&eng));
@@ -228,7 +229,7 @@ impl Engine {
         std::thread::Builder::new().name("janitor".into()).spawn(move || {
             for job in rx {
                 match job {
-                    Job::Destroy(sb) => e2.destroy(sb),
+                    Job::Destroy(sb) => e2.destroy(*sb),
                     // umount2(MNT_DETACH) waits for an RCU grace period: not on the request path.
                     Job::Detach(p) => {
                         let _ = rootfs::umount_detach(&p);
@@ -250,8 +251,10 @@ impl Engine {
 
     /// Clean shutdown: kill every sandbox and zygote, remove cgroups and mounts.
     pub fn shutdown(&self) {
-        self.pool.cleanup_previous();
+        self.stopping.store(true, Ordering::SeqCst);
         rootfs::teardown_run_dir(&self.cfg.run_dir);
+        self.pool.cleanup_previous();
+        let _ = std::fs::remove_dir_all(self.cfg.run_dir.join("roots"));
         let _ = std::fs::remove_file(self.cfg.run_dir.join("engine.pid"));
     }
 
@@ -282,7 +285,7 @@ impl Engine {
             let d = self.installs.ensure(p).map_err(|e| ApiError::new(400, "install_failed", e))?;
             packages.push((p.key(), d));
         }
-        Ok(HandlerInfo { name: name.to_string(), dir, version, packages, pkgs, cfg })
+        Ok(HandlerInfo { name: name.to_string(), dir, version, packages, cfg })
     }
 
     // ------------------------------------------------------------------ request path
@@ -455,7 +458,7 @@ impl Engine {
     }
 
     fn to_janitor(&self, sb: Sandbox) {
-        let _ = self.janitor.lock().unwrap().send(Job::Destroy(sb));
+        let _ = self.janitor.lock().unwrap().send(Job::Destroy(Box::new(sb)));
     }
 
     fn release(&self, mut sb: Sandbox) {
@@ -485,6 +488,9 @@ impl Engine {
     }
 
     fn housekeeping(&self) {
+        if self.stopping.load(Ordering::Relaxed) {
+            return;
+        }
         let freeze_after = Duration::from_millis(self.cfg.freeze_after_ms);
         let evict_after = Duration::from_millis(self.cfg.idle_evict_ms);
         let mut to_freeze = Vec::new();

@@ -149,7 +149,7 @@ impl InstallCache {
         match status {
             Some(0) => Ok(()),
             Some(code) => {
-                let tail: String = stderr.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("").chars().take(400).collect();
+                let tail: String = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").chars().take(400).collect();
                 Err(format!("installing {spec} failed (pip exit {code}): {tail}"))
             }
             None => {

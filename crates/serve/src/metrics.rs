@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 
-pub const PATHS: &[&str] = &["hot", "warm", "zygote", "cold"];
 const BUCKETS: &[f64] = &[0.0001, 0.0002, 0.0003, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 #[derive(Default)]

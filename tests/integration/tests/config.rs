@@ -465,11 +465,17 @@ fn hooks_run_by_create() {
     b.create().assert_ok();
     assert_eq!(order(&log.join("order")), vec!["prestart", "createRuntime", "createContainer"], "hooks run by create");
     b.start().assert_ok();
-    wait_for("process", POLL_TIMEOUT, || order(&log.join("order")).contains(&"process".to_string()).then_some(()));
+    wait_for("process and poststart", POLL_TIMEOUT, || {
+        let o = order(&log.join("order"));
+        (o.contains(&"process".to_string()) && o.contains(&"poststart".to_string())).then_some(())
+    });
     let o = order(&log.join("order"));
     let pos = |n: &str| o.iter().position(|x| x == n).unwrap_or_else(|| panic!("{n} missing in {o:?}"));
     assert!(pos("startContainer") < pos("process"), "startContainer must run before the process: {o:?}");
-    assert!(pos("startContainer") < pos("poststart"), "{o:?}");
+    assert!(
+        pos("startContainer") < pos("poststart"),
+        "poststart must run after the user process was executed, so after startContainer: {o:?}"
+    );
 }
 
 /// Every hook runs once, poststop last (at delete), startContainer before the

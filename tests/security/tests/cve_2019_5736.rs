@@ -211,3 +211,28 @@ fn init_of_proc_self_exe_script() {
     eprintln!("attacker log (init shebang):\n{}", log.lines().filter(|l| !l.starts_with("SEEN") || l.contains("target")).collect::<Vec<_>>().join("\n"));
     assert_not_escaped(&s, &log, "init running a #!/proc/self/exe script");
 }
+
+/// Same exec storm in a container that holds CAP_SYS_PTRACE (debug containers often do): the
+/// exec child must still be out of reach once its capabilities are the container's.
+#[test]
+fn exec_child_binary_not_reachable_with_sys_ptrace() {
+    let s = setup("5736ptrace");
+    let (mut b, out) = bundle_with_attacker(&s.ctx, &["sleep", "60"]);
+    let caps = json!(["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE", "CAP_SYS_PTRACE"]);
+    for k in ["bounding", "effective", "permitted"] {
+        b.set(&format!("/process/capabilities/{k}"), caps.clone());
+    }
+    b.create().assert_ok();
+    b.start().assert_ok();
+    let secs = 10.0;
+    let log = start_attacker(&b, &out, s.dev, s.ino, secs);
+    let t = Instant::now();
+    let mut n = 0;
+    while t.elapsed() < Duration::from_secs(6) {
+        b.exec(&[], &["true"]).assert_ok();
+        n += 1;
+    }
+    let log = wait_attacker_end(&log, secs);
+    eprintln!("{n} execs with CAP_SYS_PTRACE in the container");
+    assert_not_escaped(&s, &log, "exec (container has CAP_SYS_PTRACE)");
+}

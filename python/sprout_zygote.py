@@ -26,13 +26,60 @@ Replies:   {"ok": true, "result": <JSON>} | {"ok": false, "error": "...", "kind"
 Ready:     {"ready": true} | {"ready": false, "error": "..."} once the handler is imported.
 """
 
-import json
 import os
-import socket
 import struct
 import sys
 
+# `socket` (and what it pulls in) is imported only by the zygote: a plain cold sandbox talks
+# over its raw fd with os.read/os.write, keeping its start-up to python + json + the handler.
+
 _HDR = struct.Struct("<I")
+
+
+def _json_codec():
+    """loads/dumps on CPython's C accelerator `_json` directly: `import json` pulls in `re` and
+    `enum` (~10 ms of a plain cold start on a busy host). Falls back to the json package."""
+    try:
+        import _json
+
+        consts = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+        class Ctx:
+            strict = True
+            object_hook = None
+            object_pairs_hook = None
+            parse_float = float
+            parse_int = int
+            parse_constant = consts.__getitem__
+            memo = {}
+
+        scan = _json.make_scanner(Ctx)
+
+        def default(o):
+            raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+
+        def loads(b):
+            s = b.decode("utf-8") if isinstance(b, (bytes, bytearray)) else b
+            try:
+                obj, _end = scan(s, 0)
+            except StopIteration:
+                raise ValueError("invalid JSON") from None
+            return obj
+
+        def dumps(obj):
+            enc = _json.make_encoder({}, default, _json.encode_basestring_ascii, None, ":", ",", False, False, False)
+            return "".join(enc(obj, 0))
+
+        assert loads(b'{"a": [1, 2.5, "x", null, true]}') == {"a": [1, 2.5, "x", None, True]}
+        assert dumps({"a": [1, "\u00e9"]}) == '{"a":[1,"\\u00e9"]}'
+        return loads, dumps
+    except Exception:  # noqa: BLE001
+        import json
+
+        return json.loads, lambda o: json.dumps(o, separators=(",", ":"))
+
+
+_loads, _dumps = _json_codec()
 
 
 def _read_exact(sock, n):
@@ -47,7 +94,37 @@ def _read_exact(sock, n):
     return bytes(buf)
 
 
+def _read_exact_fd(fd, n):
+    chunks = []
+    while n:
+        b = os.read(fd, n)
+        if not b:
+            raise EOFError("engine closed the socket")
+        chunks.append(b)
+        n -= len(b)
+    return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+
+
+def recv_msg_fd(fd):
+    (n,) = _HDR.unpack(_read_exact_fd(fd, 4))
+    return _loads(_read_exact_fd(fd, n))
+
+
+def _write_all_fd(fd, data):
+    view = memoryview(data)
+    while view:
+        k = os.write(fd, view)
+        view = view[k:]
+
+
+def send_msg_fd(fd, obj):
+    b = _dumps(obj).encode()
+    _write_all_fd(fd, _HDR.pack(len(b)) + b)
+
+
 def recv_msg(sock, maxfds=0):
+    import socket
+
     fds = []
     if maxfds:
         data, fds, _flags, _addr = socket.recv_fds(sock, 4, maxfds)
@@ -58,11 +135,11 @@ def recv_msg(sock, maxfds=0):
     else:
         data = _read_exact(sock, 4)
     (n,) = _HDR.unpack(data)
-    return json.loads(_read_exact(sock, n)), fds
+    return _loads(_read_exact(sock, n)), fds
 
 
 def send_msg(sock, obj):
-    b = json.dumps(obj, separators=(",", ":")).encode()
+    b = _dumps(obj).encode()
     sock.sendall(_HDR.pack(len(b)) + b)
 
 
@@ -75,30 +152,31 @@ def load_handler(setup):
             sys.path.insert(0, p)
     os.environ.clear()
     os.environ.update(setup.get("env", {}))
-    import importlib
-
     _mark("env")
-    mod = importlib.import_module(setup.get("module", "f"))
+    name = setup.get("module", "f")
+    __import__(name)
+    mod = sys.modules[name]
     fn = getattr(mod, setup.get("function", "f"), None)
     if not callable(fn):
         raise RuntimeError("handler module has no callable f(event)")
     return fn
 
 
-def serve(sock, setup):
+def serve(fd, setup):
+    """Load the handler, then answer requests on fd until EOF."""
     try:
         fn = load_handler(setup)
     except BaseException as e:  # noqa: BLE001 - report anything, including SystemExit
-        send_msg(sock, {"ready": False, "error": "loading handler: %s: %s" % (type(e).__name__, e)})
+        send_msg_fd(fd, {"ready": False, "error": "loading handler: %s: %s" % (type(e).__name__, e)})
         os._exit(1)
     ready = {"ready": True}
     if _TRACE:
         _mark("import")
         ready["trace"] = [(n, round((t - _T[0][1]) * 1e3, 3)) for n, t in _T]
-    send_msg(sock, ready)
+    send_msg_fd(fd, ready)
     while True:
         try:
-            req, _ = recv_msg(sock)
+            req = recv_msg_fd(fd)
         except EOFError:
             os._exit(0)
         try:
@@ -107,14 +185,14 @@ def serve(sock, setup):
             import traceback
 
             tb = traceback.format_exc(limit=8)
-            send_msg(sock, {"ok": False, "kind": "raised", "error": "%s: %s" % (type(e).__name__, e), "traceback": tb})
+            send_msg_fd(fd, {"ok": False, "kind": "raised", "error": "%s: %s" % (type(e).__name__, e), "traceback": tb})
             continue
         try:
-            out = json.dumps({"ok": True, "result": result}, separators=(",", ":")).encode()
-        except (TypeError, ValueError) as e:
-            send_msg(sock, {"ok": False, "kind": "result", "error": "result is not JSON serialisable: %s" % e})
+            out = _dumps({"ok": True, "result": result}).encode()
+        except (TypeError, ValueError, RecursionError) as e:
+            send_msg_fd(fd, {"ok": False, "kind": "result", "error": "result is not JSON serialisable: %s" % e})
             continue
-        sock.sendall(_HDR.pack(len(out)) + out)
+        _write_all_fd(fd, _HDR.pack(len(out)) + out)
 
 
 # ---------------------------------------------------------------- zygote
@@ -191,6 +269,8 @@ def early_sandbox(sysc, flags, hostname="sandbox"):
             os._exit(0)
     _mark("pidns_fork")
     if flags & CLONE_NEWUTS:
+        import socket
+
         socket.sethostname(hostname)
 
 
@@ -223,6 +303,7 @@ def become_sandbox(sysc, setup, root_fd, bpf):
 
 def zygote(ctl):
     import signal
+    import socket
 
     setup, fds = recv_msg(ctl, 16)
     root_fd, cg_fds = fds[0], fds[1:]
@@ -274,6 +355,7 @@ def zygote(ctl):
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             ctl.close()
             sock = socket.socket(fileno=fds[0])
+            fd = fds[0]
             try:
                 early_sandbox(sysc, int(msg.get("unshare", 0)))
                 # A spare: wait for a handler (root dir fd + setup), or EOF when discarded.
@@ -288,7 +370,8 @@ def zygote(ctl):
                     send_msg(sock, {"ready": False, "error": "sandbox setup: %s" % e})
                 finally:
                     os._exit(1)
-            serve(sock, setup)
+            sock.detach()
+            serve(fd, setup)
             os._exit(0)
         for fd in fds:
             os.close(fd)
@@ -297,12 +380,12 @@ def zygote(ctl):
 
 def main():
     mode, fd = sys.argv[1], int(sys.argv[2])
-    sock = socket.socket(fileno=fd)
     if mode == "zygote":
-        zygote(sock)
+        import socket
+
+        zygote(socket.socket(fileno=fd))
     elif mode == "sandbox":
-        setup, _ = recv_msg(sock)
-        serve(sock, setup)
+        serve(fd, recv_msg_fd(fd))
     else:
         raise SystemExit("usage: sprout_zygote.py zygote|sandbox FD")
 

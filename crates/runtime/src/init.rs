@@ -50,6 +50,12 @@ pub fn run(ctx: &InitCtx) -> ! {
         }
         Err(e) => {
             let _ = ctx.chan.send(sync::ERROR, e.message().as_bytes());
+            // Stay until the parent's GO has been read (or the parent gives up): closing with
+            // GO unread would make the parent's recv fail with ECONNRESET before it reads our
+            // message, and the reason would be lost.
+            if !go.waited {
+                let _ = ctx.chan.wait_go();
+            }
             unsafe { libc::_exit(1) }
         }
     }
@@ -83,7 +89,15 @@ pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 /// error of `create`, not a process that dies after `start`.
 pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
     if arg0.contains('/') {
-        return Ok(cstr_s(arg0));
+        let c = cstr_s(arg0);
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::stat(c.as_ptr(), &mut st) } < 0 {
+            return Err(Error::last_os(format!("process.args: executable {arg0:?}")));
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
+            return Err(Error::msg(format!("process.args: {arg0:?} is not an executable file")));
+        }
+        return Ok(c);
     }
     let path = env.iter().rev().find_map(|e| e.strip_prefix("PATH=")).unwrap_or(DEFAULT_PATH);
     for dir in path.split(':') {
@@ -129,6 +143,10 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
         }
     }
 
+    if plan.new_net {
+        crate::sys::loopback_up().map_err(|e| Error::os("bringing up lo in the new network namespace", e))?;
+    }
+
     let has_mount_ns = plan.new_mount || plan.join_mount;
     if plan.new_mount {
         rootfs::prepare_root(ctx.rootfs, linux.and_then(|l| l.rootfs_propagation().as_deref()))?;
@@ -138,13 +156,16 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
         if needs_cg {
             go.wait(ctx)?;
         }
-        let binds = rootfs::own_cgroup_binds;
+        // The host paths of our cgroups, read before a cgroup namespace hides them (inside it
+        // every path in /proc/self/cgroup is "/").
+        let binds = if needs_cg && !(ctx.cgroup_v2 && plan.new_cgroup) { rootfs::own_cgroup_binds() } else { Vec::new() };
+        let binds_fn = || binds.clone();
         let mctx = rootfs::MountCtx {
             rootfs_fd: &root_fd,
             bundle: ctx.bundle,
             cgroup_v2: ctx.cgroup_v2,
             new_cgroup_ns: plan.new_cgroup,
-            cgroup_binds: &binds,
+            cgroup_binds: &binds_fn,
         };
         if plan.new_cgroup && needs_cg {
             // Enter the cgroup namespace now that we are in our cgroup, so cgroup2 mounts at it.

@@ -123,6 +123,10 @@ pub fn kill(store: &Store, id: &str, sig: i32, all: bool) -> Result<()> {
     if all {
         if let Some(cg) = &st.cgroup {
             cg.kill_all(sig)?;
+            if status == Status::Paused {
+                // Frozen tasks can't act on the signal (runc: freeze, signal, thaw).
+                cg.thaw()?;
+            }
             return Ok(());
         }
     }
@@ -174,8 +178,12 @@ pub fn delete(store: &Store, id: &str, force: bool, trace: &mut Trace) -> Result
         Ok(st) => st,
         Err(e) => {
             // --force on a half-created container (no state.json yet): remove the directory.
-            if force && store.dir(id).exists() && state::validate_id(id).is_ok() {
-                store.remove(id)?;
+            if force && state::validate_id(id).is_ok() {
+                // Like runc: --force on a container that does not exist (or never finished
+                // create) succeeds, removing whatever directory is left.
+                if store.dir(id).exists() {
+                    store.remove(id)?;
+                }
                 return Ok(());
             }
             return Err(e);

@@ -361,15 +361,14 @@ pub fn own_cgroup_binds() -> CgroupBinds {
             _ => continue,
         };
         let name = if ctrls.is_empty() {
-            if unified_root.is_empty() {
-                continue;
-            }
+            // Pure v2: the hierarchy is /sys/fs/cgroup itself (name ""); hybrid: "unified".
             unified_root.to_string()
         } else {
             ctrls.strip_prefix("name=").unwrap_or(ctrls).to_string()
         };
-        let host = Path::new("/sys/fs/cgroup").join(&name).join(path.trim_start_matches('/'));
-        if Path::new("/sys/fs/cgroup").join(&name).exists() {
+        let base = if name.is_empty() { PathBuf::from("/sys/fs/cgroup") } else { Path::new("/sys/fs/cgroup").join(&name) };
+        let host = base.join(path.trim_start_matches('/'));
+        if base.exists() {
             out.push((name, host));
         }
     }

@@ -116,7 +116,8 @@ echo "# reference: $REF_RUNC ($("$REF_RUNC" --version 2>&1 | head -1)); temp dir
 build_rootfs() {
   local bb r=$TMP/rootfs a
   bb=$(command -v busybox || echo /bin/busybox)
-  file -L "$bb" 2>/dev/null | grep -q 'statically linked' || [ -x /bin/busybox ] || { echo "no static busybox (apt-get install busybox-static)"; return 1; }
+  [ -x "$bb" ] || { echo "no busybox (apt-get install busybox-static)"; return 1; }
+  if ldd "$bb" >/dev/null 2>&1; then echo "$bb is dynamically linked: install busybox-static"; return 1; fi
   mkdir -p "$r"/{bin,etc,tmp,proc,sys,dev,root,var}
   chmod 1777 "$r/tmp"
   cp "$bb" "$r/bin/busybox"

@@ -402,9 +402,11 @@ state = "$CTD/state"
     bin_dir = "/usr/lib/cni"
     conf_dir = "$CTD/cni"
 EOF
-  # A loopback-only CNI network so CRI pod sandboxes can be networked without touching the host.
+  # A private CNI bridge for CRI pods (no gateway, no masquerade; IPAM state in the temp dir;
+  # the bridge is deleted at exit).
   cat >"$CTD/cni/10-sprout-test.conflist" <<EOF
-{"cniVersion": "0.4.0", "name": "sprout-test", "plugins": [{"type": "loopback"}]}
+{"cniVersion": "0.4.0", "name": "sprout-test", "plugins": [{"type": "bridge", "bridge": "sprtest0", "isGateway": false,
+ "ipMasq": false, "ipam": {"type": "host-local", "subnet": "10.233.77.0/24", "dataDir": "$CTD/cni-ipam"}}]}
 EOF
 }
 ctd_start() {
@@ -425,6 +427,7 @@ ctd_stop() {
     ctr --address "$CTD/containerd.sock" -n k8s.io t rm -f "$c" >/dev/null 2>&1; ctr --address "$CTD/containerd.sock" -n k8s.io c rm "$c" >/dev/null 2>&1
   done
   stop_pid "$CTD_PID"
+  ip link del sprtest0 >/dev/null 2>&1
   # ctr's default cgroup parent is /<namespace>; containerd leaves it behind.
   rmdir /sys/fs/cgroup/*/sprout-clients/* /sys/fs/cgroup/*/sprout-clients /sys/fs/cgroup/*/sprout-clients-test/* \
         /sys/fs/cgroup/*/sprout-clients-test /sys/fs/cgroup/sprout-clients /sys/fs/cgroup/sprout-clients-test 2>/dev/null

@@ -244,6 +244,56 @@ func main() {
 		result("remove-container", remove(id))
 	}
 
+	// A locked-down container: user, read-only rootfs, RuntimeDefault seccomp, no capabilities,
+	// no_new_privs, masked paths (what restricted pod security asks for).
+	{
+		ro := int64(65534)
+		cfg := &rt.ContainerConfig{
+			Metadata: &rt.ContainerMetadata{Name: "secure"},
+			Image:    &rt.ImageSpec{Image: *image},
+			Command:  []string{"sh", "-c", "grep -E '^(Uid|CapEff|NoNewPrivs|Seccomp):' /proc/self/status; touch /x 2>&1; cat /proc/kcore 2>&1 | head -c 60; echo; sleep 1000"},
+			LogPath:  "secure.log",
+			Linux: &rt.LinuxContainerConfig{SecurityContext: &rt.LinuxContainerSecurityContext{
+				RunAsUser:        &rt.Int64Value{Value: ro},
+				ReadonlyRootfs:   true,
+				NoNewPrivs:       true,
+				Capabilities:     &rt.Capability{DropCapabilities: []string{"ALL"}},
+				Seccomp:          &rt.SecurityProfile{ProfileType: rt.SecurityProfile_RuntimeDefault},
+				NamespaceOptions: &rt.NamespaceOption{Network: rt.NamespaceMode_NODE, Pid: rt.NamespaceMode_POD, Ipc: rt.NamespaceMode_POD},
+			}},
+		}
+		cx, cc := call()
+		r, err := c.CreateContainer(cx, &rt.CreateContainerRequest{PodSandboxId: podID, Config: cfg, SandboxConfig: podCfg})
+		cc()
+		if err == nil {
+			id := r.ContainerId
+			if err = start(id); err == nil {
+				if _, err = waitState(id, rt.ContainerState_CONTAINER_RUNNING); err == nil {
+					var b []byte
+					for i := 0; i < 50; i++ {
+						b, _ = os.ReadFile(filepath.Join(podLogs, "secure.log"))
+						if strings.Contains(string(b), "Seccomp") && strings.Count(string(b), "\n") >= 6 {
+							break
+						}
+						time.Sleep(100 * time.Millisecond)
+					}
+					out := string(b)
+					for _, want := range []string{"Uid:\t65534", "CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "Read-only file system"} {
+						if !strings.Contains(out, want) {
+							err = fmt.Errorf("missing %q in:\n%s", want, out)
+							break
+						}
+					}
+				}
+			}
+			cx, cc := call()
+			_, _ = c.StopContainer(cx, &rt.StopContainerRequest{ContainerId: id, Timeout: 0})
+			cc()
+			_ = remove(id)
+		}
+		result("restricted-container", err)
+	}
+
 	// Exit codes.
 	id, err = mk("exit3", []string{"sh", "-c", "exit 3"})
 	if result("create-exit3", err) {
@@ -279,4 +329,57 @@ func main() {
 		_ = remove(id)
 	}
 	result("missing-executable-fails-start", err)
+
+	// A second pod with its own network namespace (made by containerd, set up by CNI's
+	// loopback plugin) and UTS namespace: the container joins them by path.
+	podCfg2 := &rt.PodSandboxConfig{
+		Metadata:     &rt.PodSandboxMetadata{Name: "smoke-net-" + *handler, Namespace: "default", Uid: uid + "-net", Attempt: 0},
+		Hostname:     "smoke-pod",
+		LogDirectory: podLogs,
+		Linux: &rt.LinuxPodSandboxConfig{SecurityContext: &rt.LinuxSandboxSecurityContext{
+			NamespaceOptions: &rt.NamespaceOption{Network: rt.NamespaceMode_POD, Pid: rt.NamespaceMode_CONTAINER, Ipc: rt.NamespaceMode_POD},
+		}},
+	}
+	cx, cc = call()
+	pod2, err := c.RunPodSandbox(cx, &rt.RunPodSandboxRequest{Config: podCfg2, RuntimeHandler: *handler})
+	cc()
+	if result("pod-network-sandbox", err) {
+		cfg := &rt.ContainerConfig{
+			Metadata: &rt.ContainerMetadata{Name: "net"},
+			Image:    &rt.ImageSpec{Image: *image},
+			Command:  []string{"sleep", "1000"},
+			LogPath:  "net.log",
+		}
+		cx, cc := call()
+		r, err := c.CreateContainer(cx, &rt.CreateContainerRequest{PodSandboxId: pod2.PodSandboxId, Config: cfg, SandboxConfig: podCfg2})
+		cc()
+		if err == nil {
+			id := r.ContainerId
+			if err = start(id); err == nil {
+				cx, cc := call()
+				x, e := c.ExecSync(cx, &rt.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", "hostname; ip -o link show lo; readlink /proc/1/ns/net /proc/self/ns/net"}, Timeout: 30})
+				cc()
+				if e != nil {
+					err = e
+				} else {
+					out := string(x.Stdout) + string(x.Stderr)
+					if !strings.Contains(out, "smoke-pod\n") || !strings.Contains(out, "<LOOPBACK,UP") {
+						err = fmt.Errorf("want hostname smoke-pod and lo UP, got:\n%s", out)
+					}
+				}
+			}
+			cx, cc := call()
+			_, _ = c.StopContainer(cx, &rt.StopContainerRequest{ContainerId: id, Timeout: 0})
+			cc()
+			_ = remove(id)
+		}
+		result("pod-network-container", err)
+		cx, cc = call()
+		_, _ = c.StopPodSandbox(cx, &rt.StopPodSandboxRequest{PodSandboxId: pod2.PodSandboxId})
+		cc()
+		cx, cc = call()
+		_, err = c.RemovePodSandbox(cx, &rt.RemovePodSandboxRequest{PodSandboxId: pod2.PodSandboxId})
+		cc()
+		result("pod-network-remove", err)
+	}
 }

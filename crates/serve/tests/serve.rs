@@ -325,3 +325,33 @@ fn restart_cleans_up_after_a_killed_engine() {
     assert!(d.mounts().is_empty(), "{:?}", d.mounts());
     assert!(d.cgroup_dirs().is_empty(), "{:?}", d.cgroup_dirs());
 }
+
+#[test]
+fn lru_eviction_within_memory_budget() {
+    need_root!();
+    // ~2 MiB per sandbox + an 8 MiB estimate for the next one: a 10 MiB budget holds two.
+    let d = Daemon::start("lru", "memory_budget_mb = 10\nfreeze_after_ms = 50\n");
+    for h in ["a", "b", "c", "d"] {
+        d.add(h, ECHO, &[]);
+    }
+    for h in ["a", "b", "c", "d"] {
+        let r = d.post(h, "1");
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let st = d.status();
+    let total = st["sandboxes"]["total"].as_u64().unwrap();
+    assert!(total <= 2, "budget exceeded: {st}");
+    assert!(st["memory"]["accounted_bytes"].as_u64().unwrap() <= 10 << 20, "{st}");
+    let m = d.get("/metrics").body;
+    let ev: u64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("sprout_serve_evictions_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    assert!(ev >= 2, "{m}");
+    // The most recently used handler is still cached (hot or warm), the oldest is not.
+    let r = d.post("d", "2");
+    assert!(matches!(r.header("x-sprout-path"), Some("hot" | "warm")), "{:?}", r.header("x-sprout-path"));
+    let r = d.post("a", "3");
+    assert!(matches!(r.header("x-sprout-path"), Some("zygote" | "cold")), "{:?}", r.header("x-sprout-path"));
+}

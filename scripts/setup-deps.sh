@@ -38,8 +38,12 @@ T0=$(date +%s)
 
 # ---------------------------------------------------------------- 1. apt
 step "apt packages"
+# busybox-static..strace: what the brief lists; build-essential: cargo's
+# linker; python3 + python3-pip: sprout-serve's tests (zygote, wheels);
+# the rest is usually there already (checked, not reinstalled).
 APT_PKGS=(busybox-static libseccomp-dev pkg-config crun runc hyperfine strace
-          build-essential ca-certificates git util-linux coreutils tar gzip)
+          build-essential python3 python3-pip file
+          ca-certificates git util-linux coreutils tar gzip)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

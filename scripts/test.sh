@@ -3,6 +3,7 @@
 #
 # usage: scripts/test.sh [--quick] [-- EXTRA compliance/run.sh ARGS]
 #
+#   0. scripts/setup-deps.sh                     (idempotent; ~1 s when done)
 #   1. cargo build --release                     (whole workspace)
 #   2. cargo test --workspace --release --no-fail-fast -- --test-threads=2
 #                                                (unit + integration, as root;
@@ -12,13 +13,13 @@
 #
 #   --quick       skip step 3
 #   --no-build    skip step 1 (reuse target/release)
+#   --no-setup    skip step 0
 #
 # A failing build stops at once; a failing test step is reported and the
 # remaining steps still run; the exit status is 1 if any step failed.
 # The compliance suite's not-ok results fail this script only through a
 # threshold: tests/compliance/min-ok (a number; fail when fewer ok), or
 # SPROUT_COMPLIANCE_MIN_OK / SPROUT_COMPLIANCE_MAX_NOT_OK in the environment.
-# Scripts/setup-deps.sh must have run first.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -28,11 +29,13 @@ REPO=$(cd "$HERE/.." && pwd)
 
 QUICK=0
 BUILD=1
+SETUP=1
 EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=1; shift ;;
         --no-build) BUILD=0; shift ;;
+        --no-setup) SETUP=0; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         --) shift; EXTRA=("$@"); break ;;
         *) echo "test.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -87,6 +90,10 @@ export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 # Integration tests make containers (as root) with the binary in SPROUT_BIN.
 export SPROUT_BIN="$REPO/target/release/sprout"
 
+if [ "$SETUP" = 1 ]; then
+    run_step "setup-deps" bash "$HERE/setup-deps.sh"
+    if [ ${#FAILED[@]} -gt 0 ]; then finish; fi
+fi
 if [ "$BUILD" = 1 ]; then
     run_step "cargo build --release" cargo build --release --workspace
     if [ ${#FAILED[@]} -gt 0 ]; then finish; fi

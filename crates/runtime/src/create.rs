@@ -225,6 +225,9 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
         cgroup: Some(cg.clone()),
         own_pid_ns: plan.new_pid,
         systemd_cgroup: opts.systemd_cgroup,
+        has_hooks: hooks.is_some_and(|h| {
+            h.poststart().as_ref().is_some_and(|v| !v.is_empty()) || h.poststop().as_ref().is_some_and(|v| !v.is_empty())
+        }),
     };
     cleanup.child = Some(pidfd);
 
@@ -254,9 +257,9 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
         let (tag, payload, fd) = parent_chan.recv().map_err(|e| Error::os("waiting for the init", e))?;
         match tag {
             sync::HOOKS => {
-                // runtime-tools (and runc since 1.0) hand prestart/createRuntime hooks a state
-                // whose status is "created": the container's resources exist at this point.
-                let sj = serde_json::to_vec(&st.spec_json(Status::Created)).unwrap_or_default();
+                // The create operation is still under way: "creating" (as runc; runtime-tools'
+                // hooks_stdin expects "created" here, see docs/compliance.md).
+                let sj = serde_json::to_vec(&st.spec_json(Status::Creating)).unwrap_or_default();
                 let h = hooks.expect("hooks");
                 crate::hooks::run_all("prestart", h.prestart().as_ref(), &sj)?;
                 crate::hooks::run_all("createRuntime", h.create_runtime().as_ref(), &sj)?;

@@ -196,6 +196,7 @@ fn exec_child(
     preserve_fds: u32,
 ) -> Error {
     let r = (|| -> Result<init::Exec> {
+        init::unblock_all_signals();
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
         chan.wait_go().map_err(|e| Error::os("waiting for the runtime", e))?;
         crate::namespaces::join_all_of(init, types)?;

@@ -37,6 +37,7 @@ pub struct InitCtx<'a> {
 
 /// Entry point in the child. Never returns.
 pub fn run(ctx: &InitCtx) -> ! {
+    unblock_all_signals();
     let mut tr = ChildTrace::new(ctx.trace);
     let mut go = GoLatch { waited: false };
     let r = setup(ctx, &mut tr, &mut go);
@@ -58,6 +59,15 @@ pub fn run(ctx: &InitCtx) -> ! {
             }
             unsafe { libc::_exit(1) }
         }
+    }
+}
+
+/// `run` blocks the signals it forwards before it clones; the container starts with none blocked.
+pub fn unblock_all_signals() {
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
     }
 }
 
@@ -191,7 +201,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     }
     if let Some(hooks) = spec.hooks() {
         if hooks.create_container().as_ref().is_some_and(|h| !h.is_empty()) {
-            let st = hook_state(ctx, "created");
+            let st = hook_state(ctx, "creating");
             crate::hooks::run_all("createContainer", hooks.create_container().as_ref(), &st)?;
         }
     }

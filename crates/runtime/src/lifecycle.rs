@@ -26,6 +26,16 @@ pub fn start(store: &Store, id: &str, trace: &mut Trace) -> Result<()> {
     }
     let fifo = store.dir(id).join(state::FIFO_FILE);
     let c = sys::cstr(&fifo);
+    let hooks = if st.has_hooks { load_hooks(store, id) } else { None };
+    let poststart = hooks.as_ref().is_some_and(|h| h.poststart().as_ref().is_some_and(|v| !v.is_empty()));
+    // With poststart hooks, `start` must return only after the process was executed: a read end
+    // opened before our write sees POLLHUP once the init's close-on-exec fifo fd is gone.
+    let watch = if poststart {
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        (fd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+    } else {
+        None
+    };
     let fd = unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) };
     if fd < 0 {
         return Err(Error::last_os(format!("container {id:?}: opening the exec fifo")));
@@ -36,14 +46,34 @@ pub fn start(store: &Store, id: &str, trace: &mut Trace) -> Result<()> {
         return Err(Error::last_os(format!("container {id:?}: signalling start")));
     }
     let _ = std::fs::remove_file(&fifo);
+    if let Some(w) = watch {
+        wait_hup(&w, 10_000);
+    }
     trace.mark("start_signal");
-    if let Some(h) = load_hooks(store, id) {
-        if h.poststart().as_ref().is_some_and(|v| !v.is_empty()) {
+    if let Some(h) = hooks {
+        if poststart {
             let sj = serde_json::to_vec(&st.spec_json(Status::Running)).unwrap_or_default();
             crate::hooks::run_all_warn("poststart", h.poststart().as_ref(), &sj);
         }
     }
     Ok(())
+}
+
+/// Wait (bounded) until every writer of the fifo behind `fd` is gone.
+fn wait_hup(fd: &OwnedFd, timeout_ms: i32) {
+    let deadline = sys::monotonic_us() + timeout_ms as u64 * 1000;
+    loop {
+        let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: 0, revents: 0 };
+        let left = deadline.saturating_sub(sys::monotonic_us()) / 1000;
+        let r = unsafe { libc::poll(&mut p, 1, left as i32) };
+        if r > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 || r == 0 || left == 0 {
+            return;
+        }
+        if r > 0 {
+            // POLLIN only (the byte not yet read by the init): drain-free wait a moment.
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
 }
 
 /// Signal names (with or without SIG) and numbers.
@@ -210,7 +240,7 @@ pub fn delete(store: &Store, id: &str, force: bool, trace: &mut Trace) -> Result
         cg.destroy()?;
     }
     trace.mark("cgroup_remove");
-    let hooks = load_hooks(store, id);
+    let hooks = if st.has_hooks { load_hooks(store, id) } else { None };
     store.remove(id)?;
     trace.mark("state_remove");
     if let Some(h) = hooks {
@@ -255,16 +285,31 @@ pub fn pids(store: &Store, id: &str) -> Result<Vec<i32>> {
     }
 }
 
-/// Wait for our child (the init of `run`, or an exec'd process) while forwarding the usual
-/// signals to it; returns the exit code as a shell would (128+signal).
-pub fn wait_forwarding(pidfd: &OwnedFd, pid: i32) -> Result<i32> {
-    const FWD: [i32; 8] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH, libc::SIGCONT];
+const FWD: [i32; 8] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH, libc::SIGCONT];
+
+fn forwarded_set() -> libc::sigset_t {
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         for s in FWD {
             libc::sigaddset(&mut set, s);
         }
+        set
+    }
+}
+
+/// Block the signals `run`/`exec` forward, so that they queue until the wait loop reads them
+/// from a signalfd. Children unblock them (init::unblock_all_signals).
+pub fn block_forwarded_signals() {
+    let set = forwarded_set();
+    unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Wait for our child (the init of `run`, or an exec'd process) while forwarding the usual
+/// signals to it; returns the exit code as a shell would (128+signal).
+pub fn wait_forwarding(pidfd: &OwnedFd, pid: i32) -> Result<i32> {
+    unsafe {
+        let set = forwarded_set();
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         let sfd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
         let mut fds = [

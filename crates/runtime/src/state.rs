@@ -58,6 +58,13 @@ pub struct State {
     pub own_pid_ns: bool,
     #[serde(default)]
     pub systemd_cgroup: bool,
+    /// Whether config.json has poststart/poststop hooks (so start/delete parse it only then).
+    #[serde(default = "yes")]
+    pub has_hooks: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Container ids: non-empty, no '/', not '.' or '..', printable ASCII without spaces (like runc,
@@ -241,6 +248,7 @@ mod tests {
             cgroup: None,
             own_pid_ns: true,
             systemd_cgroup: false,
+            has_hooks: false,
         };
         store.save(&st).unwrap();
         let back = store.load("c1").unwrap();

@@ -248,6 +248,11 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Run { detach, keep, c } => {
+            if !detach {
+                // From now on the signals we forward wait in the queue for the container
+                // (a SIGTERM during create must not kill us and orphan it).
+                lifecycle::block_forwarded_signals();
+            }
             let opts = create_opts(&c, cli.systemd_cgroup);
             let created = create::create(&store, &opts, &mut trace, detach)?;
             if detach {
@@ -300,6 +305,9 @@ fn run(cli: Cli) -> Result<i32> {
                 id: id.clone(), process_json: process, args, tty, cwd, env, user, additional_gids, caps: cap,
                 detach, pid_file, console_socket, preserve_fds, process_label, apparmor, no_new_privs,
             };
+            if !o.detach {
+                lifecycle::block_forwarded_signals();
+            }
             let code = exec::exec(&store, &o, &mut trace)?;
             trace.emit("exec", &id);
             Ok(code)

@@ -161,7 +161,9 @@ kill_strays() {
         keys="$keys $k "
     done
     [ -n "$keys" ] || return 0
-    for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    local p
+    for p in /proc/[0-9]*; do
+        pid=${p#/proc/}
         [ "$pid" = $$ ] && continue
         k=$(stat -L -c '%d:%i' "/proc/$pid/root" 2>/dev/null) || continue
         if [[ "$keys" == *" $k "* ]]; then
@@ -175,8 +177,10 @@ kill_strays() {
 delete_containers() {
     local id pid
     [ "$PRIVATE_ROOT" = 1 ] || return 0
-    for id in $(ls -A "$WORK/state" 2>/dev/null); do
-        [ -d "$WORK/state/$id" ] || continue
+    local d
+    for d in "$WORK"/state/* "$WORK"/state/.[!.]*; do
+        [ -d "$d" ] || continue
+        id=${d##*/}
         # The state dir may hold the runtime's own files (caches, locks):
         # a container is what `state` knows, or a dir named like the
         # suite's container ids (UUIDs).

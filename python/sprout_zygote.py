@@ -234,6 +234,10 @@ class _Sys:
         c_ul = self.ctypes.c_ulong
         return self.libc.prctl(op, c_ul(a), c_ul(b), c_ul(c), c_ul(d))
 
+    def mount_proc(self):
+        flags = 0x2 | 0x4 | 0x8  # MS_NOSUID | MS_NODEV | MS_NOEXEC
+        self.check(self.libc.mount(b"proc", b"/proc", b"proc", self.ctypes.c_ulong(flags), None), "mount /proc")
+
     def seccomp(self, bpf):
         if not bpf:
             return
@@ -301,6 +305,9 @@ def become_sandbox(sysc, setup, root_fd, bpf):
     late = int(setup.get("unshare_late", 0))
     if late:
         sysc.unshare(late)
+    if late & CLONE_NEWNS:
+        # Our own mount namespace and pid namespace (we are its pid 1): a private /proc.
+        sysc.mount_proc()
     for cap in range(0, 64):
         if sysc.prctl(PR_CAPBSET_DROP, cap) != 0:
             break

@@ -1,7 +1,8 @@
 //! Plain cold start: fork + exec a fresh python straight into a sandbox. Everything between
 //! fork and exec is raw syscalls on pre-built buffers (the engine is multi-threaded):
 //! join the pool cgroup (write "0" to the pre-opened cgroup.procs fds), chroot, unshare
-//! namespaces (fork once more for the new pid namespace: the sandbox is its pid 1), hostname,
+//! namespaces (fork once more for the new pid namespace: the sandbox is its pid 1), a private
+//! /proc (with the mount namespace), hostname,
 //! drop the capability bounding set, setgroups/setresgid/setresuid, no_new_privs, seccomp
 //! (from the BPF cache), then exec `python3 -I -S /.sprout/sprout_zygote.py sandbox 3`.
 
@@ -121,6 +122,17 @@ pub fn spawn_cold(s: &ColdSpec) -> std::io::Result<i32> {
             if p > 0 {
                 libc::_exit(0);
             }
+        }
+        if s.unshare & CLONE_NEWNS != 0
+            && libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) != 0
+        {
+            child_fail(sock, b"mount /proc");
         }
         if s.unshare & CLONE_NEWUTS != 0 && libc::sethostname(hostname.as_ptr() as *const _, hostname.len()) != 0 {
             child_fail(sock, b"sethostname");

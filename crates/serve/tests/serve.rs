@@ -59,6 +59,14 @@ fn plain_cold_without_zygotes() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-sprout-path"), Some("cold"));
     assert_eq!(d.post("echo", "[2]").header("x-sprout-path"), Some("hot"));
+    d.add("iso", ISOLATION, &[]);
+    let v = d.post("iso", "{}").json();
+    assert_eq!((v["uid"].as_u64(), v["pid"].as_u64()), (Some(65534), Some(1)), "{v}");
+    assert_eq!((v["seccomp_mode"].as_u64(), v["no_new_privs"].as_u64()), (Some(2), Some(1)), "{v}");
+    assert_eq!(v["cap_sys_admin_in_bset"], 0);
+    assert_eq!(v["proc_pids"], serde_json::json!([1]));
+    assert_eq!(v["/usr/x"], "Read-only file system");
+    assert_eq!(v["/tmp/x"], "ok");
     let l = d.cli(&["handler", "list"]);
     assert!(String::from_utf8_lossy(&l.stdout).contains("echo"));
     assert!(d.cli(&["handler", "remove", "echo"]).status.success());
@@ -85,6 +93,12 @@ def f(event):
     out["no_new_privs"] = libc.prctl(39, 0, 0, 0, 0)        # PR_GET_NO_NEW_PRIVS
     out["cap_sys_admin_in_bset"] = libc.prctl(23, 21, 0, 0, 0)  # PR_CAPBSET_READ
     out["root_entries"] = sorted(os.listdir("/"))
+    out["proc_pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    try:
+        open("/proc/sys/kernel/hostname", "w").write("x")
+        out["proc_sys"] = "writable"
+    except OSError as e:
+        out["proc_sys"] = e.strerror
     return out
 "#;
 
@@ -109,6 +123,8 @@ fn isolation_and_failures_are_contained() {
     assert_eq!(v["seccomp_mode"], 2, "seccomp filter loaded");
     assert_eq!(v["no_new_privs"], 1);
     assert_eq!(v["cap_sys_admin_in_bset"], 0, "bounding set dropped");
+    assert_eq!(v["proc_pids"], serde_json::json!([1]), "private /proc of the sandbox's pid namespace");
+    assert_ne!(v["proc_sys"], "writable");
     assert!(!v["root_entries"].as_array().unwrap().iter().any(|e| e == "root" || e == "home" || e == "var"), "{v}");
 
     // A handler that raises: 500 with the exception, the sandbox is reused.

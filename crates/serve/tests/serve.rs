@@ -371,3 +371,27 @@ fn lru_eviction_within_memory_budget() {
     let r = d.post("a", "3");
     assert!(matches!(r.header("x-sprout-path"), Some("zygote" | "cold")), "{:?}", r.header("x-sprout-path"));
 }
+
+/// A debootstrap base (`sprout-serve rootfs build DIR`) instead of the host's /usr. Runs when
+/// $SPROUT_SERVE_TEST_ROOTFS (default /var/tmp/sprout-serve-rootfs) holds one; skipped otherwise.
+#[test]
+fn custom_base_rootfs() {
+    need_root!();
+    let dir = std::env::var("SPROUT_SERVE_TEST_ROOTFS").unwrap_or_else(|_| "/var/tmp/sprout-serve-rootfs".into());
+    if !std::path::Path::new(&dir).join("usr/bin/python3").exists() || !std::path::Path::new(&dir).join(".sprout").is_dir() {
+        eprintln!("skipped: no base rootfs at {dir} (sprout-serve rootfs build {dir})");
+        return;
+    }
+    let d = Daemon::start("rootfs", &format!("base_rootfs = \"{dir}\"\n"));
+    d.add(
+        "os",
+        "import sys, os\ndef f(e):\n    return {'python': sys.version.split()[0], 'debian': open('/etc/debian_version').read().strip(), 'proc': os.listdir('/proc') != []}\n",
+        &[],
+    );
+    let r = d.post("os", "{}");
+    assert_eq!(r.status, 200, "{} {}", r.body, d.log());
+    eprintln!("custom base: {}", r.body);
+    assert!(r.json()["debian"].as_str().unwrap().starts_with("12"), "{}", r.body);
+    assert_eq!(r.json()["proc"], true);
+    assert_eq!(d.post("os", "{}").header("x-sprout-path"), Some("hot"));
+}

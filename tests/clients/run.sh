@@ -203,6 +203,7 @@ pm_run_rm() { cap pm run --rm "$IMG" echo hello; eq "$OUT" hello && eq "$RC" 0; 
 pm_exit_code() { cap pm run --rm "$IMG" sh -c 'exit 3'; eq "$RC" 3; }
 pm_exit_code_255() { cap pm run --rm "$IMG" sh -c 'exit 255'; eq "$RC" 255; }
 pm_enoent() { cap pm run --rm "$IMG" /nonexistent; echo "$OUT"; [ "$RC" = 127 ] || [ "$RC" = 126 ] || { echo "rc=$RC, want 126/127"; return 1; }; }
+pm_eacces() { cap pm run --rm "$IMG" /etc/passwd; echo "$OUT"; eq "$RC" 126; }
 pm_enoent_create() { # runc reports a missing executable at create time (podman: "executable file not found")
   cap pm create --name enoent-$PMRT "$IMG" /nonexistent; cap pm start enoent-$PMRT; local r=$RC o=$OUT
   pm rm -f enoent-$PMRT >/dev/null 2>&1; echo "start rc=$r: $o"; [ "$r" != 0 ] && has "$o" 'no such file|not found'
@@ -348,7 +349,7 @@ run_podman() {
   pm_setup || { result sprout podman setup 1 "podman setup failed"; return; }
   local c rts="sprout"
   [ "$WITH_REF" = 1 ] && rts="sprout runc"
-  for c in run_rm exit_code exit_code_255 enoent enoent_create stdin detached pause pause_rm_force tty tty_exec \
+  for c in run_rm exit_code exit_code_255 enoent eacces enoent_create stdin detached pause pause_rm_force tty tty_exec \
            net_none net_host net_bridge memory pids cpus ulimits user readonly capdrop init volume env_workdir \
            pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom cgroupns_private pod exec_paused misc_flags hooks error_surfaces failed_create_cleanup oci_archive; do
     for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
@@ -580,6 +581,7 @@ dk_stop() {
 dk_run_rm() { cap dk run --runtime $DKRT --rm "$IMG" echo hello; eq "$OUT" hello && eq "$RC" 0; }
 dk_exit_code() { cap dk run --runtime $DKRT --rm "$IMG" sh -c 'exit 3'; eq "$RC" 3; }
 dk_enoent() { cap dk run --runtime $DKRT --rm "$IMG" /nonexistent; echo "$OUT"; eq "$RC" 127; }
+dk_eacces() { cap dk run --runtime $DKRT --rm "$IMG" /etc/passwd; echo "$OUT"; eq "$RC" 126; }
 dk_stdin() { OUT=$(echo piped-in | timeout -k 5 $T $DOCKER_BIN -H "unix://$DK/docker.sock" run --runtime $DKRT --rm -i "$IMG" cat 2>&1); eq "$OUT" piped-in; }
 dk_tty() {
   OUT=$(to $PTY --timeout 40 --send 'tty; echo "cols=$(stty size)"; echo MARK$((40+2))\n' --send 'exit 5\n' -- \
@@ -677,7 +679,7 @@ run_docker() {
   dk_start || { result sprout docker setup 1 "dockerd did not start"; return; }
   cap dk load -i "$TMP/busybox-docker.tar"; [ "$RC" = 0 ] || { result sprout docker load 1 "$OUT"; return; }
   local c rts="sprout"; [ "$WITH_REF" = 1 ] && rts="sprout runc"
-  for c in run_rm exit_code enoent stdin tty detached rm_paused net_none net_host resources user_readonly caps init seccomp userns_pidhost stats oom update misc_flags cgroupns_private share_ns exec_opts restart_policy; do
+  for c in run_rm exit_code enoent eacces stdin tty detached rm_paused net_none net_host resources user_readonly caps init seccomp userns_pidhost stats oom update misc_flags cgroupns_private share_ns exec_opts restart_policy; do
     for DKRT in $rts; do check $DKRT docker "$c" dk_$c; done
   done
 }

@@ -292,10 +292,14 @@ impl Engine {
 
     pub fn run(&self, name: &str, event: &[u8]) -> Result<RunOk, ApiError> {
         let t0 = Instant::now();
-        let h = self.handler_info(name)?;
+        let failed = |e: ApiError| {
+            self.metrics.request("none", e.status, t0.elapsed().as_secs_f64());
+            e
+        };
+        let h = self.handler_info(name).map_err(failed)?;
         let timeout = Duration::from_millis(h.cfg.timeout_ms.unwrap_or(self.cfg.timeout_ms));
         let deadline = Instant::now() + timeout.max(Duration::from_millis(self.cfg.start_timeout_ms));
-        let (sb, path) = self.acquire(&h, deadline)?;
+        let (sb, path) = self.acquire(&h, deadline).map_err(failed)?;
         let mut req = Vec::with_capacity(event.len() + 10);
         req.extend_from_slice(b"{\"event\":");
         req.extend_from_slice(event);

@@ -46,14 +46,19 @@ async fn handle(eng: Arc<Engine>, req: Request<Incoming>) -> Result<Resp, Infall
                 .and_then(|v| v.parse::<usize>().ok())
                 .is_some_and(|n| n > max);
             if too_big {
+                eng.metrics.request("none", 413, 0.0);
                 return Ok(err(ApiError::new(413, "too_large", format!("request body over {max} bytes"))));
             }
             let body = match Limited::new(req.into_body(), max).collect().await {
                 Ok(b) => b.to_bytes(),
-                Err(_) => return Ok(err(ApiError::new(413, "too_large", format!("request body over {max} bytes")))),
+                Err(_) => {
+                    eng.metrics.request("none", 413, 0.0);
+                    return Ok(err(ApiError::new(413, "too_large", format!("request body over {max} bytes"))));
+                }
             };
             let body = if body.iter().all(|b| b.is_ascii_whitespace()) { Bytes::from_static(b"null") } else { body };
             if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+                eng.metrics.request("none", 400, 0.0);
                 return Ok(err(ApiError::new(400, "bad_json", "request body is not valid JSON")));
             }
             let t0 = std::time::Instant::now();

@@ -61,7 +61,7 @@ impl Metrics {
     pub fn render(&self, gauges: &[(&str, &str, f64)]) -> String {
         let m = self.inner.lock().unwrap();
         let mut s = String::new();
-        s.push_str("# HELP sprout_serve_requests_total Requests by start path and HTTP status.\n# TYPE sprout_serve_requests_total counter\n");
+        s.push_str("# HELP sprout_serve_requests_total Requests by start path (none: rejected before a sandbox) and HTTP status.\n# TYPE sprout_serve_requests_total counter\n");
         for ((p, st), n) in &m.requests {
             let _ = writeln!(s, "sprout_serve_requests_total{{path=\"{p}\",status=\"{st}\"}} {n}");
         }

@@ -200,6 +200,9 @@ fn isolation_and_failures_are_contained() {
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["echo"], 42);
     let m = d.get("/metrics").body;
+    for st in ["400", "404", "413"] {
+        assert!(m.contains(&format!("sprout_serve_requests_total{{path=\"none\",status=\"{st}\"}}")), "{m}");
+    }
     for k in ["timeout", "oom", "exited"] {
         assert!(m.contains(&format!("sprout_serve_sandboxes_killed_total{{reason=\"{k}\"}}")), "{m}");
     }

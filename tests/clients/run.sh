@@ -581,6 +581,8 @@ dk_stop() {
 dk_run_rm() { cap dk run --runtime $DKRT --rm "$IMG" echo hello; eq "$OUT" hello && eq "$RC" 0; }
 dk_exit_code() { cap dk run --runtime $DKRT --rm "$IMG" sh -c 'exit 3'; eq "$RC" 3; }
 dk_enoent() { cap dk run --runtime $DKRT --rm "$IMG" /nonexistent; echo "$OUT"; eq "$RC" 127; }
+dk_notinpath() { cap dk run --runtime $DKRT --rm "$IMG" no-such-command; echo "$OUT"; eq "$RC" 127 || return 1
+  cap dk inspect -f '{{.State.ExitCode}}' "$(dk ps -aq -l)"; true; }
 dk_eacces() { cap dk run --runtime $DKRT --rm "$IMG" /etc/passwd; echo "$OUT"; eq "$RC" 126; }
 dk_stdin() { OUT=$(echo piped-in | timeout -k 5 $T $DOCKER_BIN -H "unix://$DK/docker.sock" run --runtime $DKRT --rm -i "$IMG" cat 2>&1); eq "$OUT" piped-in; }
 dk_tty() {
@@ -679,7 +681,7 @@ run_docker() {
   dk_start || { result sprout docker setup 1 "dockerd did not start"; return; }
   cap dk load -i "$TMP/busybox-docker.tar"; [ "$RC" = 0 ] || { result sprout docker load 1 "$OUT"; return; }
   local c rts="sprout"; [ "$WITH_REF" = 1 ] && rts="sprout runc"
-  for c in run_rm exit_code enoent eacces stdin tty detached rm_paused net_none net_host resources user_readonly caps init seccomp userns_pidhost stats oom update misc_flags cgroupns_private share_ns exec_opts restart_policy; do
+  for c in run_rm exit_code enoent notinpath eacces stdin tty detached rm_paused net_none net_host resources user_readonly caps init seccomp userns_pidhost stats oom update misc_flags cgroupns_private share_ns exec_opts restart_policy; do
     for DKRT in $rts; do check $DKRT docker "$c" dk_$c; done
   done
 }

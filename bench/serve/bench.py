@@ -124,7 +124,7 @@ class Engine:
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(15)
+            self.proc.wait(60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
         shutil.rmtree(self.dir, ignore_errors=True)

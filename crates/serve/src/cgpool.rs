@@ -195,21 +195,30 @@ impl CgPool {
             let _ = m.thaw();
             let _ = m.kill_all(libc::SIGKILL);
         }
+        // rmdir of a v1 cgroup waits on the kernel (css offlining, RCU): a few ms each, ten
+        // hierarchies per pool cgroup; spread over threads, it is latency, not CPU.
         let deadline = Instant::now() + Duration::from_secs(3);
-        for m in &live {
-            while Instant::now() < deadline {
-                match m.pids() {
-                    Ok(p) if !p.is_empty() => {
-                        let _ = m.kill_all(libc::SIGKILL);
-                        std::thread::sleep(Duration::from_millis(5));
+        let chunk = live.len().div_ceil(16).max(1);
+        std::thread::scope(|sc| {
+            for part in live.chunks(chunk) {
+                sc.spawn(move || {
+                    for m in part {
+                        while Instant::now() < deadline {
+                            match m.pids() {
+                                Ok(p) if !p.is_empty() => {
+                                    let _ = m.kill_all(libc::SIGKILL);
+                                    std::thread::sleep(Duration::from_millis(5));
+                                }
+                                _ => break,
+                            }
+                        }
+                        for d in all_dirs(m) {
+                            rmdir_retry(&d);
+                        }
                     }
-                    _ => break,
-                }
+                });
             }
-            for d in all_dirs(m) {
-                rmdir_retry(&d);
-            }
-        }
+        });
         if let Ok(m) = Manager::with_layout(self.layout, Some(&self.base), "base", false) {
             for d in all_dirs(&m) {
                 rmdir_retry(&d);

@@ -135,7 +135,8 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     trace.mark("state_dir");
 
     let layout = sprout_cgroups::Layout::detect()?;
-    let mut cg = sprout_cgroups::Manager::new(
+    let mut cg = sprout_cgroups::Manager::with_layout(
+        layout,
         linux.and_then(|l| l.cgroups_path().as_ref()).and_then(|p| p.to_str()),
         &opts.id,
         opts.systemd_cgroup,

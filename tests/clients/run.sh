@@ -158,8 +158,9 @@ build_images() {
 # The runtimes keep their state in their default --root (/run/sprout, /run/runc): podman's
 # `container cleanup` (run by conmon at exit) does not forward --runtime-flag, so a private
 # --root would only leak state.
-PMARGS() { echo --root "$TMP/podman/root" --runroot "$TMP/podman/runroot" --storage-driver "$PM_DRIVER" --runtime "$PMRT"; }
-pm() { to podman $(PMARGS) "$@"; }
+# podman with the test's storage and the runtime under test: "${PODMAN[@]}" (pmset after PMRT changes)
+pmset() { PODMAN=(podman --root "$TMP/podman/root" --runroot "$TMP/podman/runroot" --storage-driver "$PM_DRIVER" --runtime "$PMRT"); }
+pm() { pmset; to "${PODMAN[@]}" "$@"; }
 pm_setup() {
   mkdir -p "$TMP/podman"/{root,runroot,tmp,net}
   local hn hu
@@ -208,7 +209,7 @@ pm_enoent_create() { # runc reports a missing executable at create time (podman:
   cap pm create --name enoent-$PMRT "$IMG" /nonexistent; cap pm start enoent-$PMRT; local r=$RC o=$OUT
   pm rm -f enoent-$PMRT >/dev/null 2>&1; echo "start rc=$r: $o"; [ "$r" != 0 ] && has "$o" 'no such file|not found'
 }
-pm_stdin() { OUT=$(echo piped-in | to podman $(PMARGS) run --rm -i "$IMG" cat 2>&1); eq "$OUT" piped-in; }
+pm_stdin() { pmset; OUT=$(echo piped-in | to "${PODMAN[@]}" run --rm -i "$IMG" cat 2>&1); eq "$OUT" piped-in; }
 pm_detached() {
   local n=d-$PMRT
   cap pm run -d --name $n "$IMG" sh -c 'echo to-stdout; echo to-stderr >&2; trap "echo got-term; exit 0" TERM; while :; do sleep 0.1; done' || return 1
@@ -253,14 +254,15 @@ pm_pause_rm_force() { # rm -f of a paused container
   cap pm rm -f -t 0 $n; eq "$RC" 0 || { echo "$OUT"; return 1; }
 }
 pm_tty() {
+  pmset
   OUT=$(to $PTY --timeout 40 --send 'tty; echo "cols=$(stty size)"; echo MARK$((40+2))\n' --send 'exit 5\n' -- \
-    podman $(PMARGS) run --rm -it "$IMG" sh); RC=$?
+    "${PODMAN[@]}" run --rm -it "$IMG" sh); RC=$?
   has "$OUT" '/dev/pts/0' && has "$OUT" MARK42 && has "$OUT" 'cols=37 101' && eq "$RC" 5
 }
 pm_tty_exec() {
   local n=te-$PMRT
   pm run -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
-  OUT=$(to $PTY --timeout 30 -- podman $(PMARGS) exec -it $n sh -c 'tty; exit 6'); RC=$?
+  pmset; OUT=$(to $PTY --timeout 30 -- "${PODMAN[@]}" exec -it $n sh -c 'tty; exit 6'); RC=$?
   pm rm -f -t0 $n >/dev/null
   has "$OUT" '/dev/pts/[0-9]' && eq "$RC" 6
 }
@@ -310,7 +312,7 @@ pm_pod() { # a pod: the infra container's namespaces joined by path
   has "$o" '^podhost$' && has "$o" '^shared$' && hasline "$o" "$na"; }
 pm_exec_paused() { local n=ep-$PMRT
   pm run -d --name $n "$IMG" sleep 1000 >/dev/null && pm pause $n >/dev/null || return 1
-  cap timeout 20 podman $(PMARGS) exec $n true; local r=$RC o=$OUT
+  pmset; cap timeout 20 "${PODMAN[@]}" exec $n true; local r=$RC o=$OUT
   pm unpause $n >/dev/null; pm rm -f -t0 $n >/dev/null
   echo "rc=$r: $o"; [ "$r" != 0 ] && [ "$r" != 124 ]; }
 pm_misc_flags() {
@@ -319,7 +321,7 @@ pm_misc_flags() {
     --tmpfs /run:exec,mode=1777 --mount type=bind,source=$TMP/vol,target=/mnt,bind-propagation=rslave "$IMG" sh -c \
     'uname -m; cat /proc/self/oom_score_adj /sys/fs/cgroup/cpu/cpu.shares /sys/fs/cgroup/memory/memory.soft_limit_in_bytes /sys/fs/cgroup/memory/memory.swappiness; wc -c < /etc/group; grep " /run " /proc/self/mountinfo | grep -c noexec'
   # personality: runc 1.1 ignores it (uname stays x86_64), sprout applies it (i686)
-  echo "$OUT" | head -1; eq "$(echo $(printf '%s\n' "$OUT" | tail -n +2))" "300 512 33554432 10 0 0"; }
+  echo "$OUT" | head -1; eq "$(printf '%s\n' "$OUT" | tail -n +2 | tr '\n' ' ' | sed 's/ $//')" "300 512 33554432 10 0 0"; }
 pm_hooks() { # OCI hooks (podman --hooks-dir): prestart/poststop run by the runtime
   mkdir -p "$TMP/hooks"
   cat >"$TMP/hooks/h.sh" <<EOF2

@@ -84,6 +84,11 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         Ok(_) => bail!("root.path: {} is not a directory", rootfs.display()),
         Err(e) => bail!("root.path: {}: {e}", rootfs.display()),
     }
+    // '..' or symlinks that lead to the host's own root would give the container the host.
+    let rootfs = std::fs::canonicalize(&rootfs).map_err(|e| Error::msg(format!("root.path: {}: {e}", rootfs.display())))?;
+    if rootfs == Path::new("/") {
+        bail!("root.path: {:?} resolves to the host's / (refusing to run a container on the host's root)", root.path());
+    }
 
     let process = spec.process().as_ref();
     if let Some(p) = process {

@@ -143,6 +143,23 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     )?;
     cg.create()?;
     cleanup.cgroup = Some(cg.clone());
+    // If we are killed from here on, `delete --force` must still find the cgroup (and, once
+    // written again after clone, the init): a minimal state goes down now.
+    let mut early = State {
+        id: opts.id.clone(),
+        pid: 0,
+        pid_start: 0,
+        bundle: config.bundle.clone(),
+        rootfs: config.rootfs.clone(),
+        created: String::new(),
+        owner: String::new(),
+        annotations: Default::default(),
+        cgroup: Some(cg.clone()),
+        own_pid_ns: plan.new_pid,
+        systemd_cgroup: opts.systemd_cgroup,
+        has_hooks: false,
+    };
+    store.save(&early)?;
     if let Some(res) = linux.and_then(|l| l.resources().as_ref()) {
         let res = with_default_device_rules(res, linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]));
         cg.apply(&res)?;
@@ -231,6 +248,9 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
         }),
     };
     cleanup.child = Some(pidfd);
+    early.pid = pid;
+    early.pid_start = pid_start;
+    store.save(&early)?;
 
     // Id maps (the child asks first if it made its user namespace with unshare), then the cgroup,
     // then GO.

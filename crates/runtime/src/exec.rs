@@ -214,6 +214,7 @@ fn exec_child(
         if unsafe { libc::chdir(cwd.as_ptr()) } < 0 {
             return Err(Error::last_os(format!("process.cwd {}", process.cwd().display())));
         }
+        init::check_cwd_inside(process.cwd())?;
         if let Some(r) = process.rlimits() {
             sprout_process::set_rlimits(r)?;
         }

@@ -38,6 +38,10 @@ pub struct InitCtx<'a> {
 /// Entry point in the child. Never returns.
 pub fn run(ctx: &InitCtx) -> ! {
     unblock_all_signals();
+    // Until execve replaces our image, /proc/<pid>/exe of this process is the runtime's binary on
+    // the host. Non-dumpable: nothing in the container (without CAP_SYS_PTRACE over the host's
+    // user namespace) can open it (CVE-2019-5736). execve restores dumpability for the program.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     let mut tr = ChildTrace::new(ctx.trace);
     let mut go = GoLatch { waited: false };
     let r = setup(ctx, &mut tr, &mut go);
@@ -60,6 +64,18 @@ pub fn run(ctx: &InitCtx) -> ! {
             unsafe { libc::_exit(1) }
         }
     }
+}
+
+/// After chdir: the cwd must be reachable from the container's root. A cwd reached through a
+/// leaked host fd (/proc/self/fd/N) is outside it, and getcwd(2) then fails with ENOENT
+/// ("(unreachable)"): refuse it (CVE-2024-21626).
+pub fn check_cwd_inside(cwd: &Path) -> Result<()> {
+    let mut buf = [0u8; 4096];
+    let p = unsafe { libc::getcwd(buf.as_mut_ptr().cast(), buf.len()) };
+    if p.is_null() || buf[0] != b'/' {
+        return Err(Error::msg(format!("process.cwd {}: the working directory is outside the container's root", cwd.display())));
+    }
+    Ok(())
 }
 
 /// `run` blocks the signals it forwards before it clones; the container starts with none blocked.
@@ -101,11 +117,15 @@ pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
     if arg0.contains('/') {
         let c = cstr_s(arg0);
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // Worded as runc (Go's errors): docker maps "no such file or directory" to exit 127 and
+        // "permission denied" to 126.
         if unsafe { libc::stat(c.as_ptr(), &mut st) } < 0 {
-            return Err(Error::last_os(format!("process.args: executable {arg0:?}")));
+            let e = std::io::Error::last_os_error();
+            let what = if e.raw_os_error() == Some(libc::ENOENT) { "no such file or directory".to_string() } else { e.to_string() };
+            return Err(Error::msg(format!("process.args: exec: {arg0:?}: stat {arg0}: {what}")));
         }
         if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
-            return Err(Error::msg(format!("process.args: {arg0:?} is not an executable file")));
+            return Err(Error::msg(format!("process.args: exec: {arg0:?}: permission denied (not an executable file)")));
         }
         return Ok(c);
     }
@@ -119,7 +139,7 @@ pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
             return Ok(c);
         }
     }
-    Err(Error::msg(format!("process.args: executable {arg0:?} not found in $PATH ({path})")))
+    Err(Error::msg(format!("process.args: exec: {arg0:?}: executable file not found in $PATH ({path})")))
 }
 
 fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
@@ -267,6 +287,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
         std::fs::create_dir_all(cwd).map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
         cvt(unsafe { libc::chdir(ccwd.as_ptr()) }).map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
     }
+    check_cwd_inside(cwd)?;
 
     let exec = prepare_exec(process)?;
     apply_process_attrs(process, linux.and_then(|l| l.personality().as_ref()))?;

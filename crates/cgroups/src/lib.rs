@@ -432,6 +432,15 @@ impl Manager {
     /// just killed take a moment to leave); a failure there is an error. An intermediate
     /// directory we created (e.g. `sprout-test` in `sprout-test/<id>`) that is still busy is
     /// in use by another container that joined it after us: it is left for the last user.
+    /// For a `create` that was killed while making its directories (so `created` was never
+    /// recorded): remove the container's leaf directories if they are empty. rmdir(2) refuses a
+    /// cgroup with processes or children, so nothing in use can be removed.
+    pub fn remove_empty_leaves(&self) {
+        for h in self.v1.iter().chain(self.unified.iter()) {
+            let _ = std::fs::remove_dir(&h.dir);
+        }
+    }
+
     pub fn destroy(&self) -> Result<()> {
         let mut res = Ok(());
         for d in self.created.iter().rev() {

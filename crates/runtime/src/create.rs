@@ -141,10 +141,8 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
         &opts.id,
         opts.systemd_cgroup,
     )?;
-    cg.create()?;
-    cleanup.cgroup = Some(cg.clone());
     // If we are killed from here on, `delete --force` must still find the cgroup (and, once
-    // written again after clone, the init): a minimal state goes down now.
+    // written again after clone, the init): a minimal state goes down first.
     let mut early = State {
         id: opts.id.clone(),
         pid: 0,
@@ -158,8 +156,11 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
         own_pid_ns: plan.new_pid,
         systemd_cgroup: opts.systemd_cgroup,
         has_hooks: false,
+        cgroup_pending: true,
     };
     store.save(&early)?;
+    cg.create()?;
+    cleanup.cgroup = Some(cg.clone());
     if let Some(res) = linux.and_then(|l| l.resources().as_ref()) {
         let res = with_default_device_rules(res, linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]));
         cg.apply(&res)?;
@@ -243,6 +244,7 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
         cgroup: Some(cg.clone()),
         own_pid_ns: plan.new_pid,
         systemd_cgroup: opts.systemd_cgroup,
+        cgroup_pending: false,
         has_hooks: hooks.is_some_and(|h| {
             h.poststart().as_ref().is_some_and(|v| !v.is_empty()) || h.poststop().as_ref().is_some_and(|v| !v.is_empty())
         }),
@@ -250,6 +252,8 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     cleanup.child = Some(pidfd);
     early.pid = pid;
     early.pid_start = pid_start;
+    early.cgroup = Some(cg.clone());
+    early.cgroup_pending = false;
     store.save(&early)?;
 
     // Id maps (the child asks first if it made its user namespace with unshare), then the cgroup,

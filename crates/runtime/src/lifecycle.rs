@@ -238,6 +238,9 @@ pub fn delete(store: &Store, id: &str, force: bool, trace: &mut Trace) -> Result
     trace.mark("kill");
     if let Some(cg) = &st.cgroup {
         cg.destroy()?;
+        if st.cgroup_pending {
+            cg.remove_empty_leaves();
+        }
     }
     trace.mark("cgroup_remove");
     let hooks = if st.has_hooks { load_hooks(store, id) } else { None };

@@ -61,6 +61,10 @@ pub struct State {
     /// Whether config.json has poststart/poststop hooks (so start/delete parse it only then).
     #[serde(default = "yes")]
     pub has_hooks: bool,
+    /// Written before the cgroup directories are made: if `create` dies there, `delete --force`
+    /// removes the (empty) leaves it cannot otherwise know it made.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cgroup_pending: bool,
 }
 
 fn yes() -> bool {
@@ -249,6 +253,7 @@ mod tests {
             own_pid_ns: true,
             systemd_cgroup: false,
             has_hooks: false,
+            cgroup_pending: false,
         };
         store.save(&st).unwrap();
         let back = store.load("c1").unwrap();

@@ -13,10 +13,25 @@ use sprout_cgroups::Manager;
 const IDLE: Duration = Duration::from_millis(300);
 
 fn dirs(m: &Manager, with_unified: bool) -> Vec<(String, PathBuf)> {
-    let mut v: Vec<(String, PathBuf)> = ["cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "net_cls", "net_prio", "hugetlb", "rdma", "perf_event", "name=systemd"]
-        .iter()
-        .filter_map(|c| m.v1_path(c).map(|p| (c.to_string(), p.to_path_buf())))
-        .collect();
+    let mut v: Vec<(String, PathBuf)> = [
+        "cpu",
+        "cpuacct",
+        "cpuset",
+        "memory",
+        "devices",
+        "freezer",
+        "blkio",
+        "pids",
+        "net_cls",
+        "net_prio",
+        "hugetlb",
+        "rdma",
+        "perf_event",
+        "name=systemd",
+    ]
+    .iter()
+    .filter_map(|c| m.v1_path(c).map(|p| (c.to_string(), p.to_path_buf())))
+    .collect();
     if with_unified {
         if let Some(u) = m.unified_path() {
             v.push(("unified".into(), u.to_path_buf()));
@@ -43,9 +58,32 @@ impl Child {
             Some(fd) => {
                 #[repr(C)]
                 #[derive(Default)]
-                struct CloneArgs { flags: u64, pidfd: u64, child_tid: u64, parent_tid: u64, exit_signal: u64, stack: u64, stack_size: u64, tls: u64, set_tid: u64, set_tid_size: u64, cgroup: u64 }
-                let a = CloneArgs { flags: 0x200000000 /* CLONE_INTO_CGROUP */, exit_signal: libc::SIGCHLD as u64, cgroup: fd as u64, ..Default::default() };
-                unsafe { libc::syscall(libc::SYS_clone3, &a as *const CloneArgs, std::mem::size_of::<CloneArgs>()) as i32 }
+                struct CloneArgs {
+                    flags: u64,
+                    pidfd: u64,
+                    child_tid: u64,
+                    parent_tid: u64,
+                    exit_signal: u64,
+                    stack: u64,
+                    stack_size: u64,
+                    tls: u64,
+                    set_tid: u64,
+                    set_tid_size: u64,
+                    cgroup: u64,
+                }
+                let a = CloneArgs {
+                    flags: 0x200000000, /* CLONE_INTO_CGROUP */
+                    exit_signal: libc::SIGCHLD as u64,
+                    cgroup: fd as u64,
+                    ..Default::default()
+                };
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_clone3,
+                        &a as *const CloneArgs,
+                        std::mem::size_of::<CloneArgs>(),
+                    ) as i32
+                }
             }
         };
         assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
@@ -77,28 +115,50 @@ fn us(d: Duration) -> f64 {
 fn stats(name: &str, v: &mut [f64]) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let mean = v.iter().sum::<f64>() / v.len() as f64;
-    println!("  {name:<58} median {:>8.0}us  mean {:>8.0}us  min {:>7.0}us  max {:>8.0}us", v[v.len() / 2], mean, v[0], v[v.len() - 1]);
+    println!(
+        "  {name:<58} median {:>8.0}us  mean {:>8.0}us  min {:>7.0}us  max {:>8.0}us",
+        v[v.len() / 2],
+        mean,
+        v[0],
+        v[v.len() - 1]
+    );
 }
 
 fn main() {
-    let rounds: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(10);
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
     let name = format!("sprout-placement-{}", std::process::id());
     let mut m = Manager::new(Some(&name), "x", false).unwrap();
     m.create().unwrap();
     let all = dirs(&m, true);
     let v1 = dirs(&m, false);
-    let own: Vec<(String, String)> = std::fs::read_to_string("/proc/self/cgroup").unwrap().lines().map(|l| {
-        let mut it = l.splitn(3, ':');
-        let (_, c, p) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
-        (c.to_string(), p.to_string())
-    }).collect();
+    let own: Vec<(String, String)> = std::fs::read_to_string("/proc/self/cgroup")
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut it = l.splitn(3, ':');
+            let (_, c, p) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
+            (c.to_string(), p.to_string())
+        })
+        .collect();
     let own_dir = |c: &str, d: &PathBuf| -> PathBuf {
         // the container dir is <own>/<name>: its parent is our own cgroup
         let _ = c;
         d.parent().unwrap().to_path_buf()
     };
     let _ = own;
-    println!("layout {:?}: {} v1 hierarchies{}, {rounds} rounds, {IDLE:?} idle before each", m.layout(), v1.len(), if m.unified_path().is_some() { " + cgroup2 leaf" } else { "" });
+    println!(
+        "layout {:?}: {} v1 hierarchies{}, {rounds} rounds, {IDLE:?} idle before each",
+        m.layout(),
+        v1.len(),
+        if m.unified_path().is_some() {
+            " + cgroup2 leaf"
+        } else {
+            ""
+        }
+    );
 
     // A. after idle: every write of one placement, in order.
     let mut per: Vec<Vec<f64>> = vec![Vec::new(); all.len()];
@@ -127,7 +187,10 @@ fn main() {
         stats(&format!("write #{i} {c}/cgroup.procs"), &mut per[i]);
     }
     stats("A. all writes of one placement", &mut total_a);
-    stats("B. the next placement right after (within the GP window)", &mut second);
+    stats(
+        "B. the next placement right after (within the GP window)",
+        &mut second,
+    );
 
     if std::env::args().nth(2).as_deref() == Some("a") {
         std::thread::sleep(Duration::from_millis(50));
@@ -137,14 +200,21 @@ fn main() {
 
     // C. warm-up: a thread writes our own pid into our own (unchanged) pids cgroup at the
     // start of the work; the real placement comes `lead` later.
-    let pids_own = v1.iter().find(|(c, _)| c == "pids").or(v1.first()).map(|(c, d)| own_dir(c, d)).unwrap();
+    let pids_own = v1
+        .iter()
+        .find(|(c, _)| c == "pids")
+        .or(v1.first())
+        .map(|(c, d)| own_dir(c, d))
+        .unwrap();
     for lead_ms in [0u64, 1, 3, 10, 30] {
         let mut crit = Vec::new();
         for _ in 0..rounds {
             let c = Child::spawn(None);
             std::thread::sleep(IDLE);
             let p = pids_own.clone();
-            let warm = std::thread::spawn(move || write(&p.join("cgroup.procs"), &std::process::id().to_string()));
+            let warm = std::thread::spawn(move || {
+                write(&p.join("cgroup.procs"), &std::process::id().to_string())
+            });
             std::thread::sleep(Duration::from_millis(lead_ms)); // other start-up work
             let t = Instant::now();
             for (_, d) in &all {
@@ -153,7 +223,10 @@ fn main() {
             crit.push(us(t.elapsed()));
             warm.join().unwrap();
         }
-        stats(&format!("C. warm-up write {lead_ms}ms before: placement (critical path)"), &mut crit);
+        stats(
+            &format!("C. warm-up write {lead_ms}ms before: placement (critical path)"),
+            &mut crit,
+        );
     }
 
     // D. hybrid: clone3(CLONE_INTO_CGROUP) into the cgroup2 leaf, then the v1 writes.
@@ -172,7 +245,10 @@ fn main() {
             }
             v1_t.push(us(t.elapsed()));
         }
-        stats("D. clone3(CLONE_INTO_CGROUP unified leaf) after idle", &mut clone_t);
+        stats(
+            "D. clone3(CLONE_INTO_CGROUP unified leaf) after idle",
+            &mut clone_t,
+        );
         stats("D. then the v1 writes", &mut v1_t);
         let mut fork_t = Vec::new();
         for _ in 0..rounds {

@@ -26,12 +26,20 @@ fn mark(s: &str) {
 fn main() {
     let id = format!("sprout-startpath-{}", std::process::id());
     let res = LinuxResourcesBuilder::default()
-        .memory(LinuxMemoryBuilder::default().limit(256i64 << 20).build().unwrap())
+        .memory(
+            LinuxMemoryBuilder::default()
+                .limit(256i64 << 20)
+                .build()
+                .unwrap(),
+        )
         .cpu(LinuxCpuBuilder::default().shares(512u64).build().unwrap())
         .pids(LinuxPidsBuilder::default().limit(100i64).build().unwrap())
         .build()
         .unwrap();
-    let mut child = std::process::Command::new("sleep").arg("100").spawn().unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("100")
+        .spawn()
+        .unwrap();
     let t = Instant::now();
     mark("new");
     let mut m = Manager::new(None, &id, false).unwrap();
@@ -48,5 +56,9 @@ fn main() {
     m.destroy().unwrap();
     #[allow(static_mut_refs)]
     let phases = unsafe { PHASES.clone() };
-    eprintln!("layout {:?}: new+create+apply+add_pid took {:?}:{phases}", m.layout(), start);
+    eprintln!(
+        "layout {:?}: new+create+apply+add_pid took {:?}:{phases}",
+        m.layout(),
+        start
+    );
 }

@@ -15,7 +15,10 @@ pub(crate) fn fs_magic(path: &Path) -> Result<Option<i64>> {
         #[allow(clippy::unnecessary_cast)]
         Ok(s) => Ok(Some(s.filesystem_type().0 as i64)),
         Err(nix::errno::Errno::ENOENT) => Ok(None),
-        Err(e) => Err(Error::Io { path: path.into(), source: e.into() }),
+        Err(e) => Err(Error::Io {
+            path: path.into(),
+            source: e.into(),
+        }),
     }
 }
 
@@ -58,11 +61,26 @@ mod tests {
     #[test]
     fn classify_cases() {
         let r = Path::new("/sys/fs/cgroup");
-        assert_eq!(classify(r, Some(CGROUP2_SUPER_MAGIC), || panic!("no 2nd statfs")).unwrap(), Layout::V2);
-        assert_eq!(classify(r, Some(TMPFS_MAGIC), || Ok(Some(CGROUP2_SUPER_MAGIC))).unwrap(), Layout::Hybrid);
-        assert_eq!(classify(r, Some(TMPFS_MAGIC), || Ok(None)).unwrap(), Layout::V1);
-        assert_eq!(classify(r, Some(TMPFS_MAGIC), || Ok(Some(TMPFS_MAGIC))).unwrap(), Layout::V1);
-        assert!(classify(r, Some(0x9fa0), || Ok(None)).unwrap_err().to_string().contains("0x9fa0"));
+        assert_eq!(
+            classify(r, Some(CGROUP2_SUPER_MAGIC), || panic!("no 2nd statfs")).unwrap(),
+            Layout::V2
+        );
+        assert_eq!(
+            classify(r, Some(TMPFS_MAGIC), || Ok(Some(CGROUP2_SUPER_MAGIC))).unwrap(),
+            Layout::Hybrid
+        );
+        assert_eq!(
+            classify(r, Some(TMPFS_MAGIC), || Ok(None)).unwrap(),
+            Layout::V1
+        );
+        assert_eq!(
+            classify(r, Some(TMPFS_MAGIC), || Ok(Some(TMPFS_MAGIC))).unwrap(),
+            Layout::V1
+        );
+        assert!(classify(r, Some(0x9fa0), || Ok(None))
+            .unwrap_err()
+            .to_string()
+            .contains("0x9fa0"));
         assert!(classify(r, None, || Ok(None)).is_err());
     }
 

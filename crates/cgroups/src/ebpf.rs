@@ -53,8 +53,17 @@ pub const ACC_WRITE: u32 = 4;
 /// `struct bpf_insn` has `__u8 dst_reg:4, src_reg:4`: dst is the low nibble on little-endian,
 /// the high one on big-endian.
 const fn ins(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-    let regs = if cfg!(target_endian = "little") { (src << 4) | (dst & 0xf) } else { (dst << 4) | (src & 0xf) };
-    Insn { code, regs, off, imm }
+    let regs = if cfg!(target_endian = "little") {
+        (src << 4) | (dst & 0xf)
+    } else {
+        (dst << 4) | (src & 0xf)
+    };
+    Insn {
+        code,
+        regs,
+        off,
+        imm,
+    }
 }
 
 const fn dst_src(i: &Insn) -> (usize, usize) {
@@ -86,7 +95,10 @@ pub(crate) fn parse_rules(list: &[LinuxDeviceCgroup]) -> Result<Vec<Rule>> {
             LinuxDeviceType::B => Some(DEV_BLOCK),
             LinuxDeviceType::C | LinuxDeviceType::U => Some(DEV_CHAR),
             LinuxDeviceType::P => {
-                return Err(invalid(&field, "type \"p\" (FIFO) cannot be used in a device cgroup rule"))
+                return Err(invalid(
+                    &field,
+                    "type \"p\" (FIFO) cannot be used in a device cgroup rule",
+                ))
             }
         };
         let num = |v: Option<i64>| -> Result<Option<u32>> {
@@ -108,11 +120,20 @@ pub(crate) fn parse_rules(list: &[LinuxDeviceCgroup]) -> Result<Vec<Rule>> {
                 'w' => ACC_WRITE,
                 'm' => ACC_MKNOD,
                 _ => {
-                    return Err(invalid(&field, format_args!("invalid access {acc:?} (only r, w, m)")))
+                    return Err(invalid(
+                        &field,
+                        format_args!("invalid access {acc:?} (only r, w, m)"),
+                    ))
                 }
             };
         }
-        out.push(Rule { allow: d.allow(), typ, major: num(d.major())?, minor: num(d.minor())?, access });
+        out.push(Rule {
+            allow: d.allow(),
+            typ,
+            major: num(d.major())?,
+            minor: num(d.minor())?,
+            access,
+        });
     }
     Ok(out)
 }
@@ -150,7 +171,9 @@ pub(crate) fn program(rules: &[Rule]) -> Vec<Insn> {
     let all = ACC_READ | ACC_WRITE | ACC_MKNOD;
     let mut terminated = false;
     for r in rules.iter().rev() {
-        if r.major.is_some_and(|m| m > i32::MAX as u32) || r.minor.is_some_and(|m| m > i32::MAX as u32) {
+        if r.major.is_some_and(|m| m > i32::MAX as u32)
+            || r.minor.is_some_and(|m| m > i32::MAX as u32)
+        {
             continue;
         }
         if r.access & all == 0 {
@@ -196,12 +219,20 @@ pub(crate) fn program(rules: &[Rule]) -> Vec<Insn> {
 
 /// A tiny interpreter for exactly the instructions [`program`] emits: what the kernel would
 /// return (1 allow, 0 deny) for a request. Used by tests, and handy to explain a filter.
-pub fn evaluate(prog: &[Insn], typ: u32, access: u32, major: u32, minor: u32) -> std::result::Result<u64, String> {
+pub fn evaluate(
+    prog: &[Insn],
+    typ: u32,
+    access: u32,
+    major: u32,
+    minor: u32,
+) -> std::result::Result<u64, String> {
     let ctx = [(access << 16) | typ, major, minor];
     let mut r = [0u64; 11];
     let mut pc = 0usize;
     for _ in 0..prog.len() + 1 {
-        let i = prog.get(pc).ok_or_else(|| format!("pc {pc} out of range"))?;
+        let i = prog
+            .get(pc)
+            .ok_or_else(|| format!("pc {pc} out of range"))?;
         let (dst, src) = dst_src(i);
         pc += 1;
         match i.code {
@@ -216,7 +247,11 @@ pub fn evaluate(prog: &[Insn], typ: u32, access: u32, major: u32, minor: u32) ->
             MOV32_X => r[dst] = r[src] as u32 as u64,
             MOV64_K => r[dst] = i.imm as i64 as u64,
             JNE_K | JNE_X => {
-                let b = if i.code == JNE_K { i.imm as i64 as u64 } else { r[src] };
+                let b = if i.code == JNE_K {
+                    i.imm as i64 as u64
+                } else {
+                    r[src]
+                };
                 if r[dst] != b {
                     if i.off < 0 {
                         return Err("backward jump".into());
@@ -267,7 +302,12 @@ impl Attr {
 
 fn bpf(cmd: libc::c_int, attr: &mut Attr) -> std::io::Result<libc::c_long> {
     let r = unsafe {
-        libc::syscall(libc::SYS_bpf, cmd, attr as *mut Attr, std::mem::size_of::<Attr>() as u32)
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut Attr,
+            std::mem::size_of::<Attr>() as u32,
+        )
     };
     if r < 0 {
         Err(std::io::Error::last_os_error())
@@ -277,7 +317,10 @@ fn bpf(cmd: libc::c_int, attr: &mut Attr) -> std::io::Result<libc::c_long> {
 }
 
 fn err(what: &str, dir: &Path, e: std::io::Error) -> Error {
-    Error::Invalid(format!("linux.resources.devices: {what} on {}: {e}", dir.display()))
+    Error::Invalid(format!(
+        "linux.resources.devices: {what} on {}: {e}",
+        dir.display()
+    ))
 }
 
 /// Load a device program; returns its fd. On a verifier rejection the message carries the
@@ -293,14 +336,21 @@ pub(crate) fn load(prog: &[Insn]) -> std::io::Result<OwnedFd> {
     a.0[48..48 + 13].copy_from_slice(b"sprout_devcg\0");
     match bpf(BPF_PROG_LOAD, &mut a) {
         Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::EACCES) => {
+        Err(e)
+            if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::EACCES) =>
+        {
             // Again with the verifier log, to say why.
             let mut log = vec![0u8; 64 * 1024];
-            a.u32(24, 1).u32(28, log.len() as u32).u64(32, log.as_mut_ptr() as u64);
+            a.u32(24, 1)
+                .u32(28, log.len() as u32)
+                .u64(32, log.as_mut_ptr() as u64);
             let _ = bpf(BPF_PROG_LOAD, &mut a);
             let end = log.iter().position(|&b| b == 0).unwrap_or(0);
             let msg = String::from_utf8_lossy(&log[..end]);
-            Err(std::io::Error::new(e.kind(), format!("{e}; verifier: {}", msg.trim())))
+            Err(std::io::Error::new(
+                e.kind(),
+                format!("{e}; verifier: {}", msg.trim()),
+            ))
         }
         Err(e) => Err(e),
     }
@@ -311,7 +361,9 @@ pub(crate) fn prog_id(fd: &OwnedFd) -> std::io::Result<u32> {
     // struct bpf_prog_info starts { __u32 type; __u32 id; ... }: ask for those 8 bytes.
     let mut info = Attr::new();
     let mut a = Attr::new();
-    a.u32(0, fd.as_raw_fd() as u32).u32(4, 8).u64(8, info.0.as_mut_ptr() as u64);
+    a.u32(0, fd.as_raw_fd() as u32)
+        .u32(4, 8)
+        .u64(8, info.0.as_mut_ptr() as u64);
     bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a)?;
     Ok(info.get_u32(4))
 }
@@ -367,7 +419,9 @@ fn detach_id(cgfd: &OwnedFd, id: u32) -> std::io::Result<()> {
         Err(e) => return Err(e),
     };
     let mut a = Attr::new();
-    a.u32(0, cgfd.as_raw_fd() as u32).u32(4, fd.as_raw_fd() as u32).u32(8, BPF_CGROUP_DEVICE);
+    a.u32(0, cgfd.as_raw_fd() as u32)
+        .u32(4, fd.as_raw_fd() as u32)
+        .u32(8, BPF_CGROUP_DEVICE);
     match bpf(BPF_PROG_DETACH, &mut a) {
         Ok(_) => Ok(()),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
@@ -469,7 +523,13 @@ mod tests {
     use super::*;
     use oci_spec::runtime::LinuxDeviceCgroupBuilder;
 
-    fn rule(allow: bool, t: Option<LinuxDeviceType>, maj: Option<i64>, min: Option<i64>, acc: &str) -> LinuxDeviceCgroup {
+    fn rule(
+        allow: bool,
+        t: Option<LinuxDeviceType>,
+        maj: Option<i64>,
+        min: Option<i64>,
+        acc: &str,
+    ) -> LinuxDeviceCgroup {
         let mut b = LinuxDeviceCgroupBuilder::default().allow(allow).access(acc);
         if let Some(t) = t {
             b = b.typ(t);
@@ -489,7 +549,17 @@ mod tests {
         let mut v = vec![rule(false, None, None, None, "rwm")];
         v.push(rule(true, Some(C), None, None, "m"));
         v.push(rule(true, Some(B), None, None, "m"));
-        for (a, b) in [(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5, 2), (10, 200)] {
+        for (a, b) in [
+            (1, 3),
+            (1, 5),
+            (1, 7),
+            (1, 8),
+            (1, 9),
+            (5, 0),
+            (5, 1),
+            (5, 2),
+            (10, 200),
+        ] {
             v.push(rule(true, Some(C), Some(a), Some(b), "rwm"));
         }
         v.push(rule(true, Some(C), Some(136), None, "rwm"));
@@ -535,9 +605,15 @@ mod tests {
     #[test]
     fn deny_all_and_allow_all() {
         let deny = device_filter(&[rule(false, None, None, None, "rwm")]).unwrap();
-        assert_eq!(&deny[6..], &[ins(MOV64_K, 0, 0, 0, 0), ins(EXIT, 0, 0, 0, 0)]);
+        assert_eq!(
+            &deny[6..],
+            &[ins(MOV64_K, 0, 0, 0, 0), ins(EXIT, 0, 0, 0, 0)]
+        );
         let allow = device_filter(&[rule(true, None, None, None, "")]).unwrap();
-        assert_eq!(&allow[6..], &[ins(MOV64_K, 0, 0, 0, 1), ins(EXIT, 0, 0, 0, 0)]);
+        assert_eq!(
+            &allow[6..],
+            &[ins(MOV64_K, 0, 0, 0, 1), ins(EXIT, 0, 0, 0, 0)]
+        );
         assert!(ok(&allow, DEV_BLOCK, ACC_WRITE, 8, 0));
         assert!(!ok(&deny, DEV_CHAR, ACC_READ, 1, 3));
         // nothing at all: deny
@@ -549,7 +625,17 @@ mod tests {
         let p = device_filter(&runtime_defaults()).unwrap();
         // The leading deny-all is the default and is cut off: the program ends in deny.
         assert_eq!(p.last(), Some(&ins(EXIT, 0, 0, 0, 0)));
-        for (a, b) in [(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5, 2), (10, 200)] {
+        for (a, b) in [
+            (1, 3),
+            (1, 5),
+            (1, 7),
+            (1, 8),
+            (1, 9),
+            (5, 0),
+            (5, 1),
+            (5, 2),
+            (10, 200),
+        ] {
             assert!(ok(&p, DEV_CHAR, ACC_READ | ACC_WRITE, a, b), "{a}:{b}");
             assert!(ok(&p, DEV_CHAR, ACC_MKNOD, a, b));
             assert!(!ok(&p, DEV_BLOCK, ACC_READ, a, b), "block {a}:{b}");
@@ -597,7 +683,11 @@ mod tests {
 
     #[test]
     fn wildcards_and_unmatchable_numbers() {
-        let p = device_filter(&[rule(true, Some(B), None, Some(0), "rwm"), rule(true, Some(C), Some(-1), Some(7), "rwm")]).unwrap();
+        let p = device_filter(&[
+            rule(true, Some(B), None, Some(0), "rwm"),
+            rule(true, Some(C), Some(-1), Some(7), "rwm"),
+        ])
+        .unwrap();
         assert!(ok(&p, DEV_BLOCK, ACC_READ, 8, 0));
         assert!(!ok(&p, DEV_BLOCK, ACC_READ, 8, 1));
         assert!(ok(&p, DEV_CHAR, ACC_WRITE, 99, 7));
@@ -610,20 +700,29 @@ mod tests {
     #[test]
     fn initial_user_namespace() {
         // The tests run as root on the host.
-        if unsafe { libc::geteuid() } == 0 && std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|s| s.contains("4294967295")) {
+        if unsafe { libc::geteuid() } == 0
+            && std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|s| s.contains("4294967295"))
+        {
             assert!(!in_user_namespace());
         }
     }
 
     #[test]
     fn invalid_rules() {
-        let e = device_filter(&[rule(true, Some(C), Some(1), Some(3), "rwx")]).unwrap_err().to_string();
-        assert!(e.contains("devices[0]") && e.contains("rwx"), "{e}");
-        let e = device_filter(&[rule(true, None, None, None, ""), rule(true, Some(LinuxDeviceType::P), None, None, "")])
+        let e = device_filter(&[rule(true, Some(C), Some(1), Some(3), "rwx")])
             .unwrap_err()
             .to_string();
+        assert!(e.contains("devices[0]") && e.contains("rwx"), "{e}");
+        let e = device_filter(&[
+            rule(true, None, None, None, ""),
+            rule(true, Some(LinuxDeviceType::P), None, None, ""),
+        ])
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("devices[1]") && e.contains("FIFO"), "{e}");
-        let e = device_filter(&[rule(true, Some(C), Some(1i64 << 33), None, "r")]).unwrap_err().to_string();
+        let e = device_filter(&[rule(true, Some(C), Some(1i64 << 33), None, "r")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("invalid device number"), "{e}");
     }
 
@@ -657,7 +756,11 @@ mod tests {
                                     && r.minor.is_none_or(|x| x == min)
                             })
                             .is_some_and(|r| r.allow);
-                        assert_eq!(ok(&p, t, acc, maj, min), want, "mask {mask:b} t{t} acc{acc} {maj}:{min}");
+                        assert_eq!(
+                            ok(&p, t, acc, maj, min),
+                            want,
+                            "mask {mask:b} t{t} acc{acc} {maj}:{min}"
+                        );
                     }
                 }
             }

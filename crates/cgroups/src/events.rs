@@ -46,13 +46,18 @@ impl std::fmt::Debug for OomEvents {
             Source::V1 { .. } => "v1 eventfd",
             Source::V2 { .. } => "v2 memory.events",
         };
-        f.debug_struct("OomEvents").field("dir", &self.dir).field("kind", &kind).finish()
+        f.debug_struct("OomEvents")
+            .field("dir", &self.dir)
+            .field("kind", &kind)
+            .finish()
     }
 }
 
 /// The "oom" counter of a memory.events text.
 pub(crate) fn oom_count(events: &str) -> u64 {
-    fs::flat_keyed(events).find(|(k, _)| *k == "oom").map_or(0, |(_, v)| v)
+    fs::flat_keyed(events)
+        .find(|(k, _)| *k == "oom")
+        .map_or(0, |(_, v)| v)
 }
 
 impl Manager {
@@ -89,7 +94,13 @@ impl OomEvents {
         let efd = unsafe { OwnedFd::from_raw_fd(efd) };
         let line = format!("{} {}", efd.as_raw_fd(), oom_control.as_raw_fd());
         fs::write_at(dir, "cgroup.event_control", &line)?;
-        Ok(OomEvents { dir: dir.to_path_buf(), src: Source::V1 { efd, _oom_control: oom_control } })
+        Ok(OomEvents {
+            dir: dir.to_path_buf(),
+            src: Source::V1 {
+                efd,
+                _oom_control: oom_control,
+            },
+        })
     }
 
     /// v2: poll(POLLPRI) on `<dir>/memory.events`.
@@ -107,8 +118,16 @@ impl OomEvents {
             }
         })?;
         let mut s = String::new();
-        events.read_to_string(&mut s).map_err(|e| fs::io_err(&p, e))?;
-        Ok(OomEvents { dir: dir.to_path_buf(), src: Source::V2 { events, last_oom: oom_count(&s) } })
+        events
+            .read_to_string(&mut s)
+            .map_err(|e| fs::io_err(&p, e))?;
+        Ok(OomEvents {
+            dir: dir.to_path_buf(),
+            src: Source::V2 {
+                events,
+                last_oom: oom_count(&s),
+            },
+        })
     }
 
     /// The fd to poll, with [`OomEvents::poll_events`].
@@ -145,7 +164,11 @@ impl OomEvents {
                     left.as_millis().min(i32::MAX as u128) as i32
                 }
             };
-            let mut pfd = libc::pollfd { fd: self.as_fd().as_raw_fd(), events: self.poll_events(), revents: 0 };
+            let mut pfd = libc::pollfd {
+                fd: self.as_fd().as_raw_fd(),
+                events: self.poll_events(),
+                revents: 0,
+            };
             let n = unsafe { libc::poll(&mut pfd, 1, ms) };
             if n < 0 {
                 let e = std::io::Error::last_os_error();
@@ -238,7 +261,10 @@ mod tests {
         let mut ev = OomEvents::v2(&d).unwrap();
         assert_eq!(ev.wait(Some(Duration::ZERO)).unwrap(), OomWait::Timeout);
         std::fs::write(d.join("memory.events"), "low 0\noom 4\noom_kill 2\n").unwrap();
-        assert_eq!(ev.wait(Some(Duration::from_millis(10))).unwrap(), OomWait::Oom(3));
+        assert_eq!(
+            ev.wait(Some(Duration::from_millis(10))).unwrap(),
+            OomWait::Oom(3)
+        );
         assert_eq!(ev.wait(Some(Duration::ZERO)).unwrap(), OomWait::Timeout);
         std::fs::remove_dir_all(&d).unwrap();
         assert_eq!(ev.wait(Some(Duration::ZERO)).unwrap(), OomWait::Gone);

@@ -13,10 +13,16 @@ use std::time::Duration;
 use crate::{Error, Result};
 
 pub(crate) fn write(path: &Path, data: &[u8]) -> io::Result<()> {
-    let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)?;
     let n = f.write(data)?;
     if n != data.len() {
-        return Err(io::Error::new(io::ErrorKind::WriteZero, "short write to cgroup file"));
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "short write to cgroup file",
+        ));
     }
     Ok(())
 }
@@ -45,7 +51,10 @@ pub(crate) fn read(path: &Path) -> io::Result<String> {
 }
 
 pub(crate) fn io_err(path: impl Into<PathBuf>, source: io::Error) -> Error {
-    Error::Io { path: path.into(), source }
+    Error::Io {
+        path: path.into(),
+        source,
+    }
 }
 
 pub(crate) fn read_at(dir: &Path, file: &str) -> Result<String> {

@@ -77,7 +77,10 @@ pub enum Error {
     #[error("cgroup: {0}")]
     Invalid(String),
     #[error("cgroup {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -251,9 +254,20 @@ impl Manager {
                 mount.clone()
             };
             let dir = base.join(&cg.rel);
-            Ok(Hier { name: name.to_string(), mount, base, dir, alt_mount: None })
+            Ok(Hier {
+                name: name.to_string(),
+                mount,
+                base,
+                dir,
+                alt_mount: None,
+            })
         };
-        let mut m = Manager { layout: host.layout, v1: Vec::new(), unified: None, created: Vec::new() };
+        let mut m = Manager {
+            layout: host.layout,
+            v1: Vec::new(),
+            unified: None,
+            created: Vec::new(),
+        };
         match host.layout {
             Layout::V2 => {
                 let own_path = own.as_ref().and_then(|o| o.unified.as_deref());
@@ -262,7 +276,9 @@ impl Manager {
             Layout::V1 | Layout::Hybrid => {
                 let own = own.as_ref().expect("read above for v1");
                 for (ctrl, dir) in V1_CONTROLLERS {
-                    let Some(own_path) = own.v1_path(ctrl) else { continue };
+                    let Some(own_path) = own.v1_path(ctrl) else {
+                        continue;
+                    };
                     let mut h = place(ctrl, host.root.join(dir), Some(own_path))?;
                     h.alt_mount = own.comounted(ctrl).map(|c| host.root.join(c));
                     m.v1.push(h);
@@ -342,7 +358,9 @@ impl Manager {
 
     /// Member pids of the container's cgroup and its descendant cgroups.
     pub fn pids(&self) -> Result<Vec<i32>> {
-        let Some(dir) = self.procs_dir() else { return Ok(Vec::new()) };
+        let Some(dir) = self.procs_dir() else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
         fs::read_procs_recursive(dir, &mut out)?;
         Ok(out)
@@ -368,7 +386,9 @@ impl Manager {
             _ => match self.freeze() {
                 Ok(()) => true,
                 Err(e) => {
-                    warn(&format!("kill_all: could not freeze before signalling: {e}"));
+                    warn(&format!(
+                        "kill_all: could not freeze before signalling: {e}"
+                    ));
                     false
                 }
             },
@@ -444,14 +464,20 @@ impl Manager {
     pub fn destroy(&self) -> Result<()> {
         let mut res = Ok(());
         for d in self.created.iter().rev() {
-            let leaf = self.v1.iter().chain(self.unified.iter()).any(|h| &h.dir == d);
+            let leaf = self
+                .v1
+                .iter()
+                .chain(self.unified.iter())
+                .any(|h| &h.dir == d);
             let r = if leaf {
                 fs::rmdir_retry(d)
             } else {
                 match std::fs::remove_dir(d) {
                     Ok(()) => Ok(()),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOTEMPTY)) => Ok(()),
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOTEMPTY)) => {
+                        Ok(())
+                    }
                     Err(e) => Err(fs::io_err(d, e)),
                 }
             };

@@ -58,16 +58,25 @@ impl SelfCgroup {
 
     pub fn read() -> Result<SelfCgroup> {
         let p = std::path::Path::new("/proc/self/cgroup");
-        let s = crate::fs::read(p).map_err(|e| Error::Io { path: p.into(), source: e })?;
+        let s = crate::fs::read(p).map_err(|e| Error::Io {
+            path: p.into(),
+            source: e,
+        })?;
         Ok(SelfCgroup::parse(&s))
     }
 
     pub fn comounted(&self, controller: &str) -> Option<&str> {
-        self.comounted.iter().find(|(c, _)| c == controller).map(|(_, p)| p.as_str())
+        self.comounted
+            .iter()
+            .find(|(c, _)| c == controller)
+            .map(|(_, p)| p.as_str())
     }
 
     pub fn v1_path(&self, controller: &str) -> Option<&str> {
-        self.v1.iter().find(|(c, _)| c == controller).map(|(_, p)| p.as_str())
+        self.v1
+            .iter()
+            .find(|(c, _)| c == controller)
+            .map(|(_, p)| p.as_str())
     }
 }
 
@@ -107,14 +116,20 @@ pub(crate) fn resolve(cgroups_path: Option<&str>, id: &str) -> Result<CgPath> {
     match cgroups_path {
         None | Some("") => {
             check_id(id)?;
-            Ok(CgPath { relative: true, rel: id.to_string() })
+            Ok(CgPath {
+                relative: true,
+                rel: id.to_string(),
+            })
         }
         Some(p) => {
             let rel = normalize(p, p)?;
             if rel.is_empty() {
                 return Err(bad_path(p, "must not name the root cgroup"));
             }
-            Ok(CgPath { relative: !p.starts_with('/'), rel })
+            Ok(CgPath {
+                relative: !p.starts_with('/'),
+                rel,
+            })
         }
     }
 }
@@ -153,14 +168,21 @@ pub(crate) fn resolve_systemd(
     }
     let (slice, prefix, name) = (parts[0], parts[1], parts[2]);
     if name.is_empty() {
-        return Err(bad_path(p, "the name part of \"slice:prefix:name\" is empty"));
+        return Err(bad_path(
+            p,
+            "the name part of \"slice:prefix:name\" is empty",
+        ));
     }
     for part in [slice, prefix, name] {
         if part.contains('/') {
             return Err(bad_path(p, "systemd unit names must not contain '/'"));
         }
     }
-    let slice = if slice.is_empty() { "system.slice" } else { slice };
+    let slice = if slice.is_empty() {
+        "system.slice"
+    } else {
+        slice
+    };
     let mut rel = expand_slice(slice).map_err(|why| bad_path(p, &why))?;
     rel.push('/');
     if name.ends_with(".slice") {
@@ -174,13 +196,18 @@ pub(crate) fn resolve_systemd(
         rel.push_str(name);
         rel.push_str(".scope");
     }
-    Ok(CgPath { relative: false, rel })
+    Ok(CgPath {
+        relative: false,
+        rel,
+    })
 }
 
 /// "a-b-c.slice" -> "a.slice/a-b.slice/a-b-c.slice"; "-.slice" -> "" (the root slice).
 pub(crate) fn expand_slice(slice: &str) -> std::result::Result<String, String> {
     let Some(stem) = slice.strip_suffix(".slice") else {
-        return Err(format!("{slice:?} is not a slice unit name (no .slice suffix)"));
+        return Err(format!(
+            "{slice:?} is not a slice unit name (no .slice suffix)"
+        ));
     };
     if stem == "-" {
         return Ok(String::new());
@@ -241,17 +268,35 @@ mod tests {
 
     #[test]
     fn resolve_rules() {
-        assert_eq!(resolve(None, "abc").unwrap(), CgPath { relative: true, rel: "abc".into() });
+        assert_eq!(
+            resolve(None, "abc").unwrap(),
+            CgPath {
+                relative: true,
+                rel: "abc".into()
+            }
+        );
         assert_eq!(resolve(Some(""), "abc").unwrap().rel, "abc");
         assert_eq!(
             resolve(Some("/a//b/./c/"), "x").unwrap(),
-            CgPath { relative: false, rel: "a/b/c".into() }
+            CgPath {
+                relative: false,
+                rel: "a/b/c".into()
+            }
         );
-        assert_eq!(resolve(Some("a/b"), "x").unwrap(), CgPath { relative: true, rel: "a/b".into() });
+        assert_eq!(
+            resolve(Some("a/b"), "x").unwrap(),
+            CgPath {
+                relative: true,
+                rel: "a/b".into()
+            }
+        );
         let e = resolve(Some("a/../../etc"), "x").unwrap_err().to_string();
         assert!(e.contains("linux.cgroupsPath") && e.contains(".."), "{e}");
         assert!(resolve(Some("/.."), "x").is_err());
-        assert!(resolve(Some("/"), "x").unwrap_err().to_string().contains("root"));
+        assert!(resolve(Some("/"), "x")
+            .unwrap_err()
+            .to_string()
+            .contains("root"));
         assert!(resolve(None, "a/b").is_err());
         assert!(resolve(None, "..").is_err());
     }
@@ -259,15 +304,25 @@ mod tests {
     #[test]
     fn systemd_paths() {
         let e = resolve_systemd(Some("system.slice:docker:abc"), "x", || false).unwrap_err();
-        assert_eq!(e.to_string(), "cgroup: --systemd-cgroup: systemd is not running on this host");
-        let e = resolve_systemd(Some("/foo/bar"), "x", || true).unwrap_err().to_string();
+        assert_eq!(
+            e.to_string(),
+            "cgroup: --systemd-cgroup: systemd is not running on this host"
+        );
+        let e = resolve_systemd(Some("/foo/bar"), "x", || true)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("slice:prefix:name"), "{e}");
         assert_eq!(
             resolve_systemd(Some("system.slice:docker:abc"), "x", || true).unwrap(),
-            CgPath { relative: false, rel: "system.slice/docker-abc.scope".into() }
+            CgPath {
+                relative: false,
+                rel: "system.slice/docker-abc.scope".into()
+            }
         );
         assert_eq!(
-            resolve_systemd(Some("a-b.slice:p:c"), "x", || true).unwrap().rel,
+            resolve_systemd(Some("a-b.slice:p:c"), "x", || true)
+                .unwrap()
+                .rel,
             "a.slice/a-b.slice/p-c.scope"
         );
         assert_eq!(
@@ -275,7 +330,9 @@ mod tests {
             "system.slice/sprout-id1.scope"
         );
         assert_eq!(
-            resolve_systemd(Some("user.slice::x-y.slice"), "i", || true).unwrap().rel,
+            resolve_systemd(Some("user.slice::x-y.slice"), "i", || true)
+                .unwrap()
+                .rel,
             "user.slice/x.slice/x-y.slice"
         );
         assert!(resolve_systemd(Some("bad:p:n"), "i", || true).is_err());
@@ -285,7 +342,10 @@ mod tests {
     #[test]
     fn expand() {
         assert_eq!(expand_slice("-.slice").unwrap(), "");
-        assert_eq!(expand_slice("a-b-c.slice").unwrap(), "a.slice/a-b.slice/a-b-c.slice");
+        assert_eq!(
+            expand_slice("a-b-c.slice").unwrap(),
+            "a.slice/a-b.slice/a-b-c.slice"
+        );
         assert!(expand_slice("a--b.slice").is_err());
         assert!(expand_slice("a").is_err());
     }

@@ -19,14 +19,21 @@ use crate::{Layout, DEFAULT_ROOT};
 /// The own cgroup.procs the warm-up writes to: a v1 hierarchy with no costly attach work
 /// (pids, freezer, the named systemd one), any v1 hierarchy otherwise.
 pub(crate) fn warmup_target(root: &std::path::Path, own: &SelfCgroup) -> Option<PathBuf> {
-    const PREFER: &[(&str, &str)] = &[("pids", "pids"), ("freezer", "freezer"), ("name=systemd", "systemd")];
+    const PREFER: &[(&str, &str)] = &[
+        ("pids", "pids"),
+        ("freezer", "freezer"),
+        ("name=systemd", "systemd"),
+    ];
     for (ctrl, dir) in PREFER {
         if let Some(p) = own.v1_path(ctrl) {
             return Some(crate::path::under(&root.join(dir), p).join("cgroup.procs"));
         }
     }
     let (ctrl, p) = own.v1.first()?;
-    let dir = crate::V1_CONTROLLERS.iter().find(|(c, _)| c == ctrl).map(|(_, d)| *d)?;
+    let dir = crate::V1_CONTROLLERS
+        .iter()
+        .find(|(c, _)| c == ctrl)
+        .map(|(_, d)| *d)?;
     Some(crate::path::under(&root.join(dir), p).join("cgroup.procs"))
 }
 
@@ -63,10 +70,19 @@ mod tests {
     #[test]
     fn target_choice() {
         let own = SelfCgroup::parse("9:name=systemd:/\n8:pids:/a\n4:memory:/m\n0::/\n");
-        assert_eq!(warmup_target(Path::new("/r"), &own).unwrap(), Path::new("/r/pids/a/cgroup.procs"));
+        assert_eq!(
+            warmup_target(Path::new("/r"), &own).unwrap(),
+            Path::new("/r/pids/a/cgroup.procs")
+        );
         let own = SelfCgroup::parse("4:memory:/m\n3:cpu,cpuacct:/x\n");
-        assert_eq!(warmup_target(Path::new("/r"), &own).unwrap(), Path::new("/r/memory/m/cgroup.procs"));
-        assert_eq!(warmup_target(Path::new("/r"), &SelfCgroup::parse("0::/u\n")), None);
+        assert_eq!(
+            warmup_target(Path::new("/r"), &own).unwrap(),
+            Path::new("/r/memory/m/cgroup.procs")
+        );
+        assert_eq!(
+            warmup_target(Path::new("/r"), &SelfCgroup::parse("0::/u\n")),
+            None
+        );
     }
 
     #[test]
@@ -80,6 +96,9 @@ mod tests {
             Some(h) => h.join().unwrap(),
             None => assert_eq!(layout, Layout::V2),
         }
-        assert_eq!(std::fs::read_to_string("/proc/self/cgroup").unwrap(), before);
+        assert_eq!(
+            std::fs::read_to_string("/proc/self/cgroup").unwrap(),
+            before
+        );
     }
 }

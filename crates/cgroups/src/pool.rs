@@ -75,7 +75,9 @@ impl Pool {
     /// made. Nothing on pure v2.
     pub fn fill(&self, m: &Manager) -> Result<usize> {
         let hs = pooled_hiers(m);
-        let Some(&(_, parent0, _)) = hs.first() else { return Ok(0) };
+        let Some(&(_, parent0, _)) = hs.first() else {
+            return Ok(0);
+        };
         if !parent0.is_dir() {
             return Ok(0);
         }
@@ -111,8 +113,12 @@ impl Pool {
     /// Complete slots ready beside `m`'s cgroup (counted in the first hierarchy).
     pub fn available(&self, m: &Manager) -> usize {
         let hs = pooled_hiers(m);
-        let Some(&(_, parent0, _)) = hs.first() else { return 0 };
-        (0..self.size).filter(|&n| parent0.join(slot_name(n)).exists()).count()
+        let Some(&(_, parent0, _)) = hs.first() else {
+            return 0;
+        };
+        (0..self.size)
+            .filter(|&n| parent0.join(slot_name(n)).exists())
+            .count()
     }
 
     /// Remove every slot beside `m`'s cgroup (any index, also beyond `size`). Returns how
@@ -154,7 +160,9 @@ impl Manager {
             .into_iter()
             .map(|(c, p, d)| (c.to_string(), p.to_path_buf(), d.to_path_buf()))
             .collect();
-        let Some((_, parent0, dir0)) = hs.first() else { return self.create().map(|()| false) };
+        let Some((_, parent0, dir0)) = hs.first() else {
+            return self.create().map(|()| false);
+        };
         // Claim a slot: the rename in the first hierarchy decides.
         let mut slot = None;
         for n in 0..pool.size {
@@ -169,7 +177,9 @@ impl Manager {
                 Err(_) => break,
             }
         }
-        let Some(n) = slot else { return self.create().map(|()| false) };
+        let Some(n) = slot else {
+            return self.create().map(|()| false);
+        };
         let mut renamed = vec![dir0.clone()];
         for (_, parent, dir) in &hs[1..] {
             match rename(&parent.join(slot_name(n)), dir) {
@@ -223,8 +233,12 @@ impl Manager {
     /// `destroy` does.
     pub fn destroy_pooled(&self, pool: &Pool) -> Result<bool> {
         let hs = pooled_hiers(self);
-        let Some(&(_, parent0, _)) = hs.first() else { return self.destroy().map(|()| false) };
-        let ours = hs.iter().all(|(_, _, d)| self.created.iter().any(|c| c == d));
+        let Some(&(_, parent0, _)) = hs.first() else {
+            return self.destroy().map(|()| false);
+        };
+        let ours = hs
+            .iter()
+            .all(|(_, _, d)| self.created.iter().any(|c| c == d));
         if !ours || !self.poolable(&hs) {
             return self.destroy().map(|()| false);
         }
@@ -265,7 +279,9 @@ impl Manager {
                 _ => return false,
             }
         }
-        let Some(procs) = self.procs_dir() else { return false };
+        let Some(procs) = self.procs_dir() else {
+            return false;
+        };
         matches!(fs::read_at(procs, "cgroup.procs"), Ok(s) if s.trim().is_empty())
     }
 }
@@ -306,7 +322,9 @@ pub(crate) fn reset(ctrl: &str, parent: &Path, dir: &Path) -> Result<()> {
                 set("memory.swappiness", s.trim())?;
             }
             if let Ok(s) = fs::read_at(parent, "memory.oom_control") {
-                let v = fs::flat_keyed(&s).find(|(k, _)| *k == "oom_kill_disable").map_or(0, |(_, v)| v);
+                let v = fs::flat_keyed(&s)
+                    .find(|(k, _)| *k == "oom_kill_disable")
+                    .map_or(0, |(_, v)| v);
                 set("memory.oom_control", &v.to_string())?;
             }
             // Uncharge what the previous container left (page cache). force_empty costs
@@ -342,7 +360,14 @@ pub(crate) fn reset(ctrl: &str, parent: &Path, dir: &Path) -> Result<()> {
             let list = fs::read_at(parent, "devices.list")?;
             set("devices.deny", "a")?;
             for l in list.lines().filter(|l| !l.trim().is_empty()) {
-                set("devices.allow", if l.trim() == "a *:* rwm" { "a" } else { l.trim() })?;
+                set(
+                    "devices.allow",
+                    if l.trim() == "a *:* rwm" {
+                        "a"
+                    } else {
+                        l.trim()
+                    },
+                )?;
             }
         }
         "freezer" => set("freezer.state", "THAWED")?,
@@ -360,7 +385,11 @@ pub(crate) fn reset(ctrl: &str, parent: &Path, dir: &Path) -> Result<()> {
             ] {
                 clear_list(f, "0")?;
             }
-            for f in ["blkio.weight_device", "blkio.leaf_weight_device", "blkio.bfq.weight_device"] {
+            for f in [
+                "blkio.weight_device",
+                "blkio.leaf_weight_device",
+                "blkio.bfq.weight_device",
+            ] {
                 clear_list(f, "0")?;
             }
         }

@@ -20,7 +20,10 @@ pub(crate) fn set(dir: &Path, file: &str, value: &str, field: &str, v2: bool) ->
     match fs::write(&p, value.as_bytes()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Err(missing(dir, file, field, v2)),
-        Err(e) => Err(invalid(field, format_args!("writing {value:?} to {}: {e}", p.display()))),
+        Err(e) => Err(invalid(
+            field,
+            format_args!("writing {value:?} to {}: {e}", p.display()),
+        )),
     }
 }
 
@@ -30,13 +33,19 @@ pub(crate) fn try_set(dir: &Path, file: &str, value: &str, field: &str) -> Resul
     match fs::write(&p, value.as_bytes()) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(invalid(field, format_args!("writing {value:?} to {}: {e}", p.display()))),
+        Err(e) => Err(invalid(
+            field,
+            format_args!("writing {value:?} to {}: {e}", p.display()),
+        )),
     }
 }
 
 pub(crate) fn missing(dir: &Path, file: &str, field: &str, v2: bool) -> Error {
     if !dir.exists() {
-        return invalid(field, format_args!("cgroup directory {} does not exist", dir.display()));
+        return invalid(
+            field,
+            format_args!("cgroup directory {} does not exist", dir.display()),
+        );
     }
     if v2 {
         let ctrl = file.split('.').next().unwrap_or(file);
@@ -48,14 +57,19 @@ pub(crate) fn missing(dir: &Path, file: &str, field: &str, v2: bool) -> Error {
             ),
         )
     } else {
-        invalid(field, format_args!("not supported by this kernel (no {file})"))
+        invalid(
+            field,
+            format_args!("not supported by this kernel (no {file})"),
+        )
     }
 }
 
 pub(crate) fn not_mounted(field: &str, controller: &str) -> Error {
     invalid(
         field,
-        format_args!("not supported on this host (the {controller} cgroup controller is not mounted)"),
+        format_args!(
+            "not supported on this host (the {controller} cgroup controller is not mounted)"
+        ),
     )
 }
 
@@ -64,22 +78,30 @@ pub(crate) fn not_mounted(field: &str, controller: &str) -> Error {
 pub(crate) fn bytes(field: &str, v: Option<i64>) -> Result<Option<i64>> {
     match v {
         None | Some(0) => Ok(None),
-        Some(v) if v < -1 => Err(invalid(field, format_args!("invalid value {v} (must be -1 for unlimited, or a byte count)"))),
+        Some(v) if v < -1 => Err(invalid(
+            field,
+            format_args!("invalid value {v} (must be -1 for unlimited, or a byte count)"),
+        )),
         Some(v) => Ok(Some(v)),
     }
 }
 
 pub(crate) fn max_or(v: i64) -> String {
-    if v < 0 { "max".to_string() } else { v.to_string() }
+    if v < 0 {
+        "max".to_string()
+    } else {
+        v.to_string()
+    }
 }
 
 /// cpu.shares: 0 = unset; the kernel range is 2..=262144.
 pub(crate) fn shares(v: Option<u64>) -> Result<Option<u64>> {
     match v {
         None | Some(0) => Ok(None),
-        Some(s) if !(2..=262144).contains(&s) => {
-            Err(invalid("cpu.shares", format_args!("{s} is out of range (2..262144)")))
-        }
+        Some(s) if !(2..=262144).contains(&s) => Err(invalid(
+            "cpu.shares",
+            format_args!("{s} is out of range (2..262144)"),
+        )),
         Some(s) => Ok(Some(s)),
     }
 }
@@ -97,9 +119,10 @@ pub(crate) fn blkio_to_io_weight(w: u64) -> u64 {
 pub(crate) fn blkio_weight(field: &str, v: Option<u16>) -> Result<Option<u16>> {
     match v {
         None | Some(0) => Ok(None),
-        Some(w) if !(10..=1000).contains(&w) => {
-            Err(invalid(field, format_args!("{w} is out of range (10..1000)")))
-        }
+        Some(w) if !(10..=1000).contains(&w) => Err(invalid(
+            field,
+            format_args!("{w} is out of range (10..1000)"),
+        )),
         Some(w) => Ok(Some(w)),
     }
 }
@@ -110,7 +133,9 @@ pub(crate) fn quota(v: Option<i64>) -> Result<Option<i64>> {
         Some(-1) => Ok(Some(-1)),
         Some(q) if q < 1000 => Err(invalid(
             "cpu.quota",
-            format_args!("{q} is invalid (must be -1 for unlimited, or at least 1000 microseconds)"),
+            format_args!(
+                "{q} is invalid (must be -1 for unlimited, or at least 1000 microseconds)"
+            ),
         )),
         Some(q) => Ok(Some(q)),
     }
@@ -131,13 +156,19 @@ pub(crate) fn idle(v: Option<i64>) -> Result<Option<i64>> {
     match v {
         None => Ok(None),
         Some(i @ (0 | 1)) => Ok(Some(i)),
-        Some(i) => Err(invalid("cpu.idle", format_args!("{i} is invalid (must be 0 or 1)"))),
+        Some(i) => Err(invalid(
+            "cpu.idle",
+            format_args!("{i} is invalid (must be 0 or 1)"),
+        )),
     }
 }
 
 pub(crate) fn dev_num(field: &str, major: i64, minor: i64) -> Result<String> {
     if major < 0 || minor < 0 || major > u32::MAX as i64 || minor > u32::MAX as i64 {
-        return Err(invalid(field, format_args!("invalid device number {major}:{minor}")));
+        return Err(invalid(
+            field,
+            format_args!("invalid device number {major}:{minor}"),
+        ));
     }
     Ok(format!("{major}:{minor}"))
 }
@@ -212,7 +243,10 @@ pub(crate) fn device_rule(i: usize, d: &LinuxDeviceCgroup) -> Result<String> {
         LinuxDeviceType::B => "b",
         LinuxDeviceType::C | LinuxDeviceType::U => "c",
         LinuxDeviceType::P => {
-            return Err(invalid(&field, "type \"p\" (FIFO) cannot be used in a device cgroup rule"))
+            return Err(invalid(
+                &field,
+                "type \"p\" (FIFO) cannot be used in a device cgroup rule",
+            ))
         }
     };
     let num = |v: Option<i64>| -> Result<String> {
@@ -228,9 +262,16 @@ pub(crate) fn device_rule(i: usize, d: &LinuxDeviceCgroup) -> Result<String> {
     let access = d.access().as_deref().unwrap_or("");
     let access = if access.is_empty() { "rwm" } else { access };
     if !access.chars().all(|c| matches!(c, 'r' | 'w' | 'm')) {
-        return Err(invalid(&field, format_args!("invalid access {access:?} (only r, w, m)")));
+        return Err(invalid(
+            &field,
+            format_args!("invalid access {access:?} (only r, w, m)"),
+        ));
     }
-    Ok(format!("{t} {}:{} {access}", num(d.major())?, num(d.minor())?))
+    Ok(format!(
+        "{t} {}:{} {access}",
+        num(d.major())?,
+        num(d.minor())?
+    ))
 }
 
 /// The list only says "allow everything" or "deny everything" (the default rules).
@@ -239,7 +280,9 @@ pub(crate) fn devices_trivial(list: &[LinuxDeviceCgroup]) -> Option<bool> {
         matches!(d.typ(), None | Some(LinuxDeviceType::A))
             && d.major().is_none_or(|m| m < 0)
             && d.minor().is_none_or(|m| m < 0)
-            && d.access().as_deref().is_none_or(|a| a.is_empty() || a == "rwm")
+            && d.access()
+                .as_deref()
+                .is_none_or(|a| a.is_empty() || a == "rwm")
     };
     match list {
         [d] if all(d) => Some(d.allow()),
@@ -267,10 +310,19 @@ mod tests {
         assert_eq!(bytes("memory.limit", Some(0)).unwrap(), None);
         assert_eq!(bytes("memory.limit", Some(-1)).unwrap(), Some(-1));
         let e = bytes("memory.limit", Some(-5)).unwrap_err().to_string();
-        assert!(e.contains("linux.resources.memory.limit") && e.contains("-5"), "{e}");
-        assert!(shares(Some(1)).unwrap_err().to_string().contains("cpu.shares"));
+        assert!(
+            e.contains("linux.resources.memory.limit") && e.contains("-5"),
+            "{e}"
+        );
+        assert!(shares(Some(1))
+            .unwrap_err()
+            .to_string()
+            .contains("cpu.shares"));
         assert!(shares(Some(300000)).is_err());
-        assert!(quota(Some(5)).unwrap_err().to_string().contains("linux.resources.cpu.quota"));
+        assert!(quota(Some(5))
+            .unwrap_err()
+            .to_string()
+            .contains("linux.resources.cpu.quota"));
         assert_eq!(quota(Some(-1)).unwrap(), Some(-1));
         assert!(period(Some(10)).is_err());
         assert!(idle(Some(2)).is_err());
@@ -293,7 +345,11 @@ mod tests {
 
     #[test]
     fn device_rules() {
-        let d = LinuxDeviceCgroupBuilder::default().allow(false).access("rwm").build().unwrap();
+        let d = LinuxDeviceCgroupBuilder::default()
+            .allow(false)
+            .access("rwm")
+            .build()
+            .unwrap();
         assert_eq!(device_rule(0, &d).unwrap(), "a *:* rwm");
         assert_eq!(devices_trivial(std::slice::from_ref(&d)), Some(false));
         let c = LinuxDeviceCgroupBuilder::default()
@@ -306,7 +362,14 @@ mod tests {
             .unwrap();
         assert_eq!(device_rule(1, &c).unwrap(), "c 1:3 rw");
         assert_eq!(devices_trivial(&[d, c]), None);
-        let bad = LinuxDeviceCgroupBuilder::default().allow(true).access("rwx").build().unwrap();
-        assert!(device_rule(2, &bad).unwrap_err().to_string().contains("devices[2]"));
+        let bad = LinuxDeviceCgroupBuilder::default()
+            .allow(true)
+            .access("rwx")
+            .build()
+            .unwrap();
+        assert!(device_rule(2, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("devices[2]"));
     }
 }

@@ -57,7 +57,9 @@ pub(crate) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
 }
 
 fn dir<'a>(m: &'a Manager, controller: &str, field: &str) -> Result<&'a Path> {
-    m.v1_hier(controller).map(|h| h.dir.as_path()).ok_or_else(|| not_mounted(field, controller))
+    m.v1_hier(controller)
+        .map(|h| h.dir.as_path())
+        .ok_or_else(|| not_mounted(field, controller))
 }
 
 fn memory(m: &Manager, mem: &LinuxMemory) -> Result<()> {
@@ -68,7 +70,10 @@ fn memory(m: &Manager, mem: &LinuxMemory) -> Result<()> {
     // memory.kernel is deprecated (kernel memory limits are gone since Linux 5.4/6.x): ignored.
     if let Some(s) = mem.swappiness() {
         if s > 100 {
-            return Err(invalid("memory.swappiness", format_args!("{s} is out of range (0..100)")));
+            return Err(invalid(
+                "memory.swappiness",
+                format_args!("{s} is out of range (0..100)"),
+            ));
         }
     }
     if let (Some(l), Some(s)) = (limit, swap_explicit) {
@@ -106,7 +111,12 @@ fn memory(m: &Manager, mem: &LinuxMemory) -> Result<()> {
         }
         // No swap accounting: fine when no swap beyond the memory limit was asked for.
         if swap_explicit.is_some() && s >= 0 && Some(s) != limit {
-            return Err(r::missing(d, "memory.memsw.limit_in_bytes", "memory.swap", false));
+            return Err(r::missing(
+                d,
+                "memory.memsw.limit_in_bytes",
+                "memory.swap",
+                false,
+            ));
         }
         Ok(())
     };
@@ -116,30 +126,78 @@ fn memory(m: &Manager, mem: &LinuxMemory) -> Result<()> {
             let cur = fs::read_u64_opt(d, "memory.limit_in_bytes")?.unwrap_or(u64::MAX);
             if s == -1 || cur < s as u64 {
                 set_swap(s)?;
-                set(d, "memory.limit_in_bytes", &l.to_string(), "memory.limit", false)?;
+                set(
+                    d,
+                    "memory.limit_in_bytes",
+                    &l.to_string(),
+                    "memory.limit",
+                    false,
+                )?;
             } else {
-                set(d, "memory.limit_in_bytes", &l.to_string(), "memory.limit", false)?;
+                set(
+                    d,
+                    "memory.limit_in_bytes",
+                    &l.to_string(),
+                    "memory.limit",
+                    false,
+                )?;
                 set_swap(s)?;
             }
         }
-        (Some(l), None) => set(d, "memory.limit_in_bytes", &l.to_string(), "memory.limit", false)?,
+        (Some(l), None) => set(
+            d,
+            "memory.limit_in_bytes",
+            &l.to_string(),
+            "memory.limit",
+            false,
+        )?,
         (None, Some(s)) => set_swap(s)?,
         (None, None) => {}
     }
     if let Some(v) = reservation {
-        set(d, "memory.soft_limit_in_bytes", &v.to_string(), "memory.reservation", false)?;
+        set(
+            d,
+            "memory.soft_limit_in_bytes",
+            &v.to_string(),
+            "memory.reservation",
+            false,
+        )?;
     }
     if let Some(v) = kernel_tcp {
-        set(d, "memory.kmem.tcp.limit_in_bytes", &v.to_string(), "memory.kernelTCP", false)?;
+        set(
+            d,
+            "memory.kmem.tcp.limit_in_bytes",
+            &v.to_string(),
+            "memory.kernelTCP",
+            false,
+        )?;
     }
     if let Some(s) = mem.swappiness() {
-        set(d, "memory.swappiness", &s.to_string(), "memory.swappiness", false)?;
+        set(
+            d,
+            "memory.swappiness",
+            &s.to_string(),
+            "memory.swappiness",
+            false,
+        )?;
     }
     if oom_off {
-        set(d, "memory.oom_control", "1", "memory.disableOOMKiller", false)?;
+        set(
+            d,
+            "memory.oom_control",
+            "1",
+            "memory.disableOOMKiller",
+            false,
+        )?;
     }
     if let Some(h) = mem.use_hierarchy() {
-        set(d, "memory.use_hierarchy", if h { "1" } else { "0" }, "memory.useHierarchy", false)?;
+        set(
+            d,
+            "memory.use_hierarchy",
+            if h { "1" } else { "0" },
+            "memory.useHierarchy",
+            false,
+        )?;
     }
     Ok(())
 }
@@ -167,7 +225,10 @@ fn cpu(m: &Manager, c: &LinuxCpu) -> Result<()> {
     let rt_runtime = match c.realtime_runtime() {
         None | Some(0) => None,
         Some(v) if v < -1 => {
-            return Err(invalid("cpu.realtimeRuntime", format_args!("{v} is invalid")))
+            return Err(invalid(
+                "cpu.realtimeRuntime",
+                format_args!("{v} is invalid"),
+            ))
         }
         Some(v) => Some(v),
     };
@@ -205,10 +266,22 @@ fn cpu(m: &Manager, c: &LinuxCpu) -> Result<()> {
             set(d, "cpu.cfs_burst_us", &b.to_string(), "cpu.burst", false)?;
         }
         if let Some(p) = rt_period {
-            set(d, "cpu.rt_period_us", &p.to_string(), "cpu.realtimePeriod", false)?;
+            set(
+                d,
+                "cpu.rt_period_us",
+                &p.to_string(),
+                "cpu.realtimePeriod",
+                false,
+            )?;
         }
         if let Some(v) = rt_runtime {
-            set(d, "cpu.rt_runtime_us", &v.to_string(), "cpu.realtimeRuntime", false)?;
+            set(
+                d,
+                "cpu.rt_runtime_us",
+                &v.to_string(),
+                "cpu.realtimeRuntime",
+                false,
+            )?;
         }
         if let Some(i) = idle {
             set(d, "cpu.idle", &i.to_string(), "cpu.idle", false)?;
@@ -232,7 +305,13 @@ fn pids(m: &Manager, p: &LinuxPids) -> Result<()> {
         l if l < 0 => "max".to_string(),
         l => l.to_string(),
     };
-    set(dir(m, "pids", "pids.limit")?, "pids.max", &v, "pids.limit", false)
+    set(
+        dir(m, "pids", "pids.limit")?,
+        "pids.max",
+        &v,
+        "pids.limit",
+        false,
+    )
 }
 
 fn blkio(m: &Manager, b: &LinuxBlockIo) -> Result<()> {
@@ -240,21 +319,51 @@ fn blkio(m: &Manager, b: &LinuxBlockIo) -> Result<()> {
     let leaf = r::blkio_weight("blockIO.leafWeight", b.leaf_weight())?;
     let mut lines: Vec<(&str, String, String)> = Vec::new(); // (file, line, field)
     for (i, wd) in b.weight_device().iter().flatten().enumerate() {
-        let num = r::dev_num(&format!("blockIO.weightDevice[{i}]"), wd.major(), wd.minor())?;
-        if let Some(w) = r::blkio_weight(&format!("blockIO.weightDevice[{i}].weight"), wd.weight())? {
-            lines.push(("blkio.weight_device", format!("{num} {w}"), format!("blockIO.weightDevice[{i}].weight")));
-        }
-        if let Some(w) =
-            r::blkio_weight(&format!("blockIO.weightDevice[{i}].leafWeight"), wd.leaf_weight())?
+        let num = r::dev_num(
+            &format!("blockIO.weightDevice[{i}]"),
+            wd.major(),
+            wd.minor(),
+        )?;
+        if let Some(w) = r::blkio_weight(&format!("blockIO.weightDevice[{i}].weight"), wd.weight())?
         {
-            lines.push(("blkio.leaf_weight_device", format!("{num} {w}"), format!("blockIO.weightDevice[{i}].leafWeight")));
+            lines.push((
+                "blkio.weight_device",
+                format!("{num} {w}"),
+                format!("blockIO.weightDevice[{i}].weight"),
+            ));
+        }
+        if let Some(w) = r::blkio_weight(
+            &format!("blockIO.weightDevice[{i}].leafWeight"),
+            wd.leaf_weight(),
+        )? {
+            lines.push((
+                "blkio.leaf_weight_device",
+                format!("{num} {w}"),
+                format!("blockIO.weightDevice[{i}].leafWeight"),
+            ));
         }
     }
     for (list, file, name) in [
-        (b.throttle_read_bps_device(), "blkio.throttle.read_bps_device", "throttleReadBpsDevice"),
-        (b.throttle_write_bps_device(), "blkio.throttle.write_bps_device", "throttleWriteBpsDevice"),
-        (b.throttle_read_iops_device(), "blkio.throttle.read_iops_device", "throttleReadIOPSDevice"),
-        (b.throttle_write_iops_device(), "blkio.throttle.write_iops_device", "throttleWriteIOPSDevice"),
+        (
+            b.throttle_read_bps_device(),
+            "blkio.throttle.read_bps_device",
+            "throttleReadBpsDevice",
+        ),
+        (
+            b.throttle_write_bps_device(),
+            "blkio.throttle.write_bps_device",
+            "throttleWriteBpsDevice",
+        ),
+        (
+            b.throttle_read_iops_device(),
+            "blkio.throttle.read_iops_device",
+            "throttleReadIOPSDevice",
+        ),
+        (
+            b.throttle_write_iops_device(),
+            "blkio.throttle.write_iops_device",
+            "throttleWriteIOPSDevice",
+        ),
     ] {
         for (i, t) in list.iter().flatten().enumerate() {
             let field = format!("blockIO.{name}[{i}]");
@@ -275,11 +384,19 @@ fn blkio(m: &Manager, b: &LinuxBlockIo) -> Result<()> {
         }
     }
     if let Some(w) = leaf {
-        set(d, "blkio.leaf_weight", &w.to_string(), "blockIO.leafWeight", false)?;
+        set(
+            d,
+            "blkio.leaf_weight",
+            &w.to_string(),
+            "blockIO.leafWeight",
+            false,
+        )?;
     }
     for (file, line, field) in &lines {
         if *file == "blkio.weight_device" {
-            if !try_set(d, file, line, field)? && !try_set(d, "blkio.bfq.weight_device", line, field)? {
+            if !try_set(d, file, line, field)?
+                && !try_set(d, "blkio.bfq.weight_device", line, field)?
+            {
                 return Err(r::missing(d, file, field, false));
             }
         } else {
@@ -301,8 +418,19 @@ fn hugetlb(m: &Manager, limits: &[LinuxHugepageLimit]) -> Result<()> {
     if let Some(h) = m.v1_hier("hugetlb") {
         for (size, lim) in &vals {
             let v = lim.to_string();
-            set(&h.dir, &format!("hugetlb.{size}.limit_in_bytes"), &v, "hugepageLimits", false)?;
-            try_set(&h.dir, &format!("hugetlb.{size}.rsvd.limit_in_bytes"), &v, "hugepageLimits")?;
+            set(
+                &h.dir,
+                &format!("hugetlb.{size}.limit_in_bytes"),
+                &v,
+                "hugepageLimits",
+                false,
+            )?;
+            try_set(
+                &h.dir,
+                &format!("hugetlb.{size}.rsvd.limit_in_bytes"),
+                &v,
+                "hugepageLimits",
+            )?;
         }
         return Ok(());
     }
@@ -316,7 +444,13 @@ fn hugetlb(m: &Manager, limits: &[LinuxHugepageLimit]) -> Result<()> {
 fn network(m: &Manager, n: &LinuxNetwork) -> Result<()> {
     if let Some(id) = n.class_id() {
         let d = dir(m, "net_cls", "network.classID")?;
-        set(d, "net_cls.classid", &id.to_string(), "network.classID", false)?;
+        set(
+            d,
+            "net_cls.classid",
+            &id.to_string(),
+            "network.classID",
+            false,
+        )?;
     }
     let prios = n.priorities().as_deref().unwrap_or(&[]);
     if !prios.is_empty() {
@@ -324,9 +458,18 @@ fn network(m: &Manager, n: &LinuxNetwork) -> Result<()> {
         for (i, p) in prios.iter().enumerate() {
             let field = format!("network.priorities[{i}]");
             if p.name().is_empty() || p.name().contains(char::is_whitespace) {
-                return Err(invalid(&field, format_args!("invalid interface name {:?}", p.name())));
+                return Err(invalid(
+                    &field,
+                    format_args!("invalid interface name {:?}", p.name()),
+                ));
             }
-            set(d, "net_prio.ifpriomap", &format!("{} {}", p.name(), p.priority()), &field, false)?;
+            set(
+                d,
+                "net_prio.ifpriomap",
+                &format!("{} {}", p.name(), p.priority()),
+                &field,
+                false,
+            )?;
         }
     }
     Ok(())
@@ -359,7 +502,11 @@ fn devices(m: &Manager, list: &[LinuxDeviceCgroup]) -> Result<()> {
     }
     let d = dir(m, "devices", "devices")?;
     for (allow, rule, i) in rules {
-        let file = if allow { "devices.allow" } else { "devices.deny" };
+        let file = if allow {
+            "devices.allow"
+        } else {
+            "devices.deny"
+        };
         set(d, file, &rule, &format!("devices[{i}]"), false)?;
     }
     Ok(())

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use oci_spec::runtime::{
-    LinuxBlockIo, LinuxCpu, LinuxHugepageLimit, LinuxMemory, LinuxNetwork,
-    LinuxPids, LinuxRdma, LinuxResources,
+    LinuxBlockIo, LinuxCpu, LinuxHugepageLimit, LinuxMemory, LinuxNetwork, LinuxPids, LinuxRdma,
+    LinuxResources,
 };
 
 use crate::resources::{self as r, invalid, set, try_set};
@@ -85,7 +85,10 @@ fn memory(d: &Path, mem: &LinuxMemory) -> Result<()> {
     };
     if let Some(s) = mem.swappiness() {
         if s > 100 {
-            return Err(invalid("memory.swappiness", format_args!("{s} is out of range (0..100)")));
+            return Err(invalid(
+                "memory.swappiness",
+                format_args!("{s} is out of range (0..100)"),
+            ));
         }
         warn("linux.resources.memory.swappiness is not supported on cgroup v2; ignored");
     }
@@ -128,7 +131,13 @@ fn cpu(d: &Path, c: &LinuxCpu) -> Result<()> {
         return Err(invalid("cpu.realtimePeriod", "not supported on cgroup v2"));
     }
     if let Some(s) = shares {
-        set(d, "cpu.weight", &r::shares_to_weight(s).to_string(), "cpu.shares", true)?;
+        set(
+            d,
+            "cpu.weight",
+            &r::shares_to_weight(s).to_string(),
+            "cpu.shares",
+            true,
+        )?;
     }
     if quota.is_some() || period.is_some() {
         let q = match quota {
@@ -144,7 +153,17 @@ fn cpu(d: &Path, c: &LinuxCpu) -> Result<()> {
             Some(p) => format!("{q} {p}"),
             None => q,
         };
-        set(d, "cpu.max", &v, if quota.is_some() { "cpu.quota" } else { "cpu.period" }, true)?;
+        set(
+            d,
+            "cpu.max",
+            &v,
+            if quota.is_some() {
+                "cpu.quota"
+            } else {
+                "cpu.period"
+            },
+            true,
+        )?;
     }
     if let Some(b) = c.burst() {
         set(d, "cpu.max.burst", &b.to_string(), "cpu.burst", true)?;
@@ -184,10 +203,26 @@ fn io(d: &Path, b: &LinuxBlockIo) -> Result<()> {
     }
     let mut max = Vec::new();
     for (list, key, name) in [
-        (b.throttle_read_bps_device(), "rbps", "throttleReadBpsDevice"),
-        (b.throttle_write_bps_device(), "wbps", "throttleWriteBpsDevice"),
-        (b.throttle_read_iops_device(), "riops", "throttleReadIOPSDevice"),
-        (b.throttle_write_iops_device(), "wiops", "throttleWriteIOPSDevice"),
+        (
+            b.throttle_read_bps_device(),
+            "rbps",
+            "throttleReadBpsDevice",
+        ),
+        (
+            b.throttle_write_bps_device(),
+            "wbps",
+            "throttleWriteBpsDevice",
+        ),
+        (
+            b.throttle_read_iops_device(),
+            "riops",
+            "throttleReadIOPSDevice",
+        ),
+        (
+            b.throttle_write_iops_device(),
+            "wiops",
+            "throttleWriteIOPSDevice",
+        ),
     ] {
         for (i, t) in list.iter().flatten().enumerate() {
             let field = format!("blockIO.{name}[{i}]");
@@ -247,7 +282,10 @@ pub(crate) fn hugetlb_v2(u: &Hier, vals: &[(String, i64)], delegate: bool) -> Re
 
 fn network(n: &LinuxNetwork) -> Result<()> {
     if n.class_id().is_some() {
-        return Err(invalid("network.classID", "not supported on cgroup v2 (no net_cls controller)"));
+        return Err(invalid(
+            "network.classID",
+            "not supported on cgroup v2 (no net_cls controller)",
+        ));
     }
     if n.priorities().as_ref().is_some_and(|p| !p.is_empty()) {
         return Err(invalid(
@@ -275,9 +313,15 @@ pub(crate) fn unified(d: &Path, map: &HashMap<String, String>) -> Result<()> {
         if k.is_empty()
             || k.contains('/')
             || k.starts_with('.')
-            || matches!(k.as_str(), "cgroup.procs" | "cgroup.threads" | "cgroup.kill" | "cgroup.subtree_control")
+            || matches!(
+                k.as_str(),
+                "cgroup.procs" | "cgroup.threads" | "cgroup.kill" | "cgroup.subtree_control"
+            )
         {
-            return Err(invalid("unified", format_args!("key {k:?} is not a resource interface file")));
+            return Err(invalid(
+                "unified",
+                format_args!("key {k:?} is not a resource interface file"),
+            ));
         }
     }
     for k in keys {

@@ -94,9 +94,17 @@ pub struct BlkioEntry {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlkioStats {
-    #[serde(default, rename = "ioServiceBytesRecursive", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        rename = "ioServiceBytesRecursive",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub io_service_bytes_recursive: Vec<BlkioEntry>,
-    #[serde(default, rename = "ioServicedRecursive", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        rename = "ioServicedRecursive",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub io_serviced_recursive: Vec<BlkioEntry>,
 }
 
@@ -148,7 +156,9 @@ fn mem_entry(d: &Path, prefix: &str) -> Result<MemoryEntry> {
 
 /// Hugepage sizes with a `hugetlb.<size>.<suffix>` file in `d`.
 fn hugetlb_sizes(d: &Path, suffix: &str) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(d) else { return Vec::new() };
+    let Ok(rd) = std::fs::read_dir(d) else {
+        return Vec::new();
+    };
     rd.filter_map(|e| e.ok())
         .filter_map(|e| {
             let n = e.file_name().into_string().ok()?;
@@ -164,11 +174,18 @@ fn blkio_v1(s: &str, out: &mut Vec<BlkioEntry>) {
         if f.len() != 3 {
             continue;
         }
-        let Some((ma, mi)) = f[0].split_once(':') else { continue };
+        let Some((ma, mi)) = f[0].split_once(':') else {
+            continue;
+        };
         let (Ok(major), Ok(minor), Ok(value)) = (ma.parse(), mi.parse(), f[2].parse()) else {
             continue;
         };
-        out.push(BlkioEntry { major, minor, op: f[1].to_string(), value });
+        out.push(BlkioEntry {
+            major,
+            minor,
+            op: f[1].to_string(),
+            value,
+        });
     }
 }
 
@@ -177,7 +194,10 @@ pub(crate) fn v1(m: &Manager) -> Result<Stats> {
     if let Some(d) = m.v1_path("cpuacct") {
         st.cpu.usage.total = u(d, "cpuacct.usage")?;
         if let Some(s) = opt_read(d, "cpuacct.usage_percpu")? {
-            st.cpu.usage.percpu = s.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+            st.cpu.usage.percpu = s
+                .split_whitespace()
+                .filter_map(|v| v.parse().ok())
+                .collect();
         }
         if let Some(s) = opt_read(d, "cpuacct.stat")? {
             let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
@@ -210,7 +230,13 @@ pub(crate) fn v1(m: &Manager) -> Result<Stats> {
         st.memory.kernel_tcp = mem_entry(d, "memory.kmem.tcp.")?;
         if let Some(s) = opt_read(d, "memory.stat")? {
             st.memory.raw = flat_keyed(&s).map(|(k, v)| (k.to_string(), v)).collect();
-            st.memory.cache = st.memory.raw.get("total_cache").or(st.memory.raw.get("cache")).copied().unwrap_or(0);
+            st.memory.cache = st
+                .memory
+                .raw
+                .get("total_cache")
+                .or(st.memory.raw.get("cache"))
+                .copied()
+                .unwrap_or(0);
         }
     }
     if let Some(d) = m.v1_path("pids") {
@@ -220,9 +246,15 @@ pub(crate) fn v1(m: &Manager) -> Result<Stats> {
     if let Some(d) = m.v1_path("blkio") {
         // CFQ's recursive stats, else the throttle layer's (always present).
         let (bytes, ios) = if d.join("blkio.io_service_bytes_recursive").exists() {
-            ("blkio.io_service_bytes_recursive", "blkio.io_serviced_recursive")
+            (
+                "blkio.io_service_bytes_recursive",
+                "blkio.io_serviced_recursive",
+            )
         } else {
-            ("blkio.throttle.io_service_bytes_recursive", "blkio.throttle.io_serviced_recursive")
+            (
+                "blkio.throttle.io_service_bytes_recursive",
+                "blkio.throttle.io_serviced_recursive",
+            )
         };
         if let Some(s) = opt_read(d, bytes)? {
             blkio_v1(&s, &mut st.blkio.io_service_bytes_recursive);
@@ -253,7 +285,10 @@ fn hugetlb_v2(d: &Path, st: &mut Stats) -> Result<()> {
             ..Default::default()
         };
         if let Some(s) = opt_read(d, &format!("hugetlb.{size}.events"))? {
-            h.failcnt = flat_keyed(&s).find(|(k, _)| *k == "max").map(|(_, v)| v).unwrap_or(0);
+            h.failcnt = flat_keyed(&s)
+                .find(|(k, _)| *k == "max")
+                .map(|(_, v)| v)
+                .unwrap_or(0);
         }
         st.hugetlb.insert(size, h);
     }
@@ -262,7 +297,9 @@ fn hugetlb_v2(d: &Path, st: &mut Stats) -> Result<()> {
 
 pub(crate) fn v2(m: &Manager) -> Result<Stats> {
     let mut st = Stats::default();
-    let Some(d) = m.unified_path() else { return Ok(st) };
+    let Some(d) = m.unified_path() else {
+        return Ok(st);
+    };
     if let Some(s) = opt_read(d, "cpu.stat")? {
         for (k, v) in flat_keyed(&s) {
             let ns = v.saturating_mul(1000);
@@ -281,7 +318,10 @@ pub(crate) fn v2(m: &Manager) -> Result<Stats> {
     st.memory.usage.limit = u(d, "memory.max")?;
     st.memory.usage.max = u(d, "memory.peak")?;
     if let Some(s) = opt_read(d, "memory.events")? {
-        st.memory.usage.failcnt = flat_keyed(&s).find(|(k, _)| *k == "max").map(|(_, v)| v).unwrap_or(0);
+        st.memory.usage.failcnt = flat_keyed(&s)
+            .find(|(k, _)| *k == "max")
+            .map(|(_, v)| v)
+            .unwrap_or(0);
     }
     st.memory.swap.usage = u(d, "memory.swap.current")?;
     st.memory.swap.limit = u(d, "memory.swap.max")?;
@@ -294,11 +334,19 @@ pub(crate) fn v2(m: &Manager) -> Result<Stats> {
     if let Some(s) = opt_read(d, "io.stat")? {
         for l in s.lines() {
             let mut it = l.split_whitespace();
-            let Some((ma, mi)) = it.next().and_then(|n| n.split_once(':')) else { continue };
-            let (Ok(major), Ok(minor)) = (ma.parse::<u64>(), mi.parse::<u64>()) else { continue };
+            let Some((ma, mi)) = it.next().and_then(|n| n.split_once(':')) else {
+                continue;
+            };
+            let (Ok(major), Ok(minor)) = (ma.parse::<u64>(), mi.parse::<u64>()) else {
+                continue;
+            };
             for kv in it {
-                let Some((k, v)) = kv.split_once('=') else { continue };
-                let Ok(value) = v.parse::<u64>() else { continue };
+                let Some((k, v)) = kv.split_once('=') else {
+                    continue;
+                };
+                let Ok(value) = v.parse::<u64>() else {
+                    continue;
+                };
                 let (list, op) = match k {
                     "rbytes" => (&mut st.blkio.io_service_bytes_recursive, "Read"),
                     "wbytes" => (&mut st.blkio.io_service_bytes_recursive, "Write"),
@@ -306,7 +354,12 @@ pub(crate) fn v2(m: &Manager) -> Result<Stats> {
                     "wios" => (&mut st.blkio.io_serviced_recursive, "Write"),
                     _ => continue,
                 };
-                list.push(BlkioEntry { major, minor, op: op.into(), value });
+                list.push(BlkioEntry {
+                    major,
+                    minor,
+                    op: op.into(),
+                    value,
+                });
             }
         }
     }

@@ -15,17 +15,65 @@ const HYBRID_SELF: &str = "9:name=systemd:/\n8:pids:/\n7:blkio:/\n6:freezer:/\n5
 fn hybrid_host(t: &TempDir) -> Host {
     let root = t.path().to_path_buf();
     // hugetlb is listed in /proc/self/cgroup but its mount point is missing.
-    for d in ["cpu", "cpuacct", "memory/process_api/h1", "devices", "freezer", "blkio", "pids", "systemd", "unified"] {
+    for d in [
+        "cpu",
+        "cpuacct",
+        "memory/process_api/h1",
+        "devices",
+        "freezer",
+        "blkio",
+        "pids",
+        "systemd",
+        "unified",
+    ] {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
-    Host { root, layout: Layout::Hybrid, self_cgroup: Some(HYBRID_SELF.into()), systemd_running: Some(false) }
+    Host {
+        root,
+        layout: Layout::Hybrid,
+        self_cgroup: Some(HYBRID_SELF.into()),
+        systemd_running: Some(false),
+    }
 }
 
 const V1_FILES: &[(&str, &[&str])] = &[
-    ("cpu", &["cpu.shares", "cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.cfs_burst_us", "cpu.rt_period_us", "cpu.rt_runtime_us", "cpu.idle"]),
-    ("memory/process_api/h1", &["memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.soft_limit_in_bytes", "memory.swappiness", "memory.oom_control", "memory.use_hierarchy", "memory.kmem.tcp.limit_in_bytes", "memory.usage_in_bytes"]),
+    (
+        "cpu",
+        &[
+            "cpu.shares",
+            "cpu.cfs_period_us",
+            "cpu.cfs_quota_us",
+            "cpu.cfs_burst_us",
+            "cpu.rt_period_us",
+            "cpu.rt_runtime_us",
+            "cpu.idle",
+        ],
+    ),
+    (
+        "memory/process_api/h1",
+        &[
+            "memory.limit_in_bytes",
+            "memory.memsw.limit_in_bytes",
+            "memory.soft_limit_in_bytes",
+            "memory.swappiness",
+            "memory.oom_control",
+            "memory.use_hierarchy",
+            "memory.kmem.tcp.limit_in_bytes",
+            "memory.usage_in_bytes",
+        ],
+    ),
     ("pids", &["pids.max"]),
-    ("blkio", &["blkio.bfq.weight", "blkio.bfq.weight_device", "blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device", "blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"]),
+    (
+        "blkio",
+        &[
+            "blkio.bfq.weight",
+            "blkio.bfq.weight_device",
+            "blkio.throttle.read_bps_device",
+            "blkio.throttle.write_bps_device",
+            "blkio.throttle.read_iops_device",
+            "blkio.throttle.write_iops_device",
+        ],
+    ),
     ("devices", &["devices.allow", "devices.deny"]),
     ("freezer", &["freezer.state"]),
 ];
@@ -44,7 +92,10 @@ fn hybrid_paths_nest_under_own_cgroup_per_controller() {
     let host = hybrid_host(&t);
     let m = Manager::new_in(&host, None, "ctr1", false).unwrap();
     let r = t.path();
-    assert_eq!(m.v1_path("memory").unwrap(), r.join("memory/process_api/h1/ctr1"));
+    assert_eq!(
+        m.v1_path("memory").unwrap(),
+        r.join("memory/process_api/h1/ctr1")
+    );
     assert_eq!(m.v1_path("cpu").unwrap(), r.join("cpu/ctr1"));
     assert_eq!(m.v1_path("name=systemd").unwrap(), r.join("systemd/ctr1"));
     assert_eq!(m.v1_path("cpuset"), None, "not in /proc/self/cgroup");
@@ -55,12 +106,20 @@ fn hybrid_paths_nest_under_own_cgroup_per_controller() {
     assert_eq!(m.unified_path().unwrap(), r.join("unified/abs/x"));
 
     let m = Manager::new_in(&host, Some("rel/x"), "ctr1", false).unwrap();
-    assert_eq!(m.v1_path("memory").unwrap(), r.join("memory/process_api/h1/rel/x"));
+    assert_eq!(
+        m.v1_path("memory").unwrap(),
+        r.join("memory/process_api/h1/rel/x")
+    );
 
-    let e = Manager::new_in(&host, Some("a/../../b"), "c", false).unwrap_err().to_string();
+    let e = Manager::new_in(&host, Some("a/../../b"), "c", false)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("linux.cgroupsPath") && e.contains(".."), "{e}");
     let e = Manager::new_in(&host, Some("system.slice:docker:abc"), "c", true).unwrap_err();
-    assert_eq!(e.to_string(), "cgroup: --systemd-cgroup: systemd is not running on this host");
+    assert_eq!(
+        e.to_string(),
+        "cgroup: --systemd-cgroup: systemd is not running on this host"
+    );
 }
 
 #[test]
@@ -71,7 +130,10 @@ fn create_records_only_new_dirs_and_destroy_removes_exactly_those() {
     std::fs::create_dir_all(r.join("cpu/pre")).unwrap(); // pre-existing: not ours
     let mut m = Manager::new_in(&host, Some("pre/ctr"), "x", false).unwrap();
     m.create().unwrap();
-    assert!(m.v1_path("hugetlb").is_none(), "unmounted hierarchy dropped");
+    assert!(
+        m.v1_path("hugetlb").is_none(),
+        "unmounted hierarchy dropped"
+    );
     let created: Vec<_> = m.created().to_vec();
     assert!(created.contains(&r.join("cpu/pre/ctr")));
     assert!(!created.contains(&r.join("cpu/pre")));
@@ -80,7 +142,9 @@ fn create_records_only_new_dirs_and_destroy_removes_exactly_those() {
     assert!(created.contains(&r.join("unified/pre/ctr")));
     // parents before children
     let pos = |p: &Path| created.iter().position(|c| c == p).unwrap();
-    assert!(pos(&r.join("memory/process_api/h1/pre")) < pos(&r.join("memory/process_api/h1/pre/ctr")));
+    assert!(
+        pos(&r.join("memory/process_api/h1/pre")) < pos(&r.join("memory/process_api/h1/pre/ctr"))
+    );
 
     // Serialize round trip, as state.json does.
     let json = serde_json::to_string(&m).unwrap();
@@ -114,11 +178,25 @@ fn create_fails_cleanly_when_own_cgroup_is_missing() {
 fn cpuset_copy_from_parent() {
     let t = TempDir::new("cpuset");
     let r = t.path();
-    files(&r.join("cpuset"), &[("cpuset.cpus", "0-3\n"), ("cpuset.mems", "0\n")]);
-    files(&r.join("cpuset/a"), &[("cpuset.cpus", ""), ("cpuset.mems", "")]);
-    files(&r.join("cpuset/a/b"), &[("cpuset.cpus", ""), ("cpuset.mems", "")]);
+    files(
+        &r.join("cpuset"),
+        &[("cpuset.cpus", "0-3\n"), ("cpuset.mems", "0\n")],
+    );
+    files(
+        &r.join("cpuset/a"),
+        &[("cpuset.cpus", ""), ("cpuset.mems", "")],
+    );
+    files(
+        &r.join("cpuset/a/b"),
+        &[("cpuset.cpus", ""), ("cpuset.mems", "")],
+    );
     let self_cg = "3:cpuset:/\n";
-    let host = Host { root: r.into(), layout: Layout::V1, self_cgroup: Some(self_cg.into()), systemd_running: None };
+    let host = Host {
+        root: r.into(),
+        layout: Layout::V1,
+        self_cgroup: Some(self_cg.into()),
+        systemd_running: None,
+    };
     // Pretend create made a and a/b (the fake fs cannot make the files appear on mkdir).
     let mut m = Manager::new_in(&host, Some("a/b"), "x", false).unwrap();
     m.create().unwrap(); // both exist: nothing created, nothing copied
@@ -135,7 +213,13 @@ fn v1_copy_cpuset_for_test(dirs: &[std::path::PathBuf]) {
 
 fn full_resources() -> LinuxResources {
     let mut rdma = HashMap::new();
-    rdma.insert("mlx4_0".to_string(), LinuxRdmaBuilder::default().hca_handles(2u32).build().unwrap());
+    rdma.insert(
+        "mlx4_0".to_string(),
+        LinuxRdmaBuilder::default()
+            .hca_handles(2u32)
+            .build()
+            .unwrap(),
+    );
     LinuxResourcesBuilder::default()
         .memory(
             LinuxMemoryBuilder::default()
@@ -161,15 +245,41 @@ fn full_resources() -> LinuxResources {
         .block_io(
             LinuxBlockIoBuilder::default()
                 .weight(500u16)
-                .weight_device(vec![LinuxWeightDeviceBuilder::default().major(8i64).minor(0i64).weight(300u16).build().unwrap()])
-                .throttle_read_bps_device(vec![LinuxThrottleDeviceBuilder::default().major(8i64).minor(0i64).rate(1048576u64).build().unwrap()])
-                .throttle_write_iops_device(vec![LinuxThrottleDeviceBuilder::default().major(8i64).minor(16i64).rate(100u64).build().unwrap()])
+                .weight_device(vec![LinuxWeightDeviceBuilder::default()
+                    .major(8i64)
+                    .minor(0i64)
+                    .weight(300u16)
+                    .build()
+                    .unwrap()])
+                .throttle_read_bps_device(vec![LinuxThrottleDeviceBuilder::default()
+                    .major(8i64)
+                    .minor(0i64)
+                    .rate(1048576u64)
+                    .build()
+                    .unwrap()])
+                .throttle_write_iops_device(vec![LinuxThrottleDeviceBuilder::default()
+                    .major(8i64)
+                    .minor(16i64)
+                    .rate(100u64)
+                    .build()
+                    .unwrap()])
                 .build()
                 .unwrap(),
         )
         .devices(vec![
-            LinuxDeviceCgroupBuilder::default().allow(false).access("rwm").build().unwrap(),
-            LinuxDeviceCgroupBuilder::default().allow(true).typ(LinuxDeviceType::C).major(1i64).minor(3i64).access("rwm").build().unwrap(),
+            LinuxDeviceCgroupBuilder::default()
+                .allow(false)
+                .access("rwm")
+                .build()
+                .unwrap(),
+            LinuxDeviceCgroupBuilder::default()
+                .allow(true)
+                .typ(LinuxDeviceType::C)
+                .major(1i64)
+                .minor(3i64)
+                .access("rwm")
+                .build()
+                .unwrap(),
         ])
         .rdma(rdma)
         .build()
@@ -184,7 +294,10 @@ fn apply_v1_writes_every_set_field() {
     let mut m = Manager::new_in(&host, None, "c", false).unwrap();
     m.create().unwrap();
     populate_v1(r, "c");
-    files(&r.join("memory/process_api/h1/c"), &[("memory.limit_in_bytes", "9223372036854771712")]);
+    files(
+        &r.join("memory/process_api/h1/c"),
+        &[("memory.limit_in_bytes", "9223372036854771712")],
+    );
     let mut res = full_resources();
     res.set_rdma(None);
     m.apply(&res).unwrap();
@@ -194,7 +307,11 @@ fn apply_v1_writes_every_set_field() {
     assert_eq!(read(mem.join("memory.soft_limit_in_bytes")), "50000000");
     assert_eq!(read(mem.join("memory.swappiness")), "10");
     assert_eq!(read(mem.join("memory.oom_control")), "1");
-    assert_eq!(read(mem.join("memory.use_hierarchy")), "", "unset field not written");
+    assert_eq!(
+        read(mem.join("memory.use_hierarchy")),
+        "",
+        "unset field not written"
+    );
     let cpu = r.join("cpu/c");
     assert_eq!(read(cpu.join("cpu.shares")), "1024");
     assert_eq!(read(cpu.join("cpu.cfs_quota_us")), "50000");
@@ -204,15 +321,31 @@ fn apply_v1_writes_every_set_field() {
     assert_eq!(read(cpu.join("cpu.rt_period_us")), "");
     assert_eq!(read(r.join("pids/c/pids.max")), "42");
     let blk = r.join("blkio/c");
-    assert_eq!(read(blk.join("blkio.bfq.weight")), "500", "falls back to BFQ");
+    assert_eq!(
+        read(blk.join("blkio.bfq.weight")),
+        "500",
+        "falls back to BFQ"
+    );
     assert_eq!(read(blk.join("blkio.bfq.weight_device")), "8:0 300");
-    assert_eq!(read(blk.join("blkio.throttle.read_bps_device")), "8:0 1048576");
-    assert_eq!(read(blk.join("blkio.throttle.write_iops_device")), "8:16 100");
+    assert_eq!(
+        read(blk.join("blkio.throttle.read_bps_device")),
+        "8:0 1048576"
+    );
+    assert_eq!(
+        read(blk.join("blkio.throttle.write_iops_device")),
+        "8:16 100"
+    );
     assert_eq!(read(r.join("devices/c/devices.deny")), "a *:* rwm");
     assert_eq!(read(r.join("devices/c/devices.allow")), "c 1:3 rwm");
 
     // pids -1 => max
-    m.apply(&LinuxResourcesBuilder::default().pids(LinuxPidsBuilder::default().limit(-1i64).build().unwrap()).build().unwrap()).unwrap();
+    m.apply(
+        &LinuxResourcesBuilder::default()
+            .pids(LinuxPidsBuilder::default().limit(-1i64).build().unwrap())
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(read(r.join("pids/c/pids.max")), "max");
 }
 
@@ -227,48 +360,162 @@ fn apply_v1_errors_name_the_field() {
     let err = |res: LinuxResources| m.apply(&res).unwrap_err().to_string();
 
     std::fs::remove_file(r.join("blkio/c/blkio.bfq.weight")).unwrap();
-    let e = err(LinuxResourcesBuilder::default().block_io(LinuxBlockIoBuilder::default().weight(100u16).build().unwrap()).build().unwrap());
-    assert_eq!(e, "cgroup: linux.resources.blockIO.weight: not supported by this kernel (no blkio.weight)");
-
-    let e = err(LinuxResourcesBuilder::default().block_io(LinuxBlockIoBuilder::default().leaf_weight(100u16).build().unwrap()).build().unwrap());
-    assert!(e.contains("blockIO.leafWeight") && e.contains("no blkio.leaf_weight"), "{e}");
-
-    let e = err(LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(-7i64).build().unwrap()).build().unwrap());
-    assert!(e.contains("linux.resources.memory.limit") && e.contains("-7"), "{e}");
-
-    let e = err(LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(100i64).swap(50i64).build().unwrap()).build().unwrap());
-    assert!(e.contains("memory.swap"), "{e}");
-
-    let e = err(LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().shares(1u64).build().unwrap()).build().unwrap());
-    assert!(e.contains("cpu.shares"), "{e}");
-
-    let e = err(LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().cpus("0-1").build().unwrap()).build().unwrap());
-    assert!(e.contains("cpu.cpus") && e.contains("cpuset") && e.contains("not mounted"), "{e}");
+    let e = err(LinuxResourcesBuilder::default()
+        .block_io(
+            LinuxBlockIoBuilder::default()
+                .weight(100u16)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap());
+    assert_eq!(
+        e,
+        "cgroup: linux.resources.blockIO.weight: not supported by this kernel (no blkio.weight)"
+    );
 
     let e = err(LinuxResourcesBuilder::default()
-        .hugepage_limits(vec![LinuxHugepageLimitBuilder::default().page_size("2MB").limit(1i64 << 21).build().unwrap()])
-        .build().unwrap());
-    assert!(e.contains("hugepageLimits") && e.contains("hugetlb.2MB.max"), "hybrid routes hugetlb to cgroup2: {e}");
+        .block_io(
+            LinuxBlockIoBuilder::default()
+                .leaf_weight(100u16)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap());
+    assert!(
+        e.contains("blockIO.leafWeight") && e.contains("no blkio.leaf_weight"),
+        "{e}"
+    );
 
-    let e = err(LinuxResourcesBuilder::default().network(LinuxNetworkBuilder::default().class_id(7u32).build().unwrap()).build().unwrap());
-    assert!(e.contains("network.classID") && e.contains("net_cls"), "{e}");
+    let e = err(LinuxResourcesBuilder::default()
+        .memory(LinuxMemoryBuilder::default().limit(-7i64).build().unwrap())
+        .build()
+        .unwrap());
+    assert!(
+        e.contains("linux.resources.memory.limit") && e.contains("-7"),
+        "{e}"
+    );
 
-    let e = err(LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().swappiness(101u64).build().unwrap()).build().unwrap());
+    let e = err(LinuxResourcesBuilder::default()
+        .memory(
+            LinuxMemoryBuilder::default()
+                .limit(100i64)
+                .swap(50i64)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap());
+    assert!(e.contains("memory.swap"), "{e}");
+
+    let e = err(LinuxResourcesBuilder::default()
+        .cpu(LinuxCpuBuilder::default().shares(1u64).build().unwrap())
+        .build()
+        .unwrap());
+    assert!(e.contains("cpu.shares"), "{e}");
+
+    let e = err(LinuxResourcesBuilder::default()
+        .cpu(LinuxCpuBuilder::default().cpus("0-1").build().unwrap())
+        .build()
+        .unwrap());
+    assert!(
+        e.contains("cpu.cpus") && e.contains("cpuset") && e.contains("not mounted"),
+        "{e}"
+    );
+
+    let e = err(LinuxResourcesBuilder::default()
+        .hugepage_limits(vec![LinuxHugepageLimitBuilder::default()
+            .page_size("2MB")
+            .limit(1i64 << 21)
+            .build()
+            .unwrap()])
+        .build()
+        .unwrap());
+    assert!(
+        e.contains("hugepageLimits") && e.contains("hugetlb.2MB.max"),
+        "hybrid routes hugetlb to cgroup2: {e}"
+    );
+
+    let e = err(LinuxResourcesBuilder::default()
+        .network(
+            LinuxNetworkBuilder::default()
+                .class_id(7u32)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap());
+    assert!(
+        e.contains("network.classID") && e.contains("net_cls"),
+        "{e}"
+    );
+
+    let e = err(LinuxResourcesBuilder::default()
+        .memory(
+            LinuxMemoryBuilder::default()
+                .swappiness(101u64)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap());
     assert!(e.contains("memory.swappiness"), "{e}");
 
     // checkBeforeUpdate
-    std::fs::write(r.join("memory/process_api/h1/c/memory.usage_in_bytes"), "5000").unwrap();
+    std::fs::write(
+        r.join("memory/process_api/h1/c/memory.usage_in_bytes"),
+        "5000",
+    )
+    .unwrap();
     let e = err(LinuxResourcesBuilder::default()
-        .memory(LinuxMemoryBuilder::default().limit(4096i64).check_before_update(true).build().unwrap())
-        .build().unwrap());
+        .memory(
+            LinuxMemoryBuilder::default()
+                .limit(4096i64)
+                .check_before_update(true)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap());
     assert!(e.contains("checkBeforeUpdate") && e.contains("5000"), "{e}");
 
     // memsw missing: explicit extra swap is an error, swap == limit is fine.
     std::fs::remove_file(r.join("memory/process_api/h1/c/memory.memsw.limit_in_bytes")).unwrap();
-    let e = err(LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(4096i64).swap(8192i64).build().unwrap()).build().unwrap());
-    assert!(e.contains("memory.swap") && e.contains("memory.memsw.limit_in_bytes"), "{e}");
-    m.apply(&LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(4096i64).swap(4096i64).build().unwrap()).build().unwrap()).unwrap();
-    m.apply(&LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(-1i64).build().unwrap()).build().unwrap()).unwrap();
+    let e = err(LinuxResourcesBuilder::default()
+        .memory(
+            LinuxMemoryBuilder::default()
+                .limit(4096i64)
+                .swap(8192i64)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap());
+    assert!(
+        e.contains("memory.swap") && e.contains("memory.memsw.limit_in_bytes"),
+        "{e}"
+    );
+    m.apply(
+        &LinuxResourcesBuilder::default()
+            .memory(
+                LinuxMemoryBuilder::default()
+                    .limit(4096i64)
+                    .swap(4096i64)
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    m.apply(
+        &LinuxResourcesBuilder::default()
+            .memory(LinuxMemoryBuilder::default().limit(-1i64).build().unwrap())
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -279,15 +526,38 @@ fn unified_keys_rejected_on_v1() {
     let m = Manager::new_in(&host, None, "c", false).unwrap();
     let mut u = HashMap::new();
     u.insert("memory.high".to_string(), "1000".to_string());
-    let e = m.apply(&LinuxResourcesBuilder::default().unified(u).build().unwrap()).unwrap_err().to_string();
-    assert!(e.contains("linux.resources.unified") && e.contains("v1"), "{e}");
+    let e = m
+        .apply(&LinuxResourcesBuilder::default().unified(u).build().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("linux.resources.unified") && e.contains("v1"),
+        "{e}"
+    );
 }
 
 fn v2_host(t: &TempDir) -> Host {
     let root = t.path().to_path_buf();
-    files(&root, &[("cgroup.controllers", "cpuset cpu io memory hugetlb pids\n"), ("cgroup.subtree_control", "")]);
-    files(&root.join("user.slice/me"), &[("cgroup.controllers", "cpu io memory pids\n"), ("cgroup.subtree_control", "")]);
-    Host { root, layout: Layout::V2, self_cgroup: Some("0::/user.slice/me\n".into()), systemd_running: None }
+    files(
+        &root,
+        &[
+            ("cgroup.controllers", "cpuset cpu io memory hugetlb pids\n"),
+            ("cgroup.subtree_control", ""),
+        ],
+    );
+    files(
+        &root.join("user.slice/me"),
+        &[
+            ("cgroup.controllers", "cpu io memory pids\n"),
+            ("cgroup.subtree_control", ""),
+        ],
+    );
+    Host {
+        root,
+        layout: Layout::V2,
+        self_cgroup: Some("0::/user.slice/me\n".into()),
+        systemd_running: None,
+    }
 }
 
 #[test]
@@ -298,16 +568,29 @@ fn v2_create_delegates_controllers_within_own_subtree() {
     let mut m = Manager::new_in(&host, Some("pod/ctr"), "x", false).unwrap();
     assert_eq!(m.unified_path().unwrap(), r.join("user.slice/me/pod/ctr"));
     m.create().unwrap();
-    assert_eq!(m.created(), &[r.join("user.slice/me/pod"), r.join("user.slice/me/pod/ctr")]);
-    assert_eq!(read(r.join("user.slice/me/cgroup.subtree_control")), "+cpu +io +memory +pids");
-    assert_eq!(read(r.join("cgroup.subtree_control")), "", "above our own cgroup: untouched");
+    assert_eq!(
+        m.created(),
+        &[r.join("user.slice/me/pod"), r.join("user.slice/me/pod/ctr")]
+    );
+    assert_eq!(
+        read(r.join("user.slice/me/cgroup.subtree_control")),
+        "+cpu +io +memory +pids"
+    );
+    assert_eq!(
+        read(r.join("cgroup.subtree_control")),
+        "",
+        "above our own cgroup: untouched"
+    );
     assert!(m.v2_dir_fd().is_some());
     m.destroy().unwrap();
     assert!(!r.join("user.slice/me/pod").exists());
     assert!(r.join("user.slice/me").exists());
 
     // An absolute path on v2 does not even need /proc/self/cgroup.
-    let host2 = Host { self_cgroup: Some("garbage".into()), ..host };
+    let host2 = Host {
+        self_cgroup: Some("garbage".into()),
+        ..host
+    };
     let m = Manager::new_in(&host2, Some("/a/b"), "x", false).unwrap();
     assert_eq!(m.unified_path().unwrap(), r.join("a/b"));
 }
@@ -320,12 +603,32 @@ fn apply_v2_conversions() {
     let mut m = Manager::new_in(&host, None, "c", false).unwrap();
     m.create().unwrap();
     let d = r.join("user.slice/me/c");
-    let names = ["memory.max", "memory.swap.max", "memory.low", "memory.current", "cpu.weight", "cpu.max", "cpu.max.burst", "cpu.idle", "pids.max", "io.weight", "io.max", "hugetlb.2MB.max", "rdma.max", "memory.high", "cpuset.cpus"];
+    let names = [
+        "memory.max",
+        "memory.swap.max",
+        "memory.low",
+        "memory.current",
+        "cpu.weight",
+        "cpu.max",
+        "cpu.max.burst",
+        "cpu.idle",
+        "pids.max",
+        "io.weight",
+        "io.max",
+        "hugetlb.2MB.max",
+        "rdma.max",
+        "memory.high",
+        "cpuset.cpus",
+    ];
     let v: Vec<(&str, &str)> = names.iter().map(|n| (*n, "")).collect();
     files(&d, &v);
     let mut res = full_resources();
     res.set_devices(None);
-    res.set_hugepage_limits(Some(vec![LinuxHugepageLimitBuilder::default().page_size("2048kB").limit(-1i64).build().unwrap()]));
+    res.set_hugepage_limits(Some(vec![LinuxHugepageLimitBuilder::default()
+        .page_size("2048kB")
+        .limit(-1i64)
+        .build()
+        .unwrap()]));
     let mut u = HashMap::new();
     u.insert("memory.high".to_string(), "90000000".to_string());
     res.set_unified(Some(u));
@@ -338,7 +641,11 @@ fn apply_v2_conversions() {
     }
     m.apply(&res).unwrap();
     assert_eq!(read(d.join("memory.max")), "100000000");
-    assert_eq!(read(d.join("memory.swap.max")), "100000000", "swap total minus limit");
+    assert_eq!(
+        read(d.join("memory.swap.max")),
+        "100000000",
+        "swap total minus limit"
+    );
     assert_eq!(read(d.join("memory.low")), "50000000");
     assert_eq!(read(d.join("cpu.weight")), "39");
     assert_eq!(read(d.join("cpu.max")), "50000 100000");
@@ -354,15 +661,50 @@ fn apply_v2_conversions() {
     assert_eq!(read(d.join("memory.high")), "90000000");
 
     // blkio weight alone -> io.weight "default N"
-    m.apply(&LinuxResourcesBuilder::default().block_io(LinuxBlockIoBuilder::default().weight(10u16).build().unwrap()).build().unwrap()).unwrap();
+    m.apply(
+        &LinuxResourcesBuilder::default()
+            .block_io(
+                LinuxBlockIoBuilder::default()
+                    .weight(10u16)
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(read(d.join("io.weight")), "default 1");
     // period alone keeps the quota
     std::fs::write(d.join("cpu.max"), "max 100000\n").unwrap();
-    m.apply(&LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().period(20000u64).build().unwrap()).build().unwrap()).unwrap();
+    m.apply(
+        &LinuxResourcesBuilder::default()
+            .cpu(LinuxCpuBuilder::default().period(20000u64).build().unwrap())
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(read(d.join("cpu.max")), "max 20000");
-    m.apply(&LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().quota(-1i64).build().unwrap()).build().unwrap()).unwrap();
+    m.apply(
+        &LinuxResourcesBuilder::default()
+            .cpu(LinuxCpuBuilder::default().quota(-1i64).build().unwrap())
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(read(d.join("cpu.max")), "max");
-    m.apply(&LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(-1i64).swap(-1i64).build().unwrap()).build().unwrap()).unwrap();
+    m.apply(
+        &LinuxResourcesBuilder::default()
+            .memory(
+                LinuxMemoryBuilder::default()
+                    .limit(-1i64)
+                    .swap(-1i64)
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(read(d.join("memory.max")), "max");
     assert_eq!(read(d.join("memory.swap.max")), "max");
 }
@@ -378,29 +720,90 @@ fn apply_v2_errors() {
     files(&d, &[("memory.max", "")]);
     let err = |res: LinuxResources| m.apply(&res).unwrap_err().to_string();
 
-    let e = err(LinuxResourcesBuilder::default().pids(LinuxPidsBuilder::default().limit(5i64).build().unwrap()).build().unwrap());
-    assert!(e.contains("linux.resources.pids.limit") && e.contains("no pids.max") && e.contains("subtree_control"), "{e}");
+    let e = err(LinuxResourcesBuilder::default()
+        .pids(LinuxPidsBuilder::default().limit(5i64).build().unwrap())
+        .build()
+        .unwrap());
+    assert!(
+        e.contains("linux.resources.pids.limit")
+            && e.contains("no pids.max")
+            && e.contains("subtree_control"),
+        "{e}"
+    );
 
-    let e = err(LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().swap(5000i64).build().unwrap()).build().unwrap());
-    assert!(e.contains("memory.swap") && e.contains("without a memory limit"), "{e}");
+    let e = err(LinuxResourcesBuilder::default()
+        .memory(LinuxMemoryBuilder::default().swap(5000i64).build().unwrap())
+        .build()
+        .unwrap());
+    assert!(
+        e.contains("memory.swap") && e.contains("without a memory limit"),
+        "{e}"
+    );
 
-    let e = err(LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().realtime_runtime(1000i64).build().unwrap()).build().unwrap());
+    let e = err(LinuxResourcesBuilder::default()
+        .cpu(
+            LinuxCpuBuilder::default()
+                .realtime_runtime(1000i64)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap());
     assert!(e.contains("cpu.realtimeRuntime"), "{e}");
 
-    let e = err(LinuxResourcesBuilder::default().network(LinuxNetworkBuilder::default().class_id(1u32).build().unwrap()).build().unwrap());
+    let e = err(LinuxResourcesBuilder::default()
+        .network(
+            LinuxNetworkBuilder::default()
+                .class_id(1u32)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap());
     assert!(e.contains("network.classID"), "{e}");
 
     // devices: allow-all needs no program (fine on the fake tree); anything else is an eBPF
     // program, which cannot attach to a plain directory (tests/v2_devices.rs does it for real)
-    m.apply(&LinuxResourcesBuilder::default().devices(vec![LinuxDeviceCgroupBuilder::default().allow(true).access("rwm").build().unwrap()]).build().unwrap()).unwrap();
-    let e = err(LinuxResourcesBuilder::default().devices(vec![LinuxDeviceCgroupBuilder::default().allow(false).build().unwrap()]).build().unwrap());
-    assert!(e.contains("linux.resources.devices") && e.contains("not a cgroup2 directory") && e.contains("eBPF"), "{e}");
-    let e = err(LinuxResourcesBuilder::default().devices(full_resources().devices().clone().unwrap()).build().unwrap());
-    assert!(e.contains("linux.resources.devices") && e.contains("eBPF"), "{e}");
+    m.apply(
+        &LinuxResourcesBuilder::default()
+            .devices(vec![LinuxDeviceCgroupBuilder::default()
+                .allow(true)
+                .access("rwm")
+                .build()
+                .unwrap()])
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let e = err(LinuxResourcesBuilder::default()
+        .devices(vec![LinuxDeviceCgroupBuilder::default()
+            .allow(false)
+            .build()
+            .unwrap()])
+        .build()
+        .unwrap());
+    assert!(
+        e.contains("linux.resources.devices")
+            && e.contains("not a cgroup2 directory")
+            && e.contains("eBPF"),
+        "{e}"
+    );
+    let e = err(LinuxResourcesBuilder::default()
+        .devices(full_resources().devices().clone().unwrap())
+        .build()
+        .unwrap());
+    assert!(
+        e.contains("linux.resources.devices") && e.contains("eBPF"),
+        "{e}"
+    );
     // invalid rules are caught before anything is written
     let e = err(LinuxResourcesBuilder::default()
         .pids(LinuxPidsBuilder::default().limit(5i64).build().unwrap())
-        .devices(vec![LinuxDeviceCgroupBuilder::default().allow(true).access("rwx").build().unwrap()])
+        .devices(vec![LinuxDeviceCgroupBuilder::default()
+            .allow(true)
+            .access("rwx")
+            .build()
+            .unwrap()])
         .build()
         .unwrap());
     assert!(e.contains("devices[0]") && e.contains("rwx"), "{e}");
@@ -412,7 +815,10 @@ fn apply_v2_errors() {
     let mut u = HashMap::new();
     u.insert("io.latency".to_string(), "x".to_string());
     let e = err(LinuxResourcesBuilder::default().unified(u).build().unwrap());
-    assert!(e.contains("linux.resources.unified.io.latency") && e.contains("no io.latency"), "{e}");
+    assert!(
+        e.contains("linux.resources.unified.io.latency") && e.contains("no io.latency"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -422,7 +828,10 @@ fn freezer_and_pids_on_fake_tree() {
     let r = t.path();
     let mut m = Manager::new_in(&host, None, "c", false).unwrap();
     m.create().unwrap();
-    files(&r.join("freezer/c"), &[("freezer.state", "THAWED\n"), ("cgroup.procs", "11\n12\n")]);
+    files(
+        &r.join("freezer/c"),
+        &[("freezer.state", "THAWED\n"), ("cgroup.procs", "11\n12\n")],
+    );
     files(&r.join("freezer/c/sub"), &[("cgroup.procs", "13\n")]);
     assert_eq!(m.freezer_state().unwrap(), FreezerState::Thawed);
     m.freeze().unwrap();
@@ -439,7 +848,15 @@ fn freezer_and_pids_on_fake_tree() {
     let mut m2 = Manager::new_in(&host2, None, "c", false).unwrap();
     m2.create().unwrap();
     let d = t2.path().join("user.slice/me/c");
-    files(&d, &[("cgroup.freeze", "0"), ("cgroup.events", "populated 0\nfrozen 1\n"), ("cgroup.kill", ""), ("cgroup.procs", "")]);
+    files(
+        &d,
+        &[
+            ("cgroup.freeze", "0"),
+            ("cgroup.events", "populated 0\nfrozen 1\n"),
+            ("cgroup.kill", ""),
+            ("cgroup.procs", ""),
+        ],
+    );
     m2.freeze().unwrap();
     assert_eq!(read(d.join("cgroup.freeze")), "1");
     assert_eq!(m2.freezer_state().unwrap(), FreezerState::Frozen);
@@ -470,7 +887,13 @@ fn stats_from_fake_trees() {
     assert_eq!(s.memory.usage.limit, u64::MAX);
     assert_eq!(s.memory.usage.max, 8192);
     assert_eq!(s.memory.cache, 2);
-    assert_eq!(s.pids, PidsStats { current: 3, limit: 10 });
+    assert_eq!(
+        s.pids,
+        PidsStats {
+            current: 3,
+            limit: 10
+        }
+    );
     assert_eq!(s.blkio.io_service_bytes_recursive.len(), 2);
     assert_eq!(s.blkio.io_service_bytes_recursive[1].op, "Write");
     assert_eq!(s.hugetlb["2MB"].failcnt, 4);
@@ -483,10 +906,32 @@ fn stats_from_fake_trees() {
     let mut m = Manager::new_in(&host, None, "c", false).unwrap();
     m.create().unwrap();
     let r = t.path();
-    files(&r.join("cpuacct/c"), &[("cpuacct.usage", "123\n"), ("cpuacct.usage_percpu", "100 23 \n")]);
-    files(&r.join("memory/process_api/h1/c"), &[("memory.usage_in_bytes", "77\n"), ("memory.limit_in_bytes", "1000\n"), ("memory.stat", "cache 5\ntotal_cache 6\n")]);
-    files(&r.join("pids/c"), &[("pids.current", "2\n"), ("pids.max", "max\n")]);
-    files(&r.join("blkio/c"), &[("blkio.throttle.io_service_bytes_recursive", "8:0 Read 10\n8:0 Write 20\nTotal 30\n")]);
+    files(
+        &r.join("cpuacct/c"),
+        &[
+            ("cpuacct.usage", "123\n"),
+            ("cpuacct.usage_percpu", "100 23 \n"),
+        ],
+    );
+    files(
+        &r.join("memory/process_api/h1/c"),
+        &[
+            ("memory.usage_in_bytes", "77\n"),
+            ("memory.limit_in_bytes", "1000\n"),
+            ("memory.stat", "cache 5\ntotal_cache 6\n"),
+        ],
+    );
+    files(
+        &r.join("pids/c"),
+        &[("pids.current", "2\n"), ("pids.max", "max\n")],
+    );
+    files(
+        &r.join("blkio/c"),
+        &[(
+            "blkio.throttle.io_service_bytes_recursive",
+            "8:0 Read 10\n8:0 Write 20\nTotal 30\n",
+        )],
+    );
     let s = m.stats().unwrap();
     assert_eq!(s.cpu.usage.total, 123);
     assert_eq!(s.cpu.usage.percpu, vec![100, 23]);
@@ -513,13 +958,34 @@ fn hybrid_unified_keys_and_rdma_and_empty_resources() {
     let mut u = HashMap::new();
     u.insert("memory.high".to_string(), "12345".to_string());
     let mut rd = HashMap::new();
-    rd.insert("mlx5_1".to_string(), LinuxRdmaBuilder::default().hca_handles(3u32).hca_objects(9u32).build().unwrap());
-    m.apply(&LinuxResourcesBuilder::default().unified(u).rdma(rd).build().unwrap()).unwrap();
+    rd.insert(
+        "mlx5_1".to_string(),
+        LinuxRdmaBuilder::default()
+            .hca_handles(3u32)
+            .hca_objects(9u32)
+            .build()
+            .unwrap(),
+    );
+    m.apply(
+        &LinuxResourcesBuilder::default()
+            .unified(u)
+            .rdma(rd)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(read(r.join("unified/c/memory.high")), "12345");
-    assert_eq!(read(r.join("rdma/c/rdma.max")), "mlx5_1 hca_handle=3 hca_object=9");
+    assert_eq!(
+        read(r.join("rdma/c/rdma.max")),
+        "mlx5_1 hca_handle=3 hca_object=9"
+    );
     let json = serde_json::to_value(&m).unwrap();
     assert_eq!(json["layout"], "Hybrid");
-    assert!(json["v1"].as_array().unwrap().iter().any(|h| h["name"] == "memory"));
+    assert!(json["v1"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|h| h["name"] == "memory"));
 }
 
 #[test]
@@ -528,7 +994,10 @@ fn v2_dir_fd_only_on_pure_v2() {
     let host = hybrid_host(&t);
     let mut m = Manager::new_in(&host, None, "c", false).unwrap();
     m.create().unwrap();
-    assert!(m.v2_dir_fd().is_none(), "hybrid: no CLONE_INTO_CGROUP (v1 controllers need joining too)");
+    assert!(
+        m.v2_dir_fd().is_none(),
+        "hybrid: no CLONE_INTO_CGROUP (v1 controllers need joining too)"
+    );
 }
 
 #[test]
@@ -569,12 +1038,23 @@ fn kill_all_without_any_freezer_signals_listed_pids() {
     let t = TempDir::new("nofreezer");
     let r = t.path();
     std::fs::create_dir_all(r.join("pids")).unwrap();
-    let host = Host { root: r.into(), layout: Layout::V1, self_cgroup: Some("8:pids:/\n".into()), systemd_running: None };
+    let host = Host {
+        root: r.into(),
+        layout: Layout::V1,
+        self_cgroup: Some("8:pids:/\n".into()),
+        systemd_running: None,
+    };
     let mut m = Manager::new_in(&host, None, "c", false).unwrap();
     m.create().unwrap();
     // Only a pid we spawned ourselves goes into the fake cgroup.procs.
-    let mut child = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
-    files(&r.join("pids/c"), &[("cgroup.procs", &format!("{}\n", child.id()))]);
+    let mut child = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
+    files(
+        &r.join("pids/c"),
+        &[("cgroup.procs", &format!("{}\n", child.id()))],
+    );
     assert_eq!(m.freezer_state().unwrap(), FreezerState::Thawed);
     assert!(m.freeze().unwrap_err().to_string().contains("no freezer"));
     m.kill_all(libc::SIGTERM).unwrap();

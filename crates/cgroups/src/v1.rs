@@ -66,7 +66,9 @@ pub(crate) fn create_unified(m: &mut Manager, created: &mut Vec<PathBuf>) {
         Some(u) => match mkdir_hier(u, created) {
             Ok(b) => b,
             Err(e) => {
-                crate::warn(&format!("hybrid: not tracking the container in cgroup2: {e}"));
+                crate::warn(&format!(
+                    "hybrid: not tracking the container in cgroup2: {e}"
+                ));
                 false
             }
         },
@@ -108,7 +110,13 @@ pub(crate) fn freeze(dir: &Path) -> Result<()> {
         FREEZE_TIMEOUT,
         // A freeze can get stuck in FREEZING when a task forks at the wrong moment;
         // asking again moves it along (as runc does).
-        |i| if i % 16 == 0 { fs::write_at(dir, "freezer.state", "FROZEN") } else { Ok(()) },
+        |i| {
+            if i % 16 == 0 {
+                fs::write_at(dir, "freezer.state", "FROZEN")
+            } else {
+                Ok(())
+            }
+        },
         || {
             last = read_state(dir)?;
             Ok(last == "FROZEN")
@@ -130,7 +138,13 @@ pub(crate) fn thaw(dir: &Path) -> Result<()> {
     let mut last = String::new();
     let ok = fs::wait_until(
         FREEZE_TIMEOUT,
-        |i| if i % 16 == 0 { fs::write_at(dir, "freezer.state", "THAWED") } else { Ok(()) },
+        |i| {
+            if i % 16 == 0 {
+                fs::write_at(dir, "freezer.state", "THAWED")
+            } else {
+                Ok(())
+            }
+        },
         || {
             last = read_state(dir)?;
             Ok(last == "THAWED")

@@ -12,7 +12,9 @@ use crate::v1::{mkdir_hier, FREEZE_TIMEOUT};
 use crate::{Error, FreezerState, Manager, Result};
 
 pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
-    let Some(u) = m.unified.as_ref() else { return Ok(()) };
+    let Some(u) = m.unified.as_ref() else {
+        return Ok(());
+    };
     if !mkdir_hier(u, created)? {
         return Err(Error::Invalid(format!(
             "no cgroup2 hierarchy mounted at {}",
@@ -37,7 +39,11 @@ pub(crate) fn enable_chain(base: &Path, leaf: &Path, ctrls: &[&str]) {
     if ctrls.is_empty() {
         return;
     }
-    let line: String = ctrls.iter().map(|c| format!("+{c}")).collect::<Vec<_>>().join(" ");
+    let line: String = ctrls
+        .iter()
+        .map(|c| format!("+{c}"))
+        .collect::<Vec<_>>()
+        .join(" ");
     let mut dirs = vec![base.to_path_buf()];
     if let Ok(rest) = leaf.strip_prefix(base) {
         let mut cur = base.to_path_buf();
@@ -98,5 +104,9 @@ fn set_freeze(dir: &Path, on: bool) -> Result<()> {
 }
 
 pub(crate) fn freezer_state(dir: &Path) -> Result<FreezerState> {
-    Ok(if frozen(dir)? { FreezerState::Frozen } else { FreezerState::Thawed })
+    Ok(if frozen(dir)? {
+        FreezerState::Frozen
+    } else {
+        FreezerState::Thawed
+    })
 }

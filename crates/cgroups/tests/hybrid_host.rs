@@ -34,12 +34,20 @@ fn detect_is_cheap_and_matches_mounts() {
     skip_unless!(Layout::V1, Layout::Hybrid, Layout::V2);
     let l = Layout::detect().unwrap();
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
-    let unified = mounts.lines().any(|m| m.split_whitespace().nth(1) == Some("/sys/fs/cgroup/unified"));
+    let unified = mounts
+        .lines()
+        .any(|m| m.split_whitespace().nth(1) == Some("/sys/fs/cgroup/unified"));
     let v2 = mounts.lines().any(|m| {
         let f: Vec<_> = m.split_whitespace().collect();
         f.get(1) == Some(&"/sys/fs/cgroup") && f.get(2) == Some(&"cgroup2")
     });
-    let expect = if v2 { Layout::V2 } else if unified { Layout::Hybrid } else { Layout::V1 };
+    let expect = if v2 {
+        Layout::V2
+    } else if unified {
+        Layout::Hybrid
+    } else {
+        Layout::V1
+    };
     assert_eq!(l, expect);
 }
 
@@ -55,44 +63,93 @@ fn full_lifecycle_on_real_v1_controllers() {
     let mem = m.v1_path("memory").expect("memory mounted").to_path_buf();
     assert_eq!(
         mem,
-        PathBuf::from("/sys/fs/cgroup/memory").join(own_mem.trim_start_matches('/')).join(&name).join("ctr")
+        PathBuf::from("/sys/fs/cgroup/memory")
+            .join(own_mem.trim_start_matches('/'))
+            .join(&name)
+            .join("ctr")
     );
     for d in &created {
         assert!(d.is_dir(), "{}", d.display());
     }
     if m.layout() == Layout::Hybrid {
-        assert!(m.unified_path().unwrap().is_dir(), "hybrid also creates the cgroup2 leaf");
+        assert!(
+            m.unified_path().unwrap().is_dir(),
+            "hybrid also creates the cgroup2 leaf"
+        );
     }
 
     // cpuset copied from the parent at create, so tasks can join.
     if let Some(cs) = m.v1_path("cpuset") {
-        assert_eq!(read(cs.join("cpuset.cpus")), read(cs.parent().unwrap().join("cpuset.cpus")));
+        assert_eq!(
+            read(cs.join("cpuset.cpus")),
+            read(cs.parent().unwrap().join("cpuset.cpus"))
+        );
         assert!(!read(cs.join("cpuset.mems")).is_empty());
     }
 
     // --- resources, read back from the files ---
     let mut bio = LinuxBlockIoBuilder::default();
-    if m.v1_path("blkio").is_some_and(|b| b.join("blkio.weight").exists() || b.join("blkio.bfq.weight").exists()) {
+    if m.v1_path("blkio")
+        .is_some_and(|b| b.join("blkio.weight").exists() || b.join("blkio.bfq.weight").exists())
+    {
         bio = bio.weight(200u16);
     }
     let dev = block_device();
     if let Some((ma, mi)) = dev {
-        bio = bio.throttle_read_bps_device(vec![LinuxThrottleDeviceBuilder::default().major(ma).minor(mi).rate(10_485_760u64).build().unwrap()]);
+        bio = bio.throttle_read_bps_device(vec![LinuxThrottleDeviceBuilder::default()
+            .major(ma)
+            .minor(mi)
+            .rate(10_485_760u64)
+            .build()
+            .unwrap()]);
     }
     let res = LinuxResourcesBuilder::default()
-        .memory(LinuxMemoryBuilder::default().limit(64i64 << 20).reservation(32i64 << 20).swappiness(20u64).build().unwrap())
-        .cpu(LinuxCpuBuilder::default().shares(512u64).quota(20_000i64).period(100_000u64).cpus("0").mems("0").build().unwrap())
+        .memory(
+            LinuxMemoryBuilder::default()
+                .limit(64i64 << 20)
+                .reservation(32i64 << 20)
+                .swappiness(20u64)
+                .build()
+                .unwrap(),
+        )
+        .cpu(
+            LinuxCpuBuilder::default()
+                .shares(512u64)
+                .quota(20_000i64)
+                .period(100_000u64)
+                .cpus("0")
+                .mems("0")
+                .build()
+                .unwrap(),
+        )
         .pids(LinuxPidsBuilder::default().limit(64i64).build().unwrap())
         .block_io(bio.build().unwrap())
         .devices(vec![
-            LinuxDeviceCgroupBuilder::default().allow(false).access("rwm").build().unwrap(),
-            LinuxDeviceCgroupBuilder::default().allow(true).typ(LinuxDeviceType::C).major(1i64).minor(3i64).access("rwm").build().unwrap(),
+            LinuxDeviceCgroupBuilder::default()
+                .allow(false)
+                .access("rwm")
+                .build()
+                .unwrap(),
+            LinuxDeviceCgroupBuilder::default()
+                .allow(true)
+                .typ(LinuxDeviceType::C)
+                .major(1i64)
+                .minor(3i64)
+                .access("rwm")
+                .build()
+                .unwrap(),
         ])
         .build()
         .unwrap();
     m.apply(&res).unwrap();
-    assert_eq!(read(mem.join("memory.limit_in_bytes")), (64u64 << 20).to_string());
-    assert_eq!(read(mem.join("memory.soft_limit_in_bytes")), (32u64 << 20).to_string());
+    assert_eq!(
+        read(mem.join("memory.limit_in_bytes")),
+        (64u64 << 20).to_string()
+    );
+    assert_eq!(
+        read(mem.join("memory.soft_limit_in_bytes")),
+        (32u64 << 20).to_string()
+    );
     assert_eq!(read(mem.join("memory.swappiness")), "20");
     if let Some(c) = m.v1_path("cpu") {
         assert_eq!(read(c.join("cpu.shares")), "512");
@@ -112,7 +169,8 @@ fn full_lifecycle_on_real_v1_controllers() {
             assert!(read(b.join("blkio.bfq.weight")).contains("200"));
         }
         match dev {
-            Some((ma, mi)) => assert!(read(b.join("blkio.throttle.read_bps_device")).contains(&format!("{ma}:{mi} 10485760"))),
+            Some((ma, mi)) => assert!(read(b.join("blkio.throttle.read_bps_device"))
+                .contains(&format!("{ma}:{mi} 10485760"))),
             None => println!("no block device: throttle not exercised"),
         }
     }
@@ -124,9 +182,16 @@ fn full_lifecycle_on_real_v1_controllers() {
     let mut child = Reap(spawn_sleep());
     let pid = child.0.id();
     m.add_pid(pid as i32).unwrap();
-    assert_eq!(proc_cgroup(pid, "memory").unwrap(), format!("{}/{name}/ctr", own_mem.trim_end_matches('/')));
+    assert_eq!(
+        proc_cgroup(pid, "memory").unwrap(),
+        format!("{}/{name}/ctr", own_mem.trim_end_matches('/'))
+    );
     if m.layout() == Layout::Hybrid {
-        assert_eq!(proc_cgroup(pid, "").unwrap(), format!("/{name}/ctr"), "tracked in cgroup2");
+        assert_eq!(
+            proc_cgroup(pid, "").unwrap(),
+            format!("/{name}/ctr"),
+            "tracked in cgroup2"
+        );
     }
     assert_eq!(m.pids().unwrap(), vec![pid as i32]);
 
@@ -157,14 +222,26 @@ fn full_lifecycle_on_real_v1_controllers() {
     m.kill_all(libc::SIGTERM).unwrap();
     let status = child.0.wait().unwrap();
     assert_eq!(status.signal(), Some(libc::SIGTERM));
-    assert_eq!(m.freezer_state().unwrap(), FreezerState::Thawed, "thawed after kill_all");
-    wait_for("cgroup to empty", Duration::from_secs(5), || m.pids().unwrap().is_empty());
+    assert_eq!(
+        m.freezer_state().unwrap(),
+        FreezerState::Thawed,
+        "thawed after kill_all"
+    );
+    wait_for("cgroup to empty", Duration::from_secs(5), || {
+        m.pids().unwrap().is_empty()
+    });
 
     // --- destroy: exactly what create made, including the intermediate dir ---
     m.destroy().unwrap();
     assert_gone(&created);
-    assert!(created.iter().any(|d| d.ends_with(&name)), "intermediate {name} was ours");
-    assert!(mem.parent().unwrap().parent().unwrap().is_dir(), "own cgroup untouched");
+    assert!(
+        created.iter().any(|d| d.ends_with(&name)),
+        "intermediate {name} was ours"
+    );
+    assert!(
+        mem.parent().unwrap().parent().unwrap().is_dir(),
+        "own cgroup untouched"
+    );
 }
 
 #[test]
@@ -186,14 +263,27 @@ fn kill_all_sigkill_reaches_every_descendant() {
     m.add_pid(sh.0.id() as i32).unwrap();
     use std::io::Write;
     stdin.write_all(b"go\n").unwrap();
-    wait_for("3 processes", Duration::from_secs(5), || m.pids().unwrap().len() == 3);
-    let sleeps: Vec<i32> = m.pids().unwrap().into_iter().filter(|p| *p != sh.0.id() as i32).collect();
+    wait_for("3 processes", Duration::from_secs(5), || {
+        m.pids().unwrap().len() == 3
+    });
+    let sleeps: Vec<i32> = m
+        .pids()
+        .unwrap()
+        .into_iter()
+        .filter(|p| *p != sh.0.id() as i32)
+        .collect();
     m.kill_all(libc::SIGKILL).unwrap();
     assert_eq!(sh.0.wait().unwrap().signal(), Some(libc::SIGKILL));
     // The sleeps were reparented (to init) and are gone once reaped there.
-    wait_for("cgroup to empty", Duration::from_secs(5), || m.pids().unwrap().is_empty());
+    wait_for("cgroup to empty", Duration::from_secs(5), || {
+        m.pids().unwrap().is_empty()
+    });
     for p in sleeps {
-        wait_for("sleep to be gone", Duration::from_secs(5), || unsafe { libc::kill(p, 0) } != 0 || is_zombie(p));
+        wait_for(
+            "sleep to be gone",
+            Duration::from_secs(5),
+            || unsafe { libc::kill(p, 0) } != 0 || is_zombie(p),
+        );
     }
     m.destroy().unwrap();
     assert_gone(&created);
@@ -201,7 +291,13 @@ fn kill_all_sigkill_reaches_every_descendant() {
 
 fn is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
         .unwrap_or(true)
 }
 
@@ -214,7 +310,11 @@ fn destroy_leaves_directories_it_did_not_create() {
     outer.create().unwrap();
     let mut m = Manager::new(Some(&format!("{name}/inner")), "x", false).unwrap();
     m.create().unwrap();
-    assert!(m.created().iter().all(|d| d.ends_with("inner")), "{:?}", m.created());
+    assert!(
+        m.created().iter().all(|d| d.ends_with("inner")),
+        "{:?}",
+        m.created()
+    );
     m.destroy().unwrap();
     assert_gone(m.created());
     for d in outer.created() {
@@ -232,11 +332,18 @@ fn destroy_leaves_directories_it_did_not_create() {
 #[test]
 fn real_host_errors_name_the_field() {
     skip_unless!(Layout::V1, Layout::Hybrid);
-    let e = Manager::new(Some("a/../../escape"), "x", false).unwrap_err().to_string();
+    let e = Manager::new(Some("a/../../escape"), "x", false)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("linux.cgroupsPath") && e.contains(".."), "{e}");
     if !std::path::Path::new("/run/systemd/system").exists() {
-        let e = Manager::new(Some("system.slice:sprout:x"), "x", true).unwrap_err().to_string();
-        assert!(e.contains("--systemd-cgroup: systemd is not running on this host"), "{e}");
+        let e = Manager::new(Some("system.slice:sprout:x"), "x", true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--systemd-cgroup: systemd is not running on this host"),
+            "{e}"
+        );
     } else {
         println!("systemd runs here: not-running error not exercised");
     }
@@ -248,24 +355,70 @@ fn real_host_errors_name_the_field() {
     // blkio.leaf_weight only exists with CFQ (gone since Linux 5.0).
     if let Some(b) = m.v1_path("blkio") {
         if !b.join("blkio.leaf_weight").exists() {
-            let e = apply(LinuxResourcesBuilder::default().block_io(LinuxBlockIoBuilder::default().leaf_weight(100u16).build().unwrap()).build().unwrap()).unwrap_err();
+            let e = apply(
+                LinuxResourcesBuilder::default()
+                    .block_io(
+                        LinuxBlockIoBuilder::default()
+                            .leaf_weight(100u16)
+                            .build()
+                            .unwrap(),
+                    )
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap_err();
             assert_eq!(e, "cgroup: linux.resources.blockIO.leafWeight: not supported by this kernel (no blkio.leaf_weight)");
         }
     }
     // A quota below the kernel minimum, negative memory.
-    let e = apply(LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().quota(10i64).build().unwrap()).build().unwrap()).unwrap_err();
+    let e = apply(
+        LinuxResourcesBuilder::default()
+            .cpu(LinuxCpuBuilder::default().quota(10i64).build().unwrap())
+            .build()
+            .unwrap(),
+    )
+    .unwrap_err();
     assert!(e.contains("linux.resources.cpu.quota"), "{e}");
-    let e = apply(LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(-2i64).build().unwrap()).build().unwrap()).unwrap_err();
+    let e = apply(
+        LinuxResourcesBuilder::default()
+            .memory(LinuxMemoryBuilder::default().limit(-2i64).build().unwrap())
+            .build()
+            .unwrap(),
+    )
+    .unwrap_err();
     assert!(e.contains("linux.resources.memory.limit"), "{e}");
     // The kernel refusing a value surfaces with the field and the file.
     if m.v1_path("cpuset").is_some() {
-        let e = apply(LinuxResourcesBuilder::default().cpu(LinuxCpuBuilder::default().cpus("4096").build().unwrap()).build().unwrap()).unwrap_err();
-        assert!(e.contains("linux.resources.cpu.cpus") && e.contains("cpuset.cpus"), "{e}");
+        let e = apply(
+            LinuxResourcesBuilder::default()
+                .cpu(LinuxCpuBuilder::default().cpus("4096").build().unwrap())
+                .build()
+                .unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("linux.resources.cpu.cpus") && e.contains("cpuset.cpus"),
+            "{e}"
+        );
     }
     // Controllers this host lacks as v1 hierarchies.
     if m.v1_path("net_cls").is_none() {
-        let e = apply(LinuxResourcesBuilder::default().network(LinuxNetworkBuilder::default().class_id(0x10001u32).build().unwrap()).build().unwrap()).unwrap_err();
-        assert!(e.contains("linux.resources.network.classID") && e.contains("net_cls"), "{e}");
+        let e = apply(
+            LinuxResourcesBuilder::default()
+                .network(
+                    LinuxNetworkBuilder::default()
+                        .class_id(0x10001u32)
+                        .build()
+                        .unwrap(),
+                )
+                .build()
+                .unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("linux.resources.network.classID") && e.contains("net_cls"),
+            "{e}"
+        );
     }
     if m.layout() == Layout::V1 {
         let mut u = std::collections::HashMap::new();
@@ -289,23 +442,38 @@ fn hybrid_hugetlb_on_the_unified_leaf() {
         return;
     }
     let own = proc_cgroup(std::process::id(), "").unwrap();
-    if own != "/" || !read(unified.join("cgroup.controllers")).split_whitespace().any(|c| c == "hugetlb") {
+    if own != "/"
+        || !read(unified.join("cgroup.controllers"))
+            .split_whitespace()
+            .any(|c| c == "hugetlb")
+    {
         println!("SKIPPED: hugetlb not offered by our own cgroup2 cgroup ({own})");
         return;
     }
     let _g = common::HugetlbRootGuard::new(&unified);
     // Someone else on this shared host may already have hugetlb on in the root's subtree.
-    let already_on = read(unified.join("cgroup.subtree_control")).split_whitespace().any(|c| c == "hugetlb");
+    let already_on = read(unified.join("cgroup.subtree_control"))
+        .split_whitespace()
+        .any(|c| c == "hugetlb");
     m.create().unwrap();
     let leaf = m.unified_path().unwrap().to_path_buf();
     if !already_on {
-        assert!(!leaf.join("hugetlb.2MB.max").exists(), "create stays cheap: no controllers delegated");
+        assert!(
+            !leaf.join("hugetlb.2MB.max").exists(),
+            "create stays cheap: no controllers delegated"
+        );
     }
-    m.apply(&LinuxResourcesBuilder::default()
-        .hugepage_limits(vec![LinuxHugepageLimitBuilder::default().page_size("2MB").limit(4i64 << 20).build().unwrap()])
-        .build()
-        .unwrap())
-        .unwrap();
+    m.apply(
+        &LinuxResourcesBuilder::default()
+            .hugepage_limits(vec![LinuxHugepageLimitBuilder::default()
+                .page_size("2MB")
+                .limit(4i64 << 20)
+                .build()
+                .unwrap()])
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(read(leaf.join("hugetlb.2MB.max")), (4u64 << 20).to_string());
     let st = m.stats().unwrap();
     assert!(st.hugetlb.contains_key("2MB"), "{:?}", st.hugetlb);
@@ -341,13 +509,24 @@ fn shared_parent_created_by_the_first_container() {
     a.create().unwrap();
     let mut b = Manager::new(Some(&format!("{parent}/b")), "b", false).unwrap();
     b.create().unwrap();
-    assert!(a.created().iter().any(|d| d.ends_with(&parent)), "a made the parent");
-    assert!(b.created().iter().all(|d| d.ends_with("b")), "b only its leaf: {:?}", b.created());
+    assert!(
+        a.created().iter().any(|d| d.ends_with(&parent)),
+        "a made the parent"
+    );
+    assert!(
+        b.created().iter().all(|d| d.ends_with("b")),
+        "b only its leaf: {:?}",
+        b.created()
+    );
     let mut child = Reap(spawn_sleep());
     b.add_pid(child.0.id() as i32).unwrap();
     let t = std::time::Instant::now();
     a.destroy().unwrap(); // parent busy with b: left alone, no error, no long retry
-    assert!(t.elapsed() < Duration::from_millis(200), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        t.elapsed()
+    );
     for d in a.created().iter().filter(|d| d.ends_with("a")) {
         assert!(!d.exists());
     }
@@ -388,10 +567,15 @@ fn freeze_a_forking_workload_repeatedly() {
         m.thaw().unwrap();
         assert_eq!(m.freezer_state().unwrap(), FreezerState::Thawed);
     }
-    println!("20 freeze/thaw cycles of a forking workload: {:?}", t.elapsed());
+    println!(
+        "20 freeze/thaw cycles of a forking workload: {:?}",
+        t.elapsed()
+    );
     m.kill_all(libc::SIGKILL).unwrap();
     assert_eq!(sh.0.wait().unwrap().signal(), Some(libc::SIGKILL));
-    wait_for("empty", Duration::from_secs(5), || m.pids().unwrap().is_empty());
+    wait_for("empty", Duration::from_secs(5), || {
+        m.pids().unwrap().is_empty()
+    });
     m.destroy().unwrap();
     assert_gone(m.created());
 }

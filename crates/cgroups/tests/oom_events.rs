@@ -19,10 +19,20 @@ fn v1_oom_event_then_gone() {
     }
     m.create().unwrap();
     let mut mem = LinuxMemoryBuilder::default().limit(32i64 << 20);
-    if m.v1_path("memory").unwrap().join("memory.memsw.limit_in_bytes").exists() {
+    if m.v1_path("memory")
+        .unwrap()
+        .join("memory.memsw.limit_in_bytes")
+        .exists()
+    {
         mem = mem.swap(32i64 << 20);
     }
-    m.apply(&LinuxResourcesBuilder::default().memory(mem.build().unwrap()).build().unwrap()).unwrap();
+    m.apply(
+        &LinuxResourcesBuilder::default()
+            .memory(mem.build().unwrap())
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
     let mut ev = m.oom_events().unwrap();
     assert_eq!(ev.wait(Some(Duration::ZERO)).unwrap(), OomWait::Timeout);
 
@@ -36,7 +46,14 @@ fn v1_oom_event_then_gone() {
             let mut b = 0u8;
             libc::read(p[0], (&mut b as *mut u8).cast(), 1);
             let len = 256usize << 20;
-            let a = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+            let a = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
             if a == libc::MAP_FAILED {
                 libc::_exit(2);
             }
@@ -68,9 +85,15 @@ fn v1_oom_event_then_gone() {
     }
     placed.unwrap();
     assert!(matches!(res, OomWait::Oom(n) if n >= 1), "{res:?}");
-    assert!(libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGKILL, "child status {st:#x}");
+    assert!(
+        libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGKILL,
+        "child status {st:#x}"
+    );
     std::thread::sleep(Duration::from_millis(20));
     m.destroy().unwrap();
-    assert_eq!(ev.wait(Some(Duration::from_secs(5))).unwrap(), OomWait::Gone);
+    assert_eq!(
+        ev.wait(Some(Duration::from_secs(5))).unwrap(),
+        OomWait::Gone
+    );
     assert!(ev.next().is_none());
 }

@@ -18,8 +18,21 @@ fn resources() -> LinuxResources {
     deny_null.set_minor(Some(3));
     deny_null.set_access(Some("rw".into()));
     LinuxResourcesBuilder::default()
-        .memory(LinuxMemoryBuilder::default().limit(64i64 << 20).swappiness(7u64).build().unwrap())
-        .cpu(LinuxCpuBuilder::default().shares(512u64).quota(20000i64).period(50000u64).build().unwrap())
+        .memory(
+            LinuxMemoryBuilder::default()
+                .limit(64i64 << 20)
+                .swappiness(7u64)
+                .build()
+                .unwrap(),
+        )
+        .cpu(
+            LinuxCpuBuilder::default()
+                .shares(512u64)
+                .quota(20000i64)
+                .period(50000u64)
+                .build()
+                .unwrap(),
+        )
         .pids(LinuxPidsBuilder::default().limit(42i64).build().unwrap())
         .devices(vec![deny_null])
         .build()
@@ -27,11 +40,21 @@ fn resources() -> LinuxResources {
 }
 
 fn slot_dirs(m: &Manager, n: usize) -> Vec<std::path::PathBuf> {
-    ["cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "name=systemd"]
-        .iter()
-        .filter_map(|c| m.v1_path(c))
-        .map(|p| p.parent().unwrap().join(format!("{POOL_PREFIX}{n}")))
-        .collect()
+    [
+        "cpu",
+        "cpuacct",
+        "cpuset",
+        "memory",
+        "devices",
+        "freezer",
+        "blkio",
+        "pids",
+        "name=systemd",
+    ]
+    .iter()
+    .filter_map(|c| m.v1_path(c))
+    .map(|p| p.parent().unwrap().join(format!("{POOL_PREFIX}{n}")))
+    .collect()
 }
 
 #[test]
@@ -93,7 +116,9 @@ fn pool_take_give_back_reset_and_drain() {
     // kill first, as delete does
     m.kill_all(libc::SIGKILL).unwrap();
     child.0.wait().unwrap();
-    wait_for("empty", Duration::from_secs(5), || m.pids().unwrap().is_empty());
+    wait_for("empty", Duration::from_secs(5), || {
+        m.pids().unwrap().is_empty()
+    });
 
     // give back: reset and renamed to the free slot 0
     assert!(m.destroy_pooled(&pool).unwrap());
@@ -104,11 +129,23 @@ fn pool_take_give_back_reset_and_drain() {
     assert_eq!(pool.available(&m), 2);
     let s0 = slot_dirs(&m, 0);
     let at = |ctrl: &str, file: &str| {
-        let p = m.v1_path(ctrl).unwrap().parent().unwrap().join(format!("{POOL_PREFIX}0")).join(file);
+        let p = m
+            .v1_path(ctrl)
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join(format!("{POOL_PREFIX}0"))
+            .join(file);
         read(p)
     };
     let fresh = |ctrl: &str, file: &str| {
-        let p = m.v1_path(ctrl).unwrap().parent().unwrap().join(format!("{POOL_PREFIX}1")).join(file);
+        let p = m
+            .v1_path(ctrl)
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join(format!("{POOL_PREFIX}1"))
+            .join(file);
         read(p)
     };
     for (c, f) in [
@@ -126,7 +163,10 @@ fn pool_take_give_back_reset_and_drain() {
     }
     // the watermark is reset to the current usage (a few pages of kernel memory the killed
     // process left charged can remain after force_empty)
-    assert_eq!(at("memory", "memory.max_usage_in_bytes"), at("memory", "memory.usage_in_bytes"));
+    assert_eq!(
+        at("memory", "memory.max_usage_in_bytes"),
+        at("memory", "memory.usage_in_bytes")
+    );
     assert!(s0.iter().all(|d| d.is_dir()));
 
     // the pool is full now: the next give-back destroys
@@ -135,7 +175,10 @@ fn pool_take_give_back_reset_and_drain() {
     let mut m3 = mk("c3");
     assert!(m3.create_pooled(&pool).unwrap());
     let mut m4 = mk("c4");
-    assert!(!m4.create_pooled(&pool).unwrap(), "pool empty: plain create");
+    assert!(
+        !m4.create_pooled(&pool).unwrap(),
+        "pool empty: plain create"
+    );
     assert!(m2.destroy_pooled(&pool).unwrap());
     assert!(m3.destroy_pooled(&pool).unwrap());
     assert!(!m4.destroy_pooled(&pool).unwrap(), "pool full: destroyed");

@@ -62,9 +62,13 @@ fn probe(cg: &Path) -> [i32; 3] {
             let mut b = 0u8;
             libc::read(go[0], (&mut b as *mut u8).cast(), 1);
             let mut out = [0i32; 3];
-            for (i, (p, fl)) in [(c"/dev/null", libc::O_RDONLY), (c"/dev/null", libc::O_WRONLY), (c"/dev/zero", libc::O_RDONLY)]
-                .iter()
-                .enumerate()
+            for (i, (p, fl)) in [
+                (c"/dev/null", libc::O_RDONLY),
+                (c"/dev/null", libc::O_WRONLY),
+                (c"/dev/zero", libc::O_RDONLY),
+            ]
+            .iter()
+            .enumerate()
             {
                 let fd = libc::open(p.as_ptr(), *fl);
                 out[i] = if fd < 0 { *libc::__errno_location() } else { 0 };
@@ -94,7 +98,13 @@ fn probe(cg: &Path) -> [i32; 3] {
     out
 }
 
-fn rule(allow: bool, t: Option<LinuxDeviceType>, maj: Option<i64>, min: Option<i64>, acc: &str) -> LinuxDeviceCgroup {
+fn rule(
+    allow: bool,
+    t: Option<LinuxDeviceType>,
+    maj: Option<i64>,
+    min: Option<i64>,
+    acc: &str,
+) -> LinuxDeviceCgroup {
     let mut b = LinuxDeviceCgroupBuilder::default().allow(allow).access(acc);
     if let Some(t) = t {
         b = b.typ(t);
@@ -110,43 +120,79 @@ fn rule(allow: bool, t: Option<LinuxDeviceType>, maj: Option<i64>, min: Option<i
 
 #[test]
 fn device_program_denies_then_allows_dev_null() {
-    let Some(cg) = make_cgroup("devbpf") else { return };
+    let Some(cg) = make_cgroup("devbpf") else {
+        return;
+    };
     let d = &cg.0;
     assert_eq!(probe(d), [0, 0, 0], "no program yet");
 
     // allow everything, then deny c 1:3 rw (last match wins)
-    let deny_null = [rule(true, None, None, None, "rwm"), rule(false, Some(LinuxDeviceType::C), Some(1), Some(3), "rw")];
-    let id1 = ebpf::attach_device_filter(d, &deny_null).unwrap().expect("a program");
+    let deny_null = [
+        rule(true, None, None, None, "rwm"),
+        rule(false, Some(LinuxDeviceType::C), Some(1), Some(3), "rw"),
+    ];
+    let id1 = ebpf::attach_device_filter(d, &deny_null)
+        .unwrap()
+        .expect("a program");
     assert_eq!(ebpf::attached_device_programs(d).unwrap(), vec![id1]);
     assert_eq!(probe(d), [libc::EPERM, libc::EPERM, 0]);
 
     // update: only /dev/null readable, everything else denied; the old program is detached
-    let only_null_r = [rule(false, None, None, None, "rwm"), rule(true, Some(LinuxDeviceType::C), Some(1), Some(3), "r")];
-    let id2 = ebpf::attach_device_filter(d, &only_null_r).unwrap().expect("a program");
+    let only_null_r = [
+        rule(false, None, None, None, "rwm"),
+        rule(true, Some(LinuxDeviceType::C), Some(1), Some(3), "r"),
+    ];
+    let id2 = ebpf::attach_device_filter(d, &only_null_r)
+        .unwrap()
+        .expect("a program");
     assert_ne!(id1, id2);
     assert_eq!(ebpf::attached_device_programs(d).unwrap(), vec![id2]);
     assert_eq!(probe(d), [0, libc::EPERM, libc::EPERM]);
 
     // update to allow-all: no program left
-    assert_eq!(ebpf::attach_device_filter(d, &[rule(true, None, None, None, "rwm")]).unwrap(), None);
+    assert_eq!(
+        ebpf::attach_device_filter(d, &[rule(true, None, None, None, "rwm")]).unwrap(),
+        None
+    );
     assert!(ebpf::attached_device_programs(d).unwrap().is_empty());
     assert_eq!(probe(d), [0, 0, 0]);
 }
 
 #[test]
 fn runtime_default_rules_load_and_enforce() {
-    let Some(cg) = make_cgroup("devdef") else { return };
+    let Some(cg) = make_cgroup("devdef") else {
+        return;
+    };
     let d = &cg.0;
     let mut rules = vec![rule(false, None, None, None, "rwm")];
     rules.push(rule(true, Some(LinuxDeviceType::C), None, None, "m"));
     rules.push(rule(true, Some(LinuxDeviceType::B), None, None, "m"));
-    for (a, b) in [(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5, 2), (10, 200)] {
-        rules.push(rule(true, Some(LinuxDeviceType::C), Some(a), Some(b), "rwm"));
+    for (a, b) in [
+        (1, 3),
+        (1, 5),
+        (1, 7),
+        (1, 8),
+        (1, 9),
+        (5, 0),
+        (5, 1),
+        (5, 2),
+        (10, 200),
+    ] {
+        rules.push(rule(
+            true,
+            Some(LinuxDeviceType::C),
+            Some(a),
+            Some(b),
+            "rwm",
+        ));
     }
     rules.push(rule(true, Some(LinuxDeviceType::C), Some(136), None, "rwm"));
     let t = std::time::Instant::now();
     ebpf::attach_device_filter(d, &rules).unwrap();
-    println!("load+attach of the runtime's default device program: {:?}", t.elapsed());
+    println!(
+        "load+attach of the runtime's default device program: {:?}",
+        t.elapsed()
+    );
     assert_eq!(probe(d), [0, 0, 0]);
     // a deny-all program: nothing opens
     ebpf::attach_device_filter(d, &[rule(false, None, None, None, "rwm")]).unwrap();

@@ -39,13 +39,26 @@ fn with_private_cgroup2(tag: &str, f: impl FnOnce(&Path) + Send + 'static) -> bo
     let mnt = std::env::temp_dir().join(unique(tag));
     let r = std::thread::spawn(move || -> Result<(), String> {
         use nix::mount::{mount, MsFlags};
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| format!("unshare(CLONE_NEWNS): {e}"))?;
-        mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
-            .map_err(|e| format!("make / rprivate: {e}"))?;
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+            .map_err(|e| format!("unshare(CLONE_NEWNS): {e}"))?;
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
+        .map_err(|e| format!("make / rprivate: {e}"))?;
         std::fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
         let _um = Unmount(mnt.clone());
-        mount(Some("none"), &mnt, Some("cgroup2"), MsFlags::empty(), None::<&str>)
-            .map_err(|e| format!("mount -t cgroup2: {e}"))?;
+        mount(
+            Some("none"),
+            &mnt,
+            Some("cgroup2"),
+            MsFlags::empty(),
+            None::<&str>,
+        )
+        .map_err(|e| format!("mount -t cgroup2: {e}"))?;
         f(&mnt);
         Ok(())
     })
@@ -61,7 +74,12 @@ fn with_private_cgroup2(tag: &str, f: impl FnOnce(&Path) + Send + 'static) -> bo
 }
 
 fn v2_host(mnt: &Path) -> Host {
-    Host { root: mnt.to_path_buf(), layout: Layout::V2, self_cgroup: None, systemd_running: None }
+    Host {
+        root: mnt.to_path_buf(),
+        layout: Layout::V2,
+        self_cgroup: None,
+        systemd_running: None,
+    }
 }
 
 #[test]
@@ -69,30 +87,54 @@ fn v2_lifecycle_on_a_private_cgroup2_mount() {
     with_private_cgroup2("v2life", |mnt| {
         let own = proc_cgroup(std::process::id(), "").expect("0:: line");
         let name = unique("v2");
-        let mut m = Manager::new_in(&v2_host(mnt), Some(&format!("{name}/ctr")), "x", false).unwrap();
+        let mut m =
+            Manager::new_in(&v2_host(mnt), Some(&format!("{name}/ctr")), "x", false).unwrap();
         let leaf = m.unified_path().unwrap().to_path_buf();
-        assert_eq!(leaf, mnt.join(own.trim_start_matches('/')).join(&name).join("ctr"));
+        assert_eq!(
+            leaf,
+            mnt.join(own.trim_start_matches('/'))
+                .join(&name)
+                .join("ctr")
+        );
 
         let base = mnt.join(own.trim_start_matches('/'));
-        let offers_hugetlb = read(base.join("cgroup.controllers")).split_whitespace().any(|c| c == "hugetlb");
+        let offers_hugetlb = read(base.join("cgroup.controllers"))
+            .split_whitespace()
+            .any(|c| c == "hugetlb");
         let _g = offers_hugetlb.then(|| common::HugetlbRootGuard::new(&base));
         m.create().unwrap();
         let created = m.created().to_vec();
-        assert_eq!(created, vec![mnt.join(own.trim_start_matches('/')).join(&name), leaf.clone()]);
+        assert_eq!(
+            created,
+            vec![
+                mnt.join(own.trim_start_matches('/')).join(&name),
+                leaf.clone()
+            ]
+        );
         assert!(m.v2_dir_fd().is_some());
 
         // Delegation: the leaf has every controller its base offers.
         let want = read(base.join("cgroup.controllers"));
         assert_eq!(read(leaf.join("cgroup.controllers")), want);
         if offers_hugetlb {
-            m.apply(&LinuxResourcesBuilder::default()
-                .hugepage_limits(vec![
-                    LinuxHugepageLimitBuilder::default().page_size("2MB").limit(8i64 << 20).build().unwrap(),
-                    LinuxHugepageLimitBuilder::default().page_size("1GB").limit(-1i64).build().unwrap(),
-                ])
-                .build()
-                .unwrap())
-                .unwrap();
+            m.apply(
+                &LinuxResourcesBuilder::default()
+                    .hugepage_limits(vec![
+                        LinuxHugepageLimitBuilder::default()
+                            .page_size("2MB")
+                            .limit(8i64 << 20)
+                            .build()
+                            .unwrap(),
+                        LinuxHugepageLimitBuilder::default()
+                            .page_size("1GB")
+                            .limit(-1i64)
+                            .build()
+                            .unwrap(),
+                    ])
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
             assert_eq!(read(leaf.join("hugetlb.2MB.max")), (8u64 << 20).to_string());
             if leaf.join("hugetlb.1GB.max").exists() {
                 assert_eq!(read(leaf.join("hugetlb.1GB.max")), "max");
@@ -102,17 +144,33 @@ fn v2_lifecycle_on_a_private_cgroup2_mount() {
         }
         if !want.split_whitespace().any(|c| c == "memory") {
             let e = m
-                .apply(&LinuxResourcesBuilder::default().memory(LinuxMemoryBuilder::default().limit(1i64 << 26).build().unwrap()).build().unwrap())
+                .apply(
+                    &LinuxResourcesBuilder::default()
+                        .memory(
+                            LinuxMemoryBuilder::default()
+                                .limit(1i64 << 26)
+                                .build()
+                                .unwrap(),
+                        )
+                        .build()
+                        .unwrap(),
+                )
                 .unwrap_err()
                 .to_string();
-            assert!(e.contains("linux.resources.memory.limit") && e.contains("no memory.max"), "{e}");
+            assert!(
+                e.contains("linux.resources.memory.limit") && e.contains("no memory.max"),
+                "{e}"
+            );
         }
 
         // A process, frozen and thawed through cgroup.freeze / cgroup.events.
         let mut child = Reap(spawn_sleep());
         let pid = child.0.id();
         m.add_pid(pid as i32).unwrap();
-        assert_eq!(proc_cgroup(pid, "").unwrap(), format!("{}/{name}/ctr", own.trim_end_matches('/')));
+        assert_eq!(
+            proc_cgroup(pid, "").unwrap(),
+            format!("{}/{name}/ctr", own.trim_end_matches('/'))
+        );
         assert_eq!(m.pids().unwrap(), vec![pid as i32]);
         m.freeze().unwrap();
         assert!(read(leaf.join("cgroup.events")).contains("frozen 1"));
@@ -131,10 +189,15 @@ fn v2_lifecycle_on_a_private_cgroup2_mount() {
         // kill_all with SIGKILL: cgroup.kill.
         let mut child = Reap(spawn_sleep());
         m.add_pid(child.0.id() as i32).unwrap();
-        assert!(leaf.join("cgroup.kill").exists(), "kernel without cgroup.kill: freeze path used instead");
+        assert!(
+            leaf.join("cgroup.kill").exists(),
+            "kernel without cgroup.kill: freeze path used instead"
+        );
         m.kill_all(libc::SIGKILL).unwrap();
         assert_eq!(child.0.wait().unwrap().signal(), Some(libc::SIGKILL));
-        wait_for("empty", Duration::from_secs(5), || m.pids().unwrap().is_empty());
+        wait_for("empty", Duration::from_secs(5), || {
+            m.pids().unwrap().is_empty()
+        });
 
         m.destroy().unwrap();
         for d in &created {
@@ -188,7 +251,9 @@ fn v2_freeze_a_forking_workload_repeatedly() {
         }
         m.kill_all(libc::SIGKILL).unwrap();
         assert_eq!(sh.0.wait().unwrap().signal(), Some(libc::SIGKILL));
-        wait_for("empty", Duration::from_secs(5), || m.pids().unwrap().is_empty());
+        wait_for("empty", Duration::from_secs(5), || {
+            m.pids().unwrap().is_empty()
+        });
         m.destroy().unwrap();
         assert!(!m.unified_path().unwrap().exists());
     });
@@ -205,7 +270,11 @@ fn v2_apply_devices_attaches_an_ebpf_program() {
         let mut m = Manager::new_in(&v2_host(mnt), Some(&unique("v2d")), "x", false).unwrap();
         m.create().unwrap();
         let leaf = m.unified_path().unwrap().to_path_buf();
-        let dev = |allow: bool, t: Option<LinuxDeviceType>, maj: Option<i64>, min: Option<i64>, acc: &str| {
+        let dev = |allow: bool,
+                   t: Option<LinuxDeviceType>,
+                   maj: Option<i64>,
+                   min: Option<i64>,
+                   acc: &str| {
             let mut d = LinuxDeviceCgroup::default();
             d.set_allow(allow);
             d.set_typ(t);
@@ -214,8 +283,14 @@ fn v2_apply_devices_attaches_an_ebpf_program() {
             d.set_access(Some(acc.into()));
             d
         };
-        let res = |v: Vec<LinuxDeviceCgroup>| LinuxResourcesBuilder::default().devices(v).build().unwrap();
-        m.apply(&res(vec![dev(false, None, None, None, "rwm"), dev(true, Some(LinuxDeviceType::C), Some(1), Some(3), "rwm")])).unwrap();
+        let res = |v: Vec<LinuxDeviceCgroup>| {
+            LinuxResourcesBuilder::default().devices(v).build().unwrap()
+        };
+        m.apply(&res(vec![
+            dev(false, None, None, None, "rwm"),
+            dev(true, Some(LinuxDeviceType::C), Some(1), Some(3), "rwm"),
+        ]))
+        .unwrap();
         let first = sprout_cgroups::ebpf::attached_device_programs(&leaf).unwrap();
         assert_eq!(first.len(), 1);
         // a shell in the leaf: /dev/null opens, /dev/zero does not
@@ -235,13 +310,19 @@ fn v2_apply_devices_attaches_an_ebpf_program() {
         out.0.wait().unwrap();
         assert_eq!(s, "null-ok\nzero-denied\n");
 
-        m.apply(&res(vec![dev(false, None, None, None, "rwm")])).unwrap();
+        m.apply(&res(vec![dev(false, None, None, None, "rwm")]))
+            .unwrap();
         let second = sprout_cgroups::ebpf::attached_device_programs(&leaf).unwrap();
         assert_eq!(second.len(), 1);
         assert_ne!(first, second);
-        m.apply(&res(vec![dev(true, None, None, None, "rwm")])).unwrap();
-        assert!(sprout_cgroups::ebpf::attached_device_programs(&leaf).unwrap().is_empty());
-        wait_for("empty", Duration::from_secs(5), || m.pids().unwrap().is_empty());
+        m.apply(&res(vec![dev(true, None, None, None, "rwm")]))
+            .unwrap();
+        assert!(sprout_cgroups::ebpf::attached_device_programs(&leaf)
+            .unwrap()
+            .is_empty());
+        wait_for("empty", Duration::from_secs(5), || {
+            m.pids().unwrap().is_empty()
+        });
         m.destroy().unwrap();
     });
 }

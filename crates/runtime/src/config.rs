@@ -41,12 +41,19 @@ pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
 impl Config {
     pub fn load(bundle: &Path) -> Result<Config> {
         // Absolute and normalised ("." → the directory's path), as runc reports it in `state`.
-        let bundle = std::fs::canonicalize(bundle).map_err(|e| Error::os(format!("bundle {}", bundle.display()), e))?;
+        let bundle = std::fs::canonicalize(bundle)
+            .map_err(|e| Error::os(format!("bundle {}", bundle.display()), e))?;
         let path = bundle.join("config.json");
-        let raw = std::fs::read(&path).map_err(|e| Error::os(format!("config.json ({})", path.display()), e))?;
+        let raw = std::fs::read(&path)
+            .map_err(|e| Error::os(format!("config.json ({})", path.display()), e))?;
         let spec = parse_spec(&raw, "config.json")?;
         let rootfs = validate(&spec, &bundle)?;
-        Ok(Config { spec, raw, bundle, rootfs })
+        Ok(Config {
+            spec,
+            raw,
+            bundle,
+            rootfs,
+        })
     }
 }
 
@@ -77,15 +84,23 @@ pub fn ns_name(t: LinuxNamespaceType) -> &'static str {
 pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     check_version(spec.version())?;
 
-    let root = spec.root().as_ref().ok_or_else(|| Error::msg("root: missing (config.json must name the root filesystem)"))?;
-    let rootfs = if root.path().is_absolute() { root.path().clone() } else { bundle.join(root.path()) };
+    let root = spec
+        .root()
+        .as_ref()
+        .ok_or_else(|| Error::msg("root: missing (config.json must name the root filesystem)"))?;
+    let rootfs = if root.path().is_absolute() {
+        root.path().clone()
+    } else {
+        bundle.join(root.path())
+    };
     match std::fs::metadata(&rootfs) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => bail!("root.path: {} is not a directory", rootfs.display()),
         Err(e) => bail!("root.path: {}: {e}", rootfs.display()),
     }
     // '..' or symlinks that lead to the host's own root would give the container the host.
-    let rootfs = std::fs::canonicalize(&rootfs).map_err(|e| Error::msg(format!("root.path: {}: {e}", rootfs.display())))?;
+    let rootfs = std::fs::canonicalize(&rootfs)
+        .map_err(|e| Error::msg(format!("root.path: {}: {e}", rootfs.display())))?;
     if rootfs == Path::new("/") {
         bail!("root.path: {:?} resolves to the host's / (refusing to run a container on the host's root)", root.path());
     }
@@ -110,7 +125,10 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
 
     for (i, m) in spec.mounts().iter().flatten().enumerate() {
         if !m.destination().is_absolute() {
-            bail!("mounts[{i}].destination: {:?} must be an absolute path", m.destination());
+            bail!(
+                "mounts[{i}].destination: {:?} must be an absolute path",
+                m.destination()
+            );
         }
     }
 
@@ -128,7 +146,10 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     for (i, ns) in linux.namespaces().iter().flatten().enumerate() {
         let t = ns.typ();
         if !seen.insert(t) {
-            bail!("linux.namespaces[{i}]: duplicate namespace type {:?}", ns_name(t));
+            bail!(
+                "linux.namespaces[{i}]: duplicate namespace type {:?}",
+                ns_name(t)
+            );
         }
         if let Some(p) = ns.path() {
             if !p.is_absolute() {
@@ -172,7 +193,10 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         }
     }
     if let Some(cg) = linux.cgroups_path() {
-        if cg.components().any(|c| c == std::path::Component::ParentDir) {
+        if cg
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
             bail!("linux.cgroupsPath: {:?} must not contain '..'", cg);
         }
     }
@@ -187,7 +211,16 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
 /// Only namespaced sysctls may be set, and only when the container has the namespace that scopes
 /// them (as runc checks): otherwise the write would change the host.
 fn check_sysctl(key: &str, has_net: bool, has_ipc: bool, has_uts: bool) -> Result<()> {
-    const IPC: &[&str] = &["kernel.msgmax", "kernel.msgmnb", "kernel.msgmni", "kernel.sem", "kernel.shmall", "kernel.shmmax", "kernel.shmmni", "kernel.shm_rmid_forced"];
+    const IPC: &[&str] = &[
+        "kernel.msgmax",
+        "kernel.msgmnb",
+        "kernel.msgmni",
+        "kernel.sem",
+        "kernel.shmall",
+        "kernel.shmmax",
+        "kernel.shmmni",
+        "kernel.shm_rmid_forced",
+    ];
     if IPC.contains(&key) || key.starts_with("fs.mqueue.") {
         if !has_ipc {
             bail!("linux.sysctl: {key} needs a new ipc namespace");
@@ -233,7 +266,9 @@ mod tests {
 
     #[test]
     fn truncated_json() {
-        let e = parse_spec(br#"{"ociVersion":"1.0.0","root":{"pa"#, "config.json").unwrap_err().to_string();
+        let e = parse_spec(br#"{"ociVersion":"1.0.0","root":{"pa"#, "config.json")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("config.json"), "{e}");
         assert!(!e.contains('\n'));
     }
@@ -260,17 +295,27 @@ mod tests {
         let ok = spec_with("", &dir);
         assert!(validate(&ok, &dir).is_ok());
         let cases = [
-            (r#","linux":{"namespaces":[{"type":"pid"},{"type":"pid"}]}"#, "linux.namespaces[1]"),
-            (r#","mounts":[{"destination":"rel","type":"tmpfs","source":"tmpfs"}]"#, "mounts[0].destination"),
+            (
+                r#","linux":{"namespaces":[{"type":"pid"},{"type":"pid"}]}"#,
+                "linux.namespaces[1]",
+            ),
+            (
+                r#","mounts":[{"destination":"rel","type":"tmpfs","source":"tmpfs"}]"#,
+                "mounts[0].destination",
+            ),
             (r#","hostname":"x""#, "hostname"),
             (r#","linux":{"cgroupsPath":"a/../b"}"#, "linux.cgroupsPath"),
         ];
         for (extra, field) in cases {
-            let e = validate(&spec_with(extra, &dir), &dir).unwrap_err().to_string();
+            let e = validate(&spec_with(extra, &dir), &dir)
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with(field), "{extra}: {e}");
         }
         let raw = br#"{"ociVersion":"1.0.0","root":{"path":"/nonexistent-sprout"},"process":{"cwd":"/","args":[],"user":{"uid":0,"gid":0}}}"#;
-        let e = validate(&parse_spec(raw, "c").unwrap(), &dir).unwrap_err().to_string();
+        let e = validate(&parse_spec(raw, "c").unwrap(), &dir)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("root.path"), "{e}");
     }
 }

@@ -56,7 +56,14 @@ impl Drop for Cleanup<'_> {
         if let Some(pidfd) = &self.child {
             let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            unsafe { libc::waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED) };
+            unsafe {
+                libc::waitid(
+                    libc::P_PIDFD,
+                    pidfd.as_raw_fd() as libc::id_t,
+                    &mut info,
+                    libc::WEXITED,
+                )
+            };
         }
         if let Some(cg) = &self.cgroup {
             let _ = cg.destroy();
@@ -98,7 +105,13 @@ pub fn clone3(flags: u64, cgroup_fd: Option<&OwnedFd>) -> std::io::Result<(i32, 
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = fd.as_raw_fd() as u64;
     }
-    let pid = cvt_l(unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) })?;
+    let pid = cvt_l(unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    })?;
     if pid == 0 {
         return Ok((0, None));
     }
@@ -107,37 +120,60 @@ pub fn clone3(flags: u64, cgroup_fd: Option<&OwnedFd>) -> std::io::Result<(i32, 
 
 /// `wait_for_start`: true for `create` (the init waits on the exec fifo for `start`), false for
 /// `run`, which starts at once and needs no fifo.
-pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_start: bool) -> Result<Created> {
+pub fn create(
+    store: &Store,
+    opts: &CreateOpts,
+    trace: &mut Trace,
+    wait_for_start: bool,
+) -> Result<Created> {
     state::validate_id(&opts.id)?;
     let config = Config::load(&opts.bundle)?;
     trace.mark("config_parse");
     let spec = &config.spec;
-    let process = spec.process().as_ref().ok_or_else(|| Error::msg("process: missing (nothing to run)"))?;
-    sprout_process::check_lsm(process.apparmor_profile().as_deref(), process.selinux_label().as_deref())?;
+    let process = spec
+        .process()
+        .as_ref()
+        .ok_or_else(|| Error::msg("process: missing (nothing to run)"))?;
+    sprout_process::check_lsm(
+        process.apparmor_profile().as_deref(),
+        process.selinux_label().as_deref(),
+    )?;
     let linux = spec.linux().as_ref();
     let plan = Plan::from_spec(linux.and_then(|l| l.namespaces().as_deref()).unwrap_or(&[]))?;
     let terminal = process.terminal().unwrap_or(false);
     // A foreground `run` with a terminal and no --console-socket keeps the pty master itself.
     let mut console_rx = None;
-    let console = match (&opts.console_socket, terminal) {
-        (Some(p), true) => Some(crate::console::connect(p)?),
-        (None, true) if !wait_for_start => {
-            let (tx, rx) = crate::tty::console_pair()?;
-            console_rx = Some(rx);
-            Some(tx)
-        }
-        (None, true) => return Err(Error::msg("process.terminal: a terminal needs --console-socket (or `run` in the foreground)")),
-        _ => None,
-    };
+    let console =
+        match (&opts.console_socket, terminal) {
+            (Some(p), true) => Some(crate::console::connect(p)?),
+            (None, true) if !wait_for_start => {
+                let (tx, rx) = crate::tty::console_pair()?;
+                console_rx = Some(rx);
+                Some(tx)
+            }
+            (None, true) => return Err(Error::msg(
+                "process.terminal: a terminal needs --console-socket (or `run` in the foreground)",
+            )),
+            _ => None,
+        };
 
     let dir = store.create_dir(&opts.id)?;
-    let mut cleanup = Cleanup { store, id: opts.id.clone(), dir_made: true, cgroup: None, child: None, armed: true };
+    let mut cleanup = Cleanup {
+        store,
+        id: opts.id.clone(),
+        dir_made: true,
+        cgroup: None,
+        child: None,
+        armed: true,
+    };
     trace.mark("state_dir");
 
     let layout = sprout_cgroups::Layout::detect()?;
     let mut cg = sprout_cgroups::Manager::with_layout(
         layout,
-        linux.and_then(|l| l.cgroups_path().as_ref()).and_then(|p| p.to_str()),
+        linux
+            .and_then(|l| l.cgroups_path().as_ref())
+            .and_then(|p| p.to_str()),
         &opts.id,
         opts.systemd_cgroup,
     )?;
@@ -162,15 +198,23 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     cg.create()?;
     cleanup.cgroup = Some(cg.clone());
     if let Some(res) = linux.and_then(|l| l.resources().as_ref()) {
-        let res = with_default_device_rules(res, linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]));
+        let res = with_default_device_rules(
+            res,
+            linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]),
+        );
         cg.apply(&res)?;
     }
     trace.mark("cgroup");
 
     let seccomp = match linux.and_then(|l| l.seccomp().as_ref()) {
         Some(profile) => {
-            let (p, src) = sprout_seccomp::prepare(profile, Some(&store.root.join("cache/seccomp")))?;
-            trace.mark(if src == sprout_seccomp::Source::Cache { "seccomp_cache_hit" } else { "seccomp_compile" });
+            let (p, src) =
+                sprout_seccomp::prepare(profile, Some(&store.root.join("cache/seccomp")))?;
+            trace.mark(if src == sprout_seccomp::Source::Cache {
+                "seccomp_cache_hit"
+            } else {
+                "seccomp_compile"
+            });
             Some(p)
         }
         None => None,
@@ -194,12 +238,15 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     let (parent_chan, child_chan) = Channel::pair().map_err(|e| Error::os("socketpair", e))?;
     if let Some(pidns) = &plan.pid_join {
         if unsafe { libc::setns(pidns.as_raw_fd(), libc::CLONE_NEWPID) } < 0 {
-            return Err(Error::last_os("linux.namespaces: joining the pid namespace"));
+            return Err(Error::last_os(
+                "linux.namespaces: joining the pid namespace",
+            ));
         }
     }
     let hooks = spec.hooks().as_ref();
     let has_runtime_hooks = hooks.is_some_and(|h| {
-        h.create_runtime().as_ref().is_some_and(|v| !v.is_empty()) || h.prestart().as_ref().is_some_and(|v| !v.is_empty())
+        h.create_runtime().as_ref().is_some_and(|v| !v.is_empty())
+            || h.prestart().as_ref().is_some_and(|v| !v.is_empty())
     });
     let cg_fd = cg.v2_dir_fd();
     let ctx = InitCtx {
@@ -222,7 +269,8 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     };
     trace.mark("prepare");
 
-    let (pid, pidfd) = clone3(plan.clone_flags, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
+    let (pid, pidfd) =
+        clone3(plan.clone_flags, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
     if pid == 0 {
         drop(parent_chan);
         init::run(&ctx);
@@ -246,7 +294,8 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
         systemd_cgroup: opts.systemd_cgroup,
         cgroup_pending: false,
         has_hooks: hooks.is_some_and(|h| {
-            h.poststart().as_ref().is_some_and(|v| !v.is_empty()) || h.poststop().as_ref().is_some_and(|v| !v.is_empty())
+            h.poststart().as_ref().is_some_and(|v| !v.is_empty())
+                || h.poststop().as_ref().is_some_and(|v| !v.is_empty())
         }),
     };
     cleanup.child = Some(pidfd);
@@ -263,7 +312,11 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
             expect(&parent_chan, sync::MAPS)?;
         }
         let l = linux.expect("user namespace implies linux");
-        namespaces::write_id_maps(pid, l.uid_mappings().as_deref().unwrap_or(&[]), l.gid_mappings().as_deref().unwrap_or(&[]))?;
+        namespaces::write_id_maps(
+            pid,
+            l.uid_mappings().as_deref().unwrap_or(&[]),
+            l.gid_mappings().as_deref().unwrap_or(&[]),
+        )?;
     }
     if cg_fd.is_none() {
         cg.add_pid(pid)?;
@@ -279,7 +332,9 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
 
     let mut listener: Option<OwnedFd> = None;
     loop {
-        let (tag, payload, fd) = parent_chan.recv().map_err(|e| Error::os("waiting for the init", e))?;
+        let (tag, payload, fd) = parent_chan
+            .recv()
+            .map_err(|e| Error::os("waiting for the init", e))?;
         match tag {
             sync::HOOKS => {
                 // The create operation is still under way: "creating" (as runc; runtime-tools'
@@ -288,7 +343,9 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
                 let h = hooks.expect("hooks");
                 crate::hooks::run_all("prestart", h.prestart().as_ref(), &sj)?;
                 crate::hooks::run_all("createRuntime", h.create_runtime().as_ref(), &sj)?;
-                parent_chan.send(sync::GO, b"").map_err(|e| Error::os("resuming the init", e))?;
+                parent_chan
+                    .send(sync::GO, b"")
+                    .map_err(|e| Error::os("resuming the init", e))?;
                 trace.reset_last();
             }
             sync::LISTENER => listener = fd,
@@ -299,14 +356,19 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
             }
             sync::ERROR => return Err(Error::msg(payload)),
             0 => return Err(Error::msg("the container's init exited during setup")),
-            other => return Err(Error::msg(format!("unexpected message {other} from the init"))),
+            other => {
+                return Err(Error::msg(format!(
+                    "unexpected message {other} from the init"
+                )))
+            }
         }
     }
     if let Some(l) = listener {
         send_listener(spec, &st, l)?;
     }
 
-    std::fs::write(dir.join(state::CONFIG_FILE), &config.raw).map_err(|e| Error::os("saving config", e))?;
+    std::fs::write(dir.join(state::CONFIG_FILE), &config.raw)
+        .map_err(|e| Error::os("saving config", e))?;
     store.save(&st)?;
     if let Some(p) = &opts.pid_file {
         write_pid_file(p, pid)?;
@@ -315,13 +377,21 @@ pub fn create(store: &Store, opts: &CreateOpts, trace: &mut Trace, wait_for_star
     st.owner.clear();
     cleanup.armed = false;
     let pidfd = cleanup.child.take().expect("pidfd");
-    Ok(Created { state: st, pidfd, config, console_rx })
+    Ok(Created {
+        state: st,
+        pidfd,
+        config,
+        console_rx,
+    })
 }
 
 /// Devices every container may use whatever its rules say (runc's list): the default devices,
 /// the pty devices, mknod of anything (access still needs a rule), and the config's own devices.
 /// They go after the config's rules, so a leading deny-all doesn't shadow them.
-pub fn with_default_device_rules(res: &oci_spec::runtime::LinuxResources, devices: &[oci_spec::runtime::LinuxDevice]) -> oci_spec::runtime::LinuxResources {
+pub fn with_default_device_rules(
+    res: &oci_spec::runtime::LinuxResources,
+    devices: &[oci_spec::runtime::LinuxDevice],
+) -> oci_spec::runtime::LinuxResources {
     use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType};
     let rule = |t: LinuxDeviceType, major: Option<i64>, minor: Option<i64>, access: &str| {
         let mut r = LinuxDeviceCgroup::default();
@@ -335,7 +405,17 @@ pub fn with_default_device_rules(res: &oci_spec::runtime::LinuxResources, device
     let mut rules = res.devices().clone().unwrap_or_default();
     rules.push(rule(LinuxDeviceType::C, None, None, "m"));
     rules.push(rule(LinuxDeviceType::B, None, None, "m"));
-    for (maj, min) in [(1, 3), (1, 5), (1, 7), (1, 8), (1, 9), (5, 0), (5, 1), (5, 2), (10, 200)] {
+    for (maj, min) in [
+        (1, 3),
+        (1, 5),
+        (1, 7),
+        (1, 8),
+        (1, 9),
+        (5, 0),
+        (5, 1),
+        (5, 2),
+        (10, 200),
+    ] {
         rules.push(rule(LinuxDeviceType::C, Some(maj), Some(min), "rwm"));
     }
     rules.push(rule(LinuxDeviceType::C, Some(136), None, "rwm"));
@@ -353,7 +433,9 @@ pub fn with_default_device_rules(res: &oci_spec::runtime::LinuxResources, device
 }
 
 fn expect(chan: &Channel, want: u8) -> Result<()> {
-    let (tag, payload, _) = chan.recv().map_err(|e| Error::os("waiting for the init", e))?;
+    let (tag, payload, _) = chan
+        .recv()
+        .map_err(|e| Error::os("waiting for the init", e))?;
     match tag {
         t if t == want => Ok(()),
         sync::ERROR => Err(Error::msg(payload)),
@@ -364,8 +446,11 @@ fn expect(chan: &Channel, want: u8) -> Result<()> {
 /// Send the seccomp notify fd and the state to linux.seccomp.listenerPath.
 fn send_listener(spec: &oci_spec::runtime::Spec, st: &State, fd: OwnedFd) -> Result<()> {
     let sc = spec.linux().as_ref().and_then(|l| l.seccomp().as_ref());
-    let Some(path) = sc.and_then(|s| s.listener_path().as_ref()) else { return Ok(()) };
-    let sock = std::os::unix::net::UnixStream::connect(path).map_err(|e| Error::os(format!("linux.seccomp.listenerPath {}", path.display()), e))?;
+    let Some(path) = sc.and_then(|s| s.listener_path().as_ref()) else {
+        return Ok(());
+    };
+    let sock = std::os::unix::net::UnixStream::connect(path)
+        .map_err(|e| Error::os(format!("linux.seccomp.listenerPath {}", path.display()), e))?;
     let mut msg = serde_json::json!({
         "ociVersion": crate::config::OCI_VERSION,
         "fds": ["seccompFd"],
@@ -375,7 +460,8 @@ fn send_listener(spec: &oci_spec::runtime::Spec, st: &State, fd: OwnedFd) -> Res
     });
     msg["state"]["status"] = "creating".into();
     let data = serde_json::to_vec(&msg).unwrap_or_default();
-    sys::send_fd(sock.as_raw_fd(), &data, fd.as_raw_fd()).map_err(|e| Error::os("linux.seccomp.listenerPath: sending the listener fd", e))
+    sys::send_fd(sock.as_raw_fd(), &data, fd.as_raw_fd())
+        .map_err(|e| Error::os("linux.seccomp.listenerPath: sending the listener fd", e))
 }
 
 pub fn write_pid_file(p: &Path, pid: i32) -> Result<()> {

@@ -16,13 +16,17 @@ impl Error {
     }
     /// An OS error, prefixed with what was being done.
     pub fn os(what: impl fmt::Display, err: std::io::Error) -> Error {
-        Error { msg: format!("{what}: {err}") }
+        Error {
+            msg: format!("{what}: {err}"),
+        }
     }
     pub fn last_os(what: impl fmt::Display) -> Error {
         Error::os(what, std::io::Error::last_os_error())
     }
     pub fn context(self, what: impl fmt::Display) -> Error {
-        Error { msg: format!("{what}: {}", self.msg) }
+        Error {
+            msg: format!("{what}: {}", self.msg),
+        }
     }
     pub fn message(&self) -> &str {
         &self.msg

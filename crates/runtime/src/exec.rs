@@ -43,9 +43,11 @@ pub struct ExecOpts {
 
 fn build_process(spec: &Spec, o: &ExecOpts) -> Result<Process> {
     if let Some(p) = &o.process_json {
-        let raw = std::fs::read(p).map_err(|e| Error::os(format!("--process {}", p.display()), e))?;
+        let raw =
+            std::fs::read(p).map_err(|e| Error::os(format!("--process {}", p.display()), e))?;
         let de = &mut serde_json::Deserializer::from_slice(&raw);
-        let proc: Process = serde_path_to_error::deserialize(de).map_err(|e| Error::msg(format!("process.json: {}: {}", e.path(), e.inner())))?;
+        let proc: Process = serde_path_to_error::deserialize(de)
+            .map_err(|e| Error::msg(format!("process.json: {}: {}", e.path(), e.inner())))?;
         if proc.args().as_ref().is_none_or(|a| a.is_empty()) {
             bail!("process.json: args: must name at least the program to run");
         }
@@ -74,11 +76,18 @@ fn build_process(spec: &Spec, o: &ExecOpts) -> Result<Process> {
             Some((a, b)) => (a, Some(b)),
             None => (u.as_str(), None),
         };
-        let uid: u32 = uid.parse().map_err(|_| Error::msg(format!("--user {u:?}: expected UID[:GID] (names are not resolved)")))?;
+        let uid: u32 = uid.parse().map_err(|_| {
+            Error::msg(format!(
+                "--user {u:?}: expected UID[:GID] (names are not resolved)"
+            ))
+        })?;
         let mut user = p.user().clone();
         user.set_uid(uid);
         if let Some(g) = gid {
-            user.set_gid(g.parse().map_err(|_| Error::msg(format!("--user {u:?}: bad GID")))?);
+            user.set_gid(
+                g.parse()
+                    .map_err(|_| Error::msg(format!("--user {u:?}: bad GID")))?,
+            );
         }
         if !o.additional_gids.is_empty() {
             user.set_additional_gids(Some(o.additional_gids.clone()));
@@ -86,11 +95,19 @@ fn build_process(spec: &Spec, o: &ExecOpts) -> Result<Process> {
         p.set_user(user);
     }
     if !o.caps.is_empty() {
-        let mut caps = p.capabilities().clone().unwrap_or_else(|| LinuxCapabilities::default());
+        let mut caps = p
+            .capabilities()
+            .clone()
+            .unwrap_or_else(|| LinuxCapabilities::default());
         for name in &o.caps {
-            let full = if name.to_ascii_uppercase().starts_with("CAP_") { name.to_ascii_uppercase() } else { format!("CAP_{}", name.to_ascii_uppercase()) };
-            let cap: Capability = serde_json::from_value(serde_json::Value::String(full.clone()))
-                .map_err(|_| Error::msg(format!("--cap {name:?}: unknown capability")))?;
+            let full = if name.to_ascii_uppercase().starts_with("CAP_") {
+                name.to_ascii_uppercase()
+            } else {
+                format!("CAP_{}", name.to_ascii_uppercase())
+            };
+            let cap: Capability =
+                serde_json::from_value(serde_json::Value::String(full.clone()))
+                    .map_err(|_| Error::msg(format!("--cap {name:?}: unknown capability")))?;
             // Added to bounding, effective, permitted and ambient; never to inheritable
             // (CVE-2022-29162).
             let add = |set: Option<std::collections::HashSet<Capability>>| {
@@ -124,10 +141,14 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         Status::Running | Status::Created => {}
         s => bail!("container {:?} is {}: cannot exec in it", o.id, s.as_str()),
     }
-    let raw = std::fs::read(store.dir(&o.id).join(state::CONFIG_FILE)).map_err(|e| Error::os("container config", e))?;
+    let raw = std::fs::read(store.dir(&o.id).join(state::CONFIG_FILE))
+        .map_err(|e| Error::os("container config", e))?;
     let spec = parse_spec(&raw, "container config")?;
     let process = build_process(&spec, o)?;
-    sprout_process::check_lsm(process.apparmor_profile().as_deref(), process.selinux_label().as_deref())?;
+    sprout_process::check_lsm(
+        process.apparmor_profile().as_deref(),
+        process.selinux_label().as_deref(),
+    )?;
     let tty = process.terminal().unwrap_or(false);
     let console = match (&o.console_socket, tty) {
         (Some(p), true) => Some(crate::console::connect(p)?),
@@ -135,13 +156,19 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         _ => None,
     };
     let linux = spec.linux().as_ref();
-    let types: Vec<LinuxNamespaceType> = linux.and_then(|l| l.namespaces().as_ref()).map(|v| v.iter().map(|n| n.typ()).collect()).unwrap_or_default();
+    let types: Vec<LinuxNamespaceType> = linux
+        .and_then(|l| l.namespaces().as_ref())
+        .map(|v| v.iter().map(|n| n.typ()).collect())
+        .unwrap_or_default();
     let seccomp = match linux.and_then(|l| l.seccomp().as_ref()) {
         Some(p) => Some(sprout_seccomp::prepare(p, Some(&store.root.join("cache/seccomp")))?.0),
         None => None,
     };
-    let pidfd = crate::lifecycle::init_pidfd(&st).ok_or_else(|| Error::msg(format!("container {:?} is not running", o.id)))?;
-    if types.contains(&LinuxNamespaceType::Pid) && unsafe { libc::setns(pidfd.as_raw_fd(), libc::CLONE_NEWPID) } < 0 {
+    let pidfd = crate::lifecycle::init_pidfd(&st)
+        .ok_or_else(|| Error::msg(format!("container {:?} is not running", o.id)))?;
+    if types.contains(&LinuxNamespaceType::Pid)
+        && unsafe { libc::setns(pidfd.as_raw_fd(), libc::CLONE_NEWPID) } < 0
+    {
         return Err(Error::last_os("joining the container's pid namespace"));
     }
     let cg = st.cgroup.as_ref();
@@ -152,7 +179,15 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     let (pid, child_pidfd) = clone3(0, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
     if pid == 0 {
         drop(parent_chan);
-        let e = exec_child(&pidfd, &types, &process, console.as_ref(), seccomp.as_ref(), &child_chan, o.preserve_fds);
+        let e = exec_child(
+            &pidfd,
+            &types,
+            &process,
+            console.as_ref(),
+            seccomp.as_ref(),
+            &child_chan,
+            o.preserve_fds,
+        );
         let _ = child_chan.send(sync::ERROR, e.message().as_bytes());
         unsafe { libc::_exit(127) };
     }
@@ -162,7 +197,14 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     let fail = |e: Error| {
         let _ = sys::pidfd_send_signal(&child_pidfd, libc::SIGKILL);
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        unsafe { libc::waitid(libc::P_PIDFD, child_pidfd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED) };
+        unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                child_pidfd.as_raw_fd() as libc::id_t,
+                &mut info,
+                libc::WEXITED,
+            )
+        };
         e
     };
     if cg_fd.is_none() {
@@ -170,7 +212,9 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             cg.add_pid(pid).map_err(|e| fail(e.into()))?;
         }
     }
-    parent_chan.send(sync::GO, b"").map_err(|e| fail(Error::os("exec", e)))?;
+    parent_chan
+        .send(sync::GO, b"")
+        .map_err(|e| fail(Error::os("exec", e)))?;
     // EOF (the channel is close-on-exec) means execve succeeded.
     let (tag, payload, _) = parent_chan.recv().map_err(|e| fail(Error::os("exec", e)))?;
     if tag == sync::ERROR {
@@ -198,7 +242,8 @@ fn exec_child(
     let r = (|| -> Result<init::Exec> {
         init::unblock_all_signals();
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-        chan.wait_go().map_err(|e| Error::os("waiting for the runtime", e))?;
+        chan.wait_go()
+            .map_err(|e| Error::os("waiting for the runtime", e))?;
         crate::namespaces::join_all_of(init, types)?;
         if types.contains(&LinuxNamespaceType::User) {
             unsafe {
@@ -208,11 +253,17 @@ fn exec_child(
         }
         if process.terminal().unwrap_or(false) {
             let sock = console.ok_or_else(|| Error::msg("exec --tty needs --console-socket"))?;
-            crate::console::setup_pty(sock.as_raw_fd(), process.console_size().map(|b| (b.height(), b.width())))?;
+            crate::console::setup_pty(
+                sock.as_raw_fd(),
+                process.console_size().map(|b| (b.height(), b.width())),
+            )?;
         }
         let cwd = cstr(process.cwd());
         if unsafe { libc::chdir(cwd.as_ptr()) } < 0 {
-            return Err(Error::last_os(format!("process.cwd {}", process.cwd().display())));
+            return Err(Error::last_os(format!(
+                "process.cwd {}",
+                process.cwd().display()
+            )));
         }
         init::check_cwd_inside(process.cwd())?;
         if let Some(r) = process.rlimits() {
@@ -221,10 +272,14 @@ fn exec_child(
         if let Some(o) = process.oom_score_adj() {
             sprout_process::set_oom_score_adj(o)?;
         }
-        sprout_process::set_exec_lsm_labels(process.apparmor_profile().as_deref(), process.selinux_label().as_deref())?;
+        sprout_process::set_exec_lsm_labels(
+            process.apparmor_profile().as_deref(),
+            process.selinux_label().as_deref(),
+        )?;
         let exec = init::prepare_exec(process)?;
         // Before seccomp, which may not allow close_range (CVE-2024-21626: no host fd survives).
-        sys::cloexec_from(3 + preserve_fds).map_err(|e| Error::os("marking fds close-on-exec", e))?;
+        sys::cloexec_from(3 + preserve_fds)
+            .map_err(|e| Error::os("marking fds close-on-exec", e))?;
         for fd in 3..3 + preserve_fds as i32 {
             let _ = sys::set_cloexec(fd, false);
         }

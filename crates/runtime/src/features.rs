@@ -1,7 +1,10 @@
 //! `features`: what this runtime implements, per the runtime-spec's features.md.
 
 pub fn features_json() -> serde_json::Value {
-    let caps: Vec<String> = sprout_process::all_cap_names().iter().map(|s| s.to_string()).collect();
+    let caps: Vec<String> = sprout_process::all_cap_names()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     serde_json::json!({
         "ociVersionMin": crate::config::OCI_VERSION_MIN,
         "ociVersionMax": crate::config::OCI_VERSION,

@@ -26,7 +26,9 @@ pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<
             cmd.env(k, v);
         }
     }
-    cmd.stdin(Stdio::piped()).stdout(Stdio::inherit()).stderr(Stdio::inherit());
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
     let what = || format!("hooks.{kind}[{i}] ({})", path.display());
     let mut child = cmd.spawn().map_err(|e| Error::os(what(), e))?;
     if let Some(mut stdin) = child.stdin.take() {
@@ -39,7 +41,9 @@ pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<
             bail!("{}: timeout must be positive, got {t}", what());
         }
         let pidfd = crate::sys::pidfd_open(child.id() as i32).map_err(|e| Error::os(what(), e))?;
-        let exited = crate::sys::pidfd_wait_exit(&pidfd, (t as i64 * 1000).min(i32::MAX as i64) as i32).map_err(|e| Error::os(what(), e))?;
+        let exited =
+            crate::sys::pidfd_wait_exit(&pidfd, (t as i64 * 1000).min(i32::MAX as i64) as i32)
+                .map_err(|e| Error::os(what(), e))?;
         if !exited {
             let _ = crate::sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
             let _ = child.wait();

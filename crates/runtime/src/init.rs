@@ -73,7 +73,10 @@ pub fn check_cwd_inside(cwd: &Path) -> Result<()> {
     let mut buf = [0u8; 4096];
     let p = unsafe { libc::getcwd(buf.as_mut_ptr().cast(), buf.len()) };
     if p.is_null() || buf[0] != b'/' {
-        return Err(Error::msg(format!("process.cwd {}: the working directory is outside the container's root", cwd.display())));
+        return Err(Error::msg(format!(
+            "process.cwd {}: the working directory is outside the container's root",
+            cwd.display()
+        )));
     }
     Ok(())
 }
@@ -95,7 +98,9 @@ struct GoLatch {
 impl GoLatch {
     fn wait(&mut self, ctx: &InitCtx) -> Result<()> {
         if !self.waited {
-            ctx.chan.wait_go().map_err(|e| Error::os("waiting for the runtime", e))?;
+            ctx.chan
+                .wait_go()
+                .map_err(|e| Error::os("waiting for the runtime", e))?;
             self.waited = true;
         }
         Ok(())
@@ -121,32 +126,52 @@ pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
         // "permission denied" to 126.
         if unsafe { libc::stat(c.as_ptr(), &mut st) } < 0 {
             let e = std::io::Error::last_os_error();
-            let what = if e.raw_os_error() == Some(libc::ENOENT) { "no such file or directory".to_string() } else { e.to_string() };
-            return Err(Error::msg(format!("process.args: exec: {arg0:?}: stat {arg0}: {what}")));
+            let what = if e.raw_os_error() == Some(libc::ENOENT) {
+                "no such file or directory".to_string()
+            } else {
+                e.to_string()
+            };
+            return Err(Error::msg(format!(
+                "process.args: exec: {arg0:?}: stat {arg0}: {what}"
+            )));
         }
         if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
-            return Err(Error::msg(format!("process.args: exec: {arg0:?}: permission denied (not an executable file)")));
+            return Err(Error::msg(format!(
+                "process.args: exec: {arg0:?}: permission denied (not an executable file)"
+            )));
         }
         return Ok(c);
     }
-    let path = env.iter().rev().find_map(|e| e.strip_prefix("PATH=")).unwrap_or(DEFAULT_PATH);
+    let path = env
+        .iter()
+        .rev()
+        .find_map(|e| e.strip_prefix("PATH="))
+        .unwrap_or(DEFAULT_PATH);
     for dir in path.split(':') {
         let dir = if dir.is_empty() { "." } else { dir };
         let cand = format!("{dir}/{arg0}");
         let c = cstr_s(&cand);
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::stat(c.as_ptr(), &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_mode & 0o111 != 0 {
+        if unsafe { libc::stat(c.as_ptr(), &mut st) } == 0
+            && st.st_mode & libc::S_IFMT == libc::S_IFREG
+            && st.st_mode & 0o111 != 0
+        {
             return Ok(c);
         }
     }
-    Err(Error::msg(format!("process.args: exec: {arg0:?}: executable file not found in $PATH ({path})")))
+    Err(Error::msg(format!(
+        "process.args: exec: {arg0:?}: executable file not found in $PATH ({path})"
+    )))
 }
 
 fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     let spec = ctx.spec;
     let plan = ctx.plan;
     let linux = spec.linux().as_ref();
-    let process = spec.process().as_ref().ok_or_else(|| Error::msg("process: missing"))?;
+    let process = spec
+        .process()
+        .as_ref()
+        .ok_or_else(|| Error::msg("process: missing"))?;
 
     if spec.hooks().is_some() {
         let _ = HOST_PID.set(host_pid());
@@ -155,40 +180,66 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     let in_new_userns = plan.new_user;
     if in_new_userns {
         if plan.clone_flags & libc::CLONE_NEWUSER as u64 == 0 {
-            ctx.chan.send(sync::MAPS, b"").map_err(|e| Error::os("asking for id maps", e))?;
+            ctx.chan
+                .send(sync::MAPS, b"")
+                .map_err(|e| Error::os("asking for id maps", e))?;
         }
         go.wait(ctx)?;
-        cvt(unsafe { libc::setresgid(0, 0, 0) }).map_err(|e| Error::os("becoming root in the user namespace (gid)", e))?;
-        cvt(unsafe { libc::setresuid(0, 0, 0) }).map_err(|e| Error::os("becoming root in the user namespace (uid)", e))?;
+        cvt(unsafe { libc::setresgid(0, 0, 0) })
+            .map_err(|e| Error::os("becoming root in the user namespace (gid)", e))?;
+        cvt(unsafe { libc::setresuid(0, 0, 0) })
+            .map_err(|e| Error::os("becoming root in the user namespace (uid)", e))?;
     }
-    let joined_user = plan.joins.iter().any(|(t, _)| *t == oci_spec::runtime::LinuxNamespaceType::User);
+    let joined_user = plan
+        .joins
+        .iter()
+        .any(|(t, _)| *t == oci_spec::runtime::LinuxNamespaceType::User);
     tr.mark("namespaces");
 
-    if plan.new_uts || plan.joins.iter().any(|(t, _)| *t == oci_spec::runtime::LinuxNamespaceType::Uts) {
+    if plan.new_uts
+        || plan
+            .joins
+            .iter()
+            .any(|(t, _)| *t == oci_spec::runtime::LinuxNamespaceType::Uts)
+    {
         if let Some(h) = spec.hostname().as_deref().filter(|h| !h.is_empty()) {
-            cvt(unsafe { libc::sethostname(h.as_ptr().cast(), h.len()) }).map_err(|e| Error::os("hostname", e))?;
+            cvt(unsafe { libc::sethostname(h.as_ptr().cast(), h.len()) })
+                .map_err(|e| Error::os("hostname", e))?;
         }
         if let Some(d) = spec.domainname().as_deref().filter(|d| !d.is_empty()) {
-            cvt(unsafe { libc::setdomainname(d.as_ptr().cast(), d.len()) }).map_err(|e| Error::os("domainname", e))?;
+            cvt(unsafe { libc::setdomainname(d.as_ptr().cast(), d.len()) })
+                .map_err(|e| Error::os("domainname", e))?;
         }
     }
 
     if plan.new_net {
-        crate::sys::loopback_up().map_err(|e| Error::os("bringing up lo in the new network namespace", e))?;
+        crate::sys::loopback_up()
+            .map_err(|e| Error::os("bringing up lo in the new network namespace", e))?;
     }
 
     let has_mount_ns = plan.new_mount || plan.join_mount;
     if plan.new_mount {
-        rootfs::prepare_root(ctx.rootfs, linux.and_then(|l| l.rootfs_propagation().as_deref()))?;
+        rootfs::prepare_root(
+            ctx.rootfs,
+            linux.and_then(|l| l.rootfs_propagation().as_deref()),
+        )?;
         let root_fd = open_dir(ctx.rootfs)?;
         // The cgroup mount must see the container's own cgroup: wait for the parent's GO first.
-        let needs_cg = spec.mounts().iter().flatten().any(|m| matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2")));
+        let needs_cg = spec
+            .mounts()
+            .iter()
+            .flatten()
+            .any(|m| matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2")));
         if needs_cg {
             go.wait(ctx)?;
         }
         // The host paths of our cgroups, read before a cgroup namespace hides them (inside it
         // every path in /proc/self/cgroup is "/").
-        let binds = if needs_cg && !(ctx.cgroup_v2 && plan.new_cgroup) { rootfs::own_cgroup_binds() } else { Vec::new() };
+        let binds = if needs_cg && !(ctx.cgroup_v2 && plan.new_cgroup) {
+            rootfs::own_cgroup_binds()
+        } else {
+            Vec::new()
+        };
         let binds_fn = || binds.clone();
         let mctx = rootfs::MountCtx {
             rootfs_fd: &root_fd,
@@ -199,7 +250,8 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
         };
         if plan.new_cgroup && needs_cg {
             // Enter the cgroup namespace now that we are in our cgroup, so cgroup2 mounts at it.
-            cvt(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) }).map_err(|e| Error::os("unshare cgroup namespace", e))?;
+            cvt(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) })
+                .map_err(|e| Error::os("unshare cgroup namespace", e))?;
         }
         let mut dev_tmpfs = false;
         for (i, m) in spec.mounts().iter().flatten().enumerate() {
@@ -209,18 +261,29 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
             }
         }
         tr.mark("mounts");
-        let devices = linux.and_then(|l| l.devices().as_ref()).map(|v| v.as_slice()).unwrap_or(&[]);
+        let devices = linux
+            .and_then(|l| l.devices().as_ref())
+            .map(|v| v.as_slice())
+            .unwrap_or(&[]);
         rootfs::create_devices(&root_fd, devices, in_new_userns || joined_user, dev_tmpfs)?;
         tr.mark("devices");
     }
 
     if ctx.has_runtime_hooks {
         go.wait(ctx)?;
-        ctx.chan.send(sync::HOOKS, b"").map_err(|e| Error::os("hooks", e))?;
-        ctx.chan.wait_go().map_err(|e| Error::os("hooks.createRuntime", e))?;
+        ctx.chan
+            .send(sync::HOOKS, b"")
+            .map_err(|e| Error::os("hooks", e))?;
+        ctx.chan
+            .wait_go()
+            .map_err(|e| Error::os("hooks.createRuntime", e))?;
     }
     if let Some(hooks) = spec.hooks() {
-        if hooks.create_container().as_ref().is_some_and(|h| !h.is_empty()) {
+        if hooks
+            .create_container()
+            .as_ref()
+            .is_some_and(|h| !h.is_empty())
+        {
             let st = hook_state(ctx, "creating");
             crate::hooks::run_all("createContainer", hooks.create_container().as_ref(), &st)?;
         }
@@ -243,9 +306,14 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     if plan.new_cgroup {
         go.wait(ctx)?;
         // Harmless if already done above (unshare again would make a nested one: guard).
-        let needs_cg = spec.mounts().iter().flatten().any(|m| matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2")));
+        let needs_cg = spec
+            .mounts()
+            .iter()
+            .flatten()
+            .any(|m| matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2")));
         if !(plan.new_mount && needs_cg) {
-            cvt(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) }).map_err(|e| Error::os("unshare cgroup namespace", e))?;
+            cvt(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) })
+                .map_err(|e| Error::os("unshare cgroup namespace", e))?;
         }
     }
 
@@ -264,18 +332,32 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
         }
         tr.mark("masked_paths");
     }
-    if spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false) && plan.new_mount {
+    if spec
+        .root()
+        .as_ref()
+        .and_then(|r| r.readonly())
+        .unwrap_or(false)
+        && plan.new_mount
+    {
         rootfs::readonly_root()?;
     }
 
     if !ctx.no_new_keyring {
         // A fresh session keyring, so the container can't see the host's keys. Failure is
         // tolerated (keyrings may be unavailable, e.g. in some user namespaces).
-        unsafe { libc::syscall(libc::SYS_keyctl, 1 /* KEYCTL_JOIN_SESSION_KEYRING */, c"_ses.sprout".as_ptr()) };
+        unsafe {
+            libc::syscall(
+                libc::SYS_keyctl,
+                1, /* KEYCTL_JOIN_SESSION_KEYRING */
+                c"_ses.sprout".as_ptr(),
+            )
+        };
     }
 
     if process.terminal().unwrap_or(false) {
-        let sock = ctx.console.ok_or_else(|| Error::msg("process.terminal: needs --console-socket"))?;
+        let sock = ctx
+            .console
+            .ok_or_else(|| Error::msg("process.terminal: needs --console-socket"))?;
         let size = process.console_size().map(|b| (b.height(), b.width()));
         crate::console::setup_pty(sock.as_raw_fd(), size)?;
     }
@@ -284,8 +366,10 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     let cwd = process.cwd();
     let ccwd = cstr(cwd);
     if unsafe { libc::chdir(ccwd.as_ptr()) } < 0 {
-        std::fs::create_dir_all(cwd).map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
-        cvt(unsafe { libc::chdir(ccwd.as_ptr()) }).map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
+        std::fs::create_dir_all(cwd)
+            .map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
+        cvt(unsafe { libc::chdir(ccwd.as_ptr()) })
+            .map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
     }
     check_cwd_inside(cwd)?;
 
@@ -294,7 +378,8 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     go.wait(ctx)?;
     // Nothing of the host may reach the container: every fd past stdio and the preserved ones is
     // closed at execve (CVE-2024-21626). Done before seccomp, which may not allow close_range.
-    crate::sys::cloexec_from(3 + ctx.preserve_fds).map_err(|e| Error::os("marking fds close-on-exec", e))?;
+    crate::sys::cloexec_from(3 + ctx.preserve_fds)
+        .map_err(|e| Error::os("marking fds close-on-exec", e))?;
     if ctx.preserve_fds > 0 {
         for fd in 3..3 + ctx.preserve_fds as RawFd {
             let _ = crate::sys::set_cloexec(fd, false);
@@ -309,11 +394,16 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
         sprout_process::set_no_new_privs()?;
     }
     tr.mark("process");
-    ctx.chan.send(sync::READY, tr.buf.as_bytes()).map_err(|e| Error::os("reporting ready", e))?;
+    ctx.chan
+        .send(sync::READY, tr.buf.as_bytes())
+        .map_err(|e| Error::os("reporting ready", e))?;
     Ok(exec)
 }
 
-fn apply_process_attrs(process: &Process, personality: Option<&oci_spec::runtime::LinuxPersonality>) -> Result<()> {
+fn apply_process_attrs(
+    process: &Process,
+    personality: Option<&oci_spec::runtime::LinuxPersonality>,
+) -> Result<()> {
     if let Some(p) = personality {
         sprout_process::set_personality(p)?;
     }
@@ -329,7 +419,10 @@ fn apply_process_attrs(process: &Process, personality: Option<&oci_spec::runtime
     if let Some(s) = process.scheduler() {
         sprout_process::set_scheduler(s)?;
     }
-    sprout_process::set_exec_lsm_labels(process.apparmor_profile().as_deref(), process.selinux_label().as_deref())?;
+    sprout_process::set_exec_lsm_labels(
+        process.apparmor_profile().as_deref(),
+        process.selinux_label().as_deref(),
+    )?;
     Ok(())
 }
 
@@ -342,7 +435,10 @@ fn load_seccomp(chan: &Channel, sc: &sprout_seccomp::Prepared) -> Result<()> {
 }
 
 pub fn prepare_exec(process: &Process) -> Result<Exec> {
-    let args = process.args().as_ref().ok_or_else(|| Error::msg("process.args: missing"))?;
+    let args = process
+        .args()
+        .as_ref()
+        .ok_or_else(|| Error::msg("process.args: missing"))?;
     let env: &[String] = process.env().as_deref().unwrap_or(&[]);
     let path = resolve_program(&args[0], env)?;
     let argv = args.iter().map(|a| cstr_s(a)).collect();
@@ -351,7 +447,12 @@ pub fn prepare_exec(process: &Process) -> Result<Exec> {
         // runc sets HOME when the config doesn't (from /etc/passwd; "/" as the fallback).
         envp.push(cstr_s(&format!("HOME={}", home_of(process.user().uid()))));
     }
-    Ok(Exec { path, argv, envp, nnp: process.no_new_privileges().unwrap_or(false) })
+    Ok(Exec {
+        path,
+        argv,
+        envp,
+        nnp: process.no_new_privileges().unwrap_or(false),
+    })
 }
 
 fn home_of(uid: u32) -> String {
@@ -378,9 +479,15 @@ fn exec_now(ctx: &InitCtx, exec: Exec, tr: &mut ChildTrace) -> Error {
         }
     }
     if let Some(hooks) = ctx.spec.hooks() {
-        if hooks.start_container().as_ref().is_some_and(|h| !h.is_empty()) {
+        if hooks
+            .start_container()
+            .as_ref()
+            .is_some_and(|h| !h.is_empty())
+        {
             let st = hook_state(ctx, "created");
-            if let Err(e) = crate::hooks::run_all("startContainer", hooks.start_container().as_ref(), &st) {
+            if let Err(e) =
+                crate::hooks::run_all("startContainer", hooks.start_container().as_ref(), &st)
+            {
                 return e;
             }
         }
@@ -420,15 +527,22 @@ static HOST_PID: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
 
 /// "/proc/self" of the host's proc (only meaningful before pivot_root).
 fn host_pid() -> i32 {
-    std::fs::read_link("/proc/self").ok().and_then(|p| p.to_str().and_then(|s| s.parse().ok())).unwrap_or(0)
+    std::fs::read_link("/proc/self")
+        .ok()
+        .and_then(|p| p.to_str().and_then(|s| s.parse().ok()))
+        .unwrap_or(0)
 }
 
 fn open_dir(p: &Path) -> Result<OwnedFd> {
     let c = cstr(p);
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(Error::last_os(format!("root.path {}", p.display())));
     }
     Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
 }
-

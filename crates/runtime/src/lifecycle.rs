@@ -26,24 +26,44 @@ pub fn start(store: &Store, id: &str, trace: &mut Trace) -> Result<()> {
     }
     let fifo = store.dir(id).join(state::FIFO_FILE);
     let c = sys::cstr(&fifo);
-    let hooks = if st.has_hooks { load_hooks(store, id) } else { None };
-    let poststart = hooks.as_ref().is_some_and(|h| h.poststart().as_ref().is_some_and(|v| !v.is_empty()));
+    let hooks = if st.has_hooks {
+        load_hooks(store, id)
+    } else {
+        None
+    };
+    let poststart = hooks
+        .as_ref()
+        .is_some_and(|h| h.poststart().as_ref().is_some_and(|v| !v.is_empty()));
     // With poststart hooks, `start` must return only after the process was executed: a read end
     // opened before our write sees POLLHUP once the init's close-on-exec fifo fd is gone.
     let watch = if poststart {
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )
+        };
         (fd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
     } else {
         None
     };
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
-        return Err(Error::last_os(format!("container {id:?}: opening the exec fifo")));
+        return Err(Error::last_os(format!(
+            "container {id:?}: opening the exec fifo"
+        )));
     }
     let r = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
     unsafe { libc::close(fd) };
     if r != 1 {
-        return Err(Error::last_os(format!("container {id:?}: signalling start")));
+        return Err(Error::last_os(format!(
+            "container {id:?}: signalling start"
+        )));
     }
     let _ = std::fs::remove_file(&fifo);
     if let Some(w) = watch {
@@ -63,7 +83,11 @@ pub fn start(store: &Store, id: &str, trace: &mut Trace) -> Result<()> {
 fn wait_hup(fd: &OwnedFd, timeout_ms: i32) {
     let deadline = sys::monotonic_us() + timeout_ms as u64 * 1000;
     loop {
-        let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: 0, revents: 0 };
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: 0,
+            revents: 0,
+        };
         let left = deadline.saturating_sub(sys::monotonic_us()) / 1000;
         let r = unsafe { libc::poll(&mut p, 1, left as i32) };
         if r > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 || r == 0 || left == 0 {
@@ -120,11 +144,23 @@ pub fn parse_signal(s: &str) -> Result<i32> {
         "SYS" => libc::SIGSYS,
         _ => {
             if let Some(rest) = name.strip_prefix("RTMIN") {
-                let off: i32 = if rest.is_empty() { 0 } else { rest.trim_start_matches('+').parse().map_err(|_| Error::msg(format!("unknown signal {s:?}")))? };
+                let off: i32 = if rest.is_empty() {
+                    0
+                } else {
+                    rest.trim_start_matches('+')
+                        .parse()
+                        .map_err(|_| Error::msg(format!("unknown signal {s:?}")))?
+                };
                 return Ok(libc::SIGRTMIN() + off);
             }
             if let Some(rest) = name.strip_prefix("RTMAX") {
-                let off: i32 = if rest.is_empty() { 0 } else { rest.trim_start_matches('-').parse().map_err(|_| Error::msg(format!("unknown signal {s:?}")))? };
+                let off: i32 = if rest.is_empty() {
+                    0
+                } else {
+                    rest.trim_start_matches('-')
+                        .parse()
+                        .map_err(|_| Error::msg(format!("unknown signal {s:?}")))?
+                };
                 return Ok(libc::SIGRTMAX() - off);
             }
             bail!("unknown signal {s:?}")
@@ -160,7 +196,8 @@ pub fn kill(store: &Store, id: &str, sig: i32, all: bool) -> Result<()> {
             return Ok(());
         }
     }
-    let fd = init_pidfd(&st).ok_or_else(|| Error::msg(format!("container {id:?} is not running")))?;
+    let fd =
+        init_pidfd(&st).ok_or_else(|| Error::msg(format!("container {id:?} is not running")))?;
     sys::pidfd_send_signal(&fd, sig).map_err(|e| Error::os(format!("kill {id:?}"), e))?;
     if status == Status::Paused && (sig == libc::SIGKILL || sig == libc::SIGTERM) {
         // A frozen process can't act on the signal until thawed.
@@ -182,7 +219,14 @@ fn kill_and_wait(st: &State) -> Result<()> {
         let _ = sys::pidfd_send_signal(fd, libc::SIGKILL);
         // We may be its parent (run); reap if so, otherwise wait for its exit.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::waitid(libc::P_PIDFD, fd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED) };
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                fd.as_raw_fd() as libc::id_t,
+                &mut info,
+                libc::WEXITED,
+            )
+        };
         if r < 0 {
             let _ = sys::pidfd_wait_exit(fd, 10_000);
         }
@@ -223,7 +267,10 @@ pub fn delete(store: &Store, id: &str, force: bool, trace: &mut Trace) -> Result
     match status {
         Status::Stopped | Status::Created => {}
         Status::Running | Status::Paused | Status::Creating if !force => {
-            bail!("container {id:?} is {}: stop it first or use delete --force", status.as_str())
+            bail!(
+                "container {id:?} is {}: stop it first or use delete --force",
+                status.as_str()
+            )
         }
         _ => {}
     }
@@ -243,7 +290,11 @@ pub fn delete(store: &Store, id: &str, force: bool, trace: &mut Trace) -> Result
         }
     }
     trace.mark("cgroup_remove");
-    let hooks = if st.has_hooks { load_hooks(store, id) } else { None };
+    let hooks = if st.has_hooks {
+        load_hooks(store, id)
+    } else {
+        None
+    };
     store.remove(id)?;
     trace.mark("state_remove");
     if let Some(h) = hooks {
@@ -266,7 +317,10 @@ pub fn pause(store: &Store, id: &str) -> Result<()> {
         Status::Running | Status::Created => {}
         s => bail!("container {id:?} cannot be paused: it is {}", s.as_str()),
     }
-    st.cgroup.as_ref().ok_or_else(|| Error::msg("container has no cgroup"))?.freeze()?;
+    st.cgroup
+        .as_ref()
+        .ok_or_else(|| Error::msg("container has no cgroup"))?
+        .freeze()?;
     Ok(())
 }
 
@@ -276,7 +330,10 @@ pub fn resume(store: &Store, id: &str) -> Result<()> {
         Status::Paused => {}
         s => bail!("container {id:?} cannot be resumed: it is {}", s.as_str()),
     }
-    st.cgroup.as_ref().ok_or_else(|| Error::msg("container has no cgroup"))?.thaw()?;
+    st.cgroup
+        .as_ref()
+        .ok_or_else(|| Error::msg("container has no cgroup"))?
+        .thaw()?;
     Ok(())
 }
 
@@ -284,11 +341,24 @@ pub fn pids(store: &Store, id: &str) -> Result<Vec<i32>> {
     let st = store.load(id)?;
     match &st.cgroup {
         Some(cg) => Ok(cg.pids()?),
-        None => Ok(if st.init_alive() { vec![st.pid] } else { vec![] }),
+        None => Ok(if st.init_alive() {
+            vec![st.pid]
+        } else {
+            vec![]
+        }),
     }
 }
 
-const FWD: [i32; 8] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH, libc::SIGCONT];
+const FWD: [i32; 8] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGWINCH,
+    libc::SIGCONT,
+];
 
 fn forwarded_set() -> libc::sigset_t {
     unsafe {
@@ -316,8 +386,16 @@ pub fn wait_forwarding(pidfd: &OwnedFd, pid: i32) -> Result<i32> {
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         let sfd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
         let mut fds = [
-            libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: sfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: sfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         loop {
             let n = libc::poll(fds.as_mut_ptr(), if sfd >= 0 { 2 } else { 1 }, -1);
@@ -332,7 +410,11 @@ pub fn wait_forwarding(pidfd: &OwnedFd, pid: i32) -> Result<i32> {
             }
             if sfd >= 0 && fds[1].revents != 0 {
                 let mut si: libc::signalfd_siginfo = std::mem::zeroed();
-                let r = libc::read(sfd, (&mut si as *mut libc::signalfd_siginfo).cast(), std::mem::size_of::<libc::signalfd_siginfo>());
+                let r = libc::read(
+                    sfd,
+                    (&mut si as *mut libc::signalfd_siginfo).cast(),
+                    std::mem::size_of::<libc::signalfd_siginfo>(),
+                );
                 if r > 0 {
                     let _ = sys::pidfd_send_signal(pidfd, si.ssi_signo as i32);
                 }
@@ -342,7 +424,13 @@ pub fn wait_forwarding(pidfd: &OwnedFd, pid: i32) -> Result<i32> {
             libc::close(sfd);
         }
         let mut info: libc::siginfo_t = std::mem::zeroed();
-        if libc::waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED) < 0 {
+        if libc::waitid(
+            libc::P_PIDFD,
+            pidfd.as_raw_fd() as libc::id_t,
+            &mut info,
+            libc::WEXITED,
+        ) < 0
+        {
             return Err(Error::last_os(format!("waiting for process {pid}")));
         }
         let status = info.si_status();

@@ -28,9 +28,17 @@ fn write(level: &str, msg: &str) {
             crate::sys::now_rfc3339()
         )
     } else {
-        format!("time=\"{}\" level={level} msg={:?}\n", crate::sys::now_rfc3339(), msg)
+        format!(
+            "time=\"{}\" level={level} msg={:?}\n",
+            crate::sys::now_rfc3339(),
+            msg
+        )
     };
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
         let _ = f.write_all(line.as_bytes());
     }
 }

@@ -55,12 +55,23 @@ impl Plan {
             let t = ns.typ();
             match ns.path() {
                 Some(path) => {
-                    let f = std::fs::File::open(path)
-                        .map_err(|e| Error::os(format!("linux.namespaces: {} path {}", ns_name(t), path.display()), e))?;
+                    let f = std::fs::File::open(path).map_err(|e| {
+                        Error::os(
+                            format!("linux.namespaces: {} path {}", ns_name(t), path.display()),
+                            e,
+                        )
+                    })?;
                     let fd: OwnedFd = f.into();
                     // Check that the file really is a namespace of that type.
-                    if unsafe { libc::ioctl(fd.as_raw_fd(), 0xb703 /* NS_GET_NSTYPE */) } != clone_flag(t) {
-                        bail!("linux.namespaces: {} is not a {} namespace", path.display(), ns_name(t));
+                    if unsafe {
+                        libc::ioctl(fd.as_raw_fd(), 0xb703 /* NS_GET_NSTYPE */)
+                    } != clone_flag(t)
+                    {
+                        bail!(
+                            "linux.namespaces: {} is not a {} namespace",
+                            path.display(),
+                            ns_name(t)
+                        );
                     }
                     match t {
                         LinuxNamespaceType::Pid => p.pid_join = Some(fd),
@@ -131,17 +142,21 @@ pub fn write_id_maps(
     gid: &[oci_spec::runtime::LinuxIdMapping],
 ) -> Result<()> {
     let fmt = |m: &[oci_spec::runtime::LinuxIdMapping]| {
-        m.iter().map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size())).collect::<String>()
+        m.iter()
+            .map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size()))
+            .collect::<String>()
     };
     if unsafe { libc::geteuid() } != 0 {
         // Unprivileged: setgroups must be denied before a gid map can be written.
         let _ = std::fs::write(format!("/proc/{pid}/setgroups"), "deny");
     }
     if !uid.is_empty() {
-        std::fs::write(format!("/proc/{pid}/uid_map"), fmt(uid)).map_err(|e| Error::os("linux.uidMappings: writing uid_map", e))?;
+        std::fs::write(format!("/proc/{pid}/uid_map"), fmt(uid))
+            .map_err(|e| Error::os("linux.uidMappings: writing uid_map", e))?;
     }
     if !gid.is_empty() {
-        std::fs::write(format!("/proc/{pid}/gid_map"), fmt(gid)).map_err(|e| Error::os("linux.gidMappings: writing gid_map", e))?;
+        std::fs::write(format!("/proc/{pid}/gid_map"), fmt(gid))
+            .map_err(|e| Error::os("linux.gidMappings: writing gid_map", e))?;
     }
     Ok(())
 }
@@ -157,7 +172,8 @@ pub fn join_all_of(pidfd: &OwnedFd, types: &[LinuxNamespaceType]) -> Result<()> 
     if flags == 0 {
         return Ok(());
     }
-    cvt(unsafe { libc::setns(pidfd.as_raw_fd(), flags) }).map_err(|e| Error::os("joining the container's namespaces", e))?;
+    cvt(unsafe { libc::setns(pidfd.as_raw_fd(), flags) })
+        .map_err(|e| Error::os("joining the container's namespaces", e))?;
     Ok(())
 }
 

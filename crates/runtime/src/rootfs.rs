@@ -99,22 +99,71 @@ pub fn parse_options(opts: &[String]) -> Result<MountOpts> {
             }
             // crun's extension; the copy-up is not needed for correctness here.
             "tmpcopyup" | "notmpcopyup" => (0, 0),
-            "idmap" | "ridmap" => bail!("mounts: option {opt:?} (id-mapped mounts) is not supported by sprout"),
-            "rro" => { o.rec_attr_set |= MOUNT_ATTR_RDONLY; (0, 0) }
-            "rrw" => { o.rec_attr_clr |= MOUNT_ATTR_RDONLY; (0, 0) }
-            "rnosuid" => { o.rec_attr_set |= MOUNT_ATTR_NOSUID; (0, 0) }
-            "rsuid" => { o.rec_attr_clr |= MOUNT_ATTR_NOSUID; (0, 0) }
-            "rnodev" => { o.rec_attr_set |= MOUNT_ATTR_NODEV; (0, 0) }
-            "rdev" => { o.rec_attr_clr |= MOUNT_ATTR_NODEV; (0, 0) }
-            "rnoexec" => { o.rec_attr_set |= MOUNT_ATTR_NOEXEC; (0, 0) }
-            "rexec" => { o.rec_attr_clr |= MOUNT_ATTR_NOEXEC; (0, 0) }
-            "rnodiratime" => { o.rec_attr_set |= MOUNT_ATTR_NODIRATIME; (0, 0) }
-            "rdiratime" => { o.rec_attr_clr |= MOUNT_ATTR_NODIRATIME; (0, 0) }
-            "rnosymfollow" => { o.rec_attr_set |= MOUNT_ATTR_NOSYMFOLLOW; (0, 0) }
-            "rsymfollow" => { o.rec_attr_clr |= MOUNT_ATTR_NOSYMFOLLOW; (0, 0) }
-            "rnoatime" => { o.rec_attr_set |= MOUNT_ATTR_NOATIME; o.rec_attr_clr |= MOUNT_ATTR__ATIME; (0, 0) }
-            "rstrictatime" => { o.rec_attr_set |= MOUNT_ATTR_STRICTATIME; o.rec_attr_clr |= MOUNT_ATTR__ATIME; (0, 0) }
-            "rrelatime" => { o.rec_attr_clr |= MOUNT_ATTR__ATIME; (0, 0) }
+            "idmap" | "ridmap" => {
+                bail!("mounts: option {opt:?} (id-mapped mounts) is not supported by sprout")
+            }
+            "rro" => {
+                o.rec_attr_set |= MOUNT_ATTR_RDONLY;
+                (0, 0)
+            }
+            "rrw" => {
+                o.rec_attr_clr |= MOUNT_ATTR_RDONLY;
+                (0, 0)
+            }
+            "rnosuid" => {
+                o.rec_attr_set |= MOUNT_ATTR_NOSUID;
+                (0, 0)
+            }
+            "rsuid" => {
+                o.rec_attr_clr |= MOUNT_ATTR_NOSUID;
+                (0, 0)
+            }
+            "rnodev" => {
+                o.rec_attr_set |= MOUNT_ATTR_NODEV;
+                (0, 0)
+            }
+            "rdev" => {
+                o.rec_attr_clr |= MOUNT_ATTR_NODEV;
+                (0, 0)
+            }
+            "rnoexec" => {
+                o.rec_attr_set |= MOUNT_ATTR_NOEXEC;
+                (0, 0)
+            }
+            "rexec" => {
+                o.rec_attr_clr |= MOUNT_ATTR_NOEXEC;
+                (0, 0)
+            }
+            "rnodiratime" => {
+                o.rec_attr_set |= MOUNT_ATTR_NODIRATIME;
+                (0, 0)
+            }
+            "rdiratime" => {
+                o.rec_attr_clr |= MOUNT_ATTR_NODIRATIME;
+                (0, 0)
+            }
+            "rnosymfollow" => {
+                o.rec_attr_set |= MOUNT_ATTR_NOSYMFOLLOW;
+                (0, 0)
+            }
+            "rsymfollow" => {
+                o.rec_attr_clr |= MOUNT_ATTR_NOSYMFOLLOW;
+                (0, 0)
+            }
+            "rnoatime" => {
+                o.rec_attr_set |= MOUNT_ATTR_NOATIME;
+                o.rec_attr_clr |= MOUNT_ATTR__ATIME;
+                (0, 0)
+            }
+            "rstrictatime" => {
+                o.rec_attr_set |= MOUNT_ATTR_STRICTATIME;
+                o.rec_attr_clr |= MOUNT_ATTR__ATIME;
+                (0, 0)
+            }
+            "rrelatime" => {
+                o.rec_attr_clr |= MOUNT_ATTR__ATIME;
+                (0, 0)
+            }
             other => {
                 if let Some(p) = propagation_flag(other) {
                     o.propagation.push(p);
@@ -135,14 +184,30 @@ pub fn parse_options(opts: &[String]) -> Result<MountOpts> {
 
 fn attr_from_flags(flags: libc::c_ulong) -> u64 {
     let mut a = 0;
-    if flags & libc::MS_RDONLY != 0 { a |= MOUNT_ATTR_RDONLY; }
-    if flags & libc::MS_NOSUID != 0 { a |= MOUNT_ATTR_NOSUID; }
-    if flags & libc::MS_NODEV != 0 { a |= MOUNT_ATTR_NODEV; }
-    if flags & libc::MS_NOEXEC != 0 { a |= MOUNT_ATTR_NOEXEC; }
-    if flags & libc::MS_NODIRATIME != 0 { a |= MOUNT_ATTR_NODIRATIME; }
-    if flags & libc::MS_NOATIME != 0 { a |= MOUNT_ATTR_NOATIME; }
-    if flags & libc::MS_STRICTATIME != 0 { a |= MOUNT_ATTR_STRICTATIME; }
-    if flags & 0x100 != 0 { a |= MOUNT_ATTR_NOSYMFOLLOW; }
+    if flags & libc::MS_RDONLY != 0 {
+        a |= MOUNT_ATTR_RDONLY;
+    }
+    if flags & libc::MS_NOSUID != 0 {
+        a |= MOUNT_ATTR_NOSUID;
+    }
+    if flags & libc::MS_NODEV != 0 {
+        a |= MOUNT_ATTR_NODEV;
+    }
+    if flags & libc::MS_NOEXEC != 0 {
+        a |= MOUNT_ATTR_NOEXEC;
+    }
+    if flags & libc::MS_NODIRATIME != 0 {
+        a |= MOUNT_ATTR_NODIRATIME;
+    }
+    if flags & libc::MS_NOATIME != 0 {
+        a |= MOUNT_ATTR_NOATIME;
+    }
+    if flags & libc::MS_STRICTATIME != 0 {
+        a |= MOUNT_ATTR_STRICTATIME;
+    }
+    if flags & 0x100 != 0 {
+        a |= MOUNT_ATTR_NOSYMFOLLOW;
+    }
     a
 }
 
@@ -160,7 +225,9 @@ fn bind_attrs(opts: &MountOpts) -> (u64, u64) {
     } else if opts.flags & libc::MS_STRICTATIME != 0 {
         atime = MOUNT_ATTR_STRICTATIME;
         change_atime = true;
-    } else if opts.flags & libc::MS_RELATIME != 0 || opts.clear & (libc::MS_NOATIME | libc::MS_STRICTATIME) != 0 {
+    } else if opts.flags & libc::MS_RELATIME != 0
+        || opts.clear & (libc::MS_NOATIME | libc::MS_STRICTATIME) != 0
+    {
         change_atime = true; // relatime is the enum's 0
     }
     if change_atime {
@@ -198,13 +265,25 @@ fn mount_setattr(fd: RawFd, recursive: bool, set: u64, clr: u64) -> io::Result<(
     if set == 0 && clr == 0 {
         return Ok(());
     }
-    let attr = MountAttr { attr_set: set, attr_clr: clr, propagation: 0, userns_fd: 0 };
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clr,
+        propagation: 0,
+        userns_fd: 0,
+    };
     let mut flags = libc::AT_EMPTY_PATH as u32;
     if recursive {
         flags |= AT_RECURSIVE;
     }
     cvt_l(unsafe {
-        libc::syscall(libc::SYS_mount_setattr, fd, c"".as_ptr(), flags, &attr as *const MountAttr, std::mem::size_of::<MountAttr>())
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd,
+            c"".as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
     })
     .map(drop)
 }
@@ -243,19 +322,37 @@ pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd
     match open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0) {
         Ok(fd) => return Ok(fd),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-        Err(e) => return Err(Error::os(format!("resolving {} in the rootfs", path.display()), e)),
+        Err(e) => {
+            return Err(Error::os(
+                format!("resolving {} in the rootfs", path.display()),
+                e,
+            ))
+        }
     }
     // Usually only the last component is missing: create it in its (existing) parent.
     if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
-        if let Ok(dir) = open_in_root(root.as_raw_fd(), parent, libc::O_PATH | libc::O_DIRECTORY, 0) {
+        if let Ok(dir) = open_in_root(
+            root.as_raw_fd(),
+            parent,
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+        ) {
             return create_in(root, &dir, name, path, file);
         }
     }
     // Walk down, creating what is missing.
-    let mut cur = open_in_root(root.as_raw_fd(), Path::new("/"), libc::O_PATH | libc::O_DIRECTORY, 0)
-        .map_err(|e| Error::os("opening the rootfs", e))?;
+    let mut cur = open_in_root(
+        root.as_raw_fd(),
+        Path::new("/"),
+        libc::O_PATH | libc::O_DIRECTORY,
+        0,
+    )
+    .map_err(|e| Error::os("opening the rootfs", e))?;
     let mut sofar = PathBuf::from("/");
-    let comps: Vec<_> = path.components().filter(|c| matches!(c, Component::Normal(_))).collect();
+    let comps: Vec<_> = path
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect();
     for (i, c) in comps.iter().enumerate() {
         sofar.push(c);
         let last = i + 1 == comps.len();
@@ -265,20 +362,31 @@ pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd
                 let name = cstr(c.as_os_str());
                 // mkdirat/mknodat on an O_PATH dirfd works; the name is a single component.
                 let r = if last && file {
-                    unsafe { libc::mknodat(cur.as_raw_fd(), name.as_ptr(), libc::S_IFREG | 0o644, 0) }
+                    unsafe {
+                        libc::mknodat(cur.as_raw_fd(), name.as_ptr(), libc::S_IFREG | 0o644, 0)
+                    }
                 } else {
                     unsafe { libc::mkdirat(cur.as_raw_fd(), name.as_ptr(), 0o755) }
                 };
                 if r < 0 {
                     let e = io::Error::last_os_error();
                     if e.raw_os_error() != Some(libc::EEXIST) {
-                        return Err(Error::os(format!("creating {} in the rootfs", sofar.display()), e));
+                        return Err(Error::os(
+                            format!("creating {} in the rootfs", sofar.display()),
+                            e,
+                        ));
                     }
                 }
-                open_in_root(root.as_raw_fd(), &sofar, libc::O_PATH, 0)
-                    .map_err(|e| Error::os(format!("resolving {} in the rootfs", sofar.display()), e))?
+                open_in_root(root.as_raw_fd(), &sofar, libc::O_PATH, 0).map_err(|e| {
+                    Error::os(format!("resolving {} in the rootfs", sofar.display()), e)
+                })?
             }
-            Err(e) => return Err(Error::os(format!("resolving {} in the rootfs", sofar.display()), e)),
+            Err(e) => {
+                return Err(Error::os(
+                    format!("resolving {} in the rootfs", sofar.display()),
+                    e,
+                ))
+            }
         };
         cur = next;
     }
@@ -287,7 +395,13 @@ pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd
 
 /// Create `name` (a directory, or an empty file) in `dir` and open it; EEXIST (a race with
 /// another creator) is fine. `path` is the full container path, for errors and the reopen.
-fn create_in(root: &OwnedFd, dir: &OwnedFd, name: &std::ffi::OsStr, path: &Path, file: bool) -> Result<OwnedFd> {
+fn create_in(
+    root: &OwnedFd,
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    path: &Path,
+    file: bool,
+) -> Result<OwnedFd> {
     let cname = cstr(name);
     let r = if file {
         unsafe { libc::mknodat(dir.as_raw_fd(), cname.as_ptr(), libc::S_IFREG | 0o644, 0) }
@@ -297,10 +411,14 @@ fn create_in(root: &OwnedFd, dir: &OwnedFd, name: &std::ffi::OsStr, path: &Path,
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::EEXIST) {
-            return Err(Error::os(format!("creating {} in the rootfs", path.display()), e));
+            return Err(Error::os(
+                format!("creating {} in the rootfs", path.display()),
+                e,
+            ));
         }
     }
-    open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0).map_err(|e| Error::os(format!("resolving {} in the rootfs", path.display()), e))
+    open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0)
+        .map_err(|e| Error::os(format!("resolving {} in the rootfs", path.display()), e))
 }
 
 /// Make the host's mounts invisible to propagation from the container, then bind the rootfs onto
@@ -312,13 +430,15 @@ pub fn prepare_root(rootfs: &Path, propagation: Option<&str>) -> Result<()> {
         .and_then(propagation_flag)
         .filter(|f| f & libc::MS_UNBINDABLE == 0)
         .unwrap_or(libc::MS_SLAVE | libc::MS_REC);
-    mount(None, c"/", None, flag, None).map_err(|e| Error::os("making / private to the container", e))?;
+    mount(None, c"/", None, flag, None)
+        .map_err(|e| Error::os("making / private to the container", e))?;
     if flag & libc::MS_SHARED != 0 {
         // pivot_root refuses a new root whose parent mount is shared: make that one private.
         make_parent_mount_private(rootfs)?;
     }
     let c = cstr(rootfs);
-    mount(Some(&c), &c, None, libc::MS_BIND | libc::MS_REC, None).map_err(|e| Error::os(format!("binding rootfs {}", rootfs.display()), e))?;
+    mount(Some(&c), &c, None, libc::MS_BIND | libc::MS_REC, None)
+        .map_err(|e| Error::os(format!("binding rootfs {}", rootfs.display()), e))?;
     Ok(())
 }
 
@@ -327,7 +447,8 @@ pub fn prepare_root(rootfs: &Path, propagation: Option<&str>) -> Result<()> {
 pub fn apply_root_propagation(propagation: Option<&str>) -> Result<()> {
     // Only "/" itself: the mounts below keep the propagation their own options gave them.
     if let Some(p) = propagation.and_then(propagation_flag) {
-        mount(None, c"/", None, p & !libc::MS_REC, None).map_err(|e| Error::os("linux.rootfsPropagation", e))?;
+        mount(None, c"/", None, p & !libc::MS_REC, None)
+            .map_err(|e| Error::os("linux.rootfsPropagation", e))?;
     }
     Ok(())
 }
@@ -340,7 +461,12 @@ fn make_parent_mount_private(path: &Path) -> Result<()> {
         match mount(None, &cstr(dir), None, libc::MS_PRIVATE, None) {
             Ok(()) => return Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => p = dir.parent(),
-            Err(e) => return Err(Error::os(format!("linux.rootfsPropagation: making {} private", dir.display()), e)),
+            Err(e) => {
+                return Err(Error::os(
+                    format!("linux.rootfsPropagation: making {} private", dir.display()),
+                    e,
+                ))
+            }
         }
     }
     Ok(())
@@ -351,8 +477,14 @@ pub type CgroupBinds = Vec<(String, PathBuf)>;
 
 /// The init's own cgroups, read from /proc/self/cgroup (call once placed in its cgroup).
 pub fn own_cgroup_binds() -> CgroupBinds {
-    let Ok(s) = std::fs::read_to_string("/proc/self/cgroup") else { return Vec::new() };
-    let unified_root = if Path::new("/sys/fs/cgroup/unified").exists() { "unified" } else { "" };
+    let Ok(s) = std::fs::read_to_string("/proc/self/cgroup") else {
+        return Vec::new();
+    };
+    let unified_root = if Path::new("/sys/fs/cgroup/unified").exists() {
+        "unified"
+    } else {
+        ""
+    };
     let mut out = Vec::new();
     for line in s.lines() {
         let mut it = line.splitn(3, ':');
@@ -366,7 +498,11 @@ pub fn own_cgroup_binds() -> CgroupBinds {
         } else {
             ctrls.strip_prefix("name=").unwrap_or(ctrls).to_string()
         };
-        let base = if name.is_empty() { PathBuf::from("/sys/fs/cgroup") } else { Path::new("/sys/fs/cgroup").join(&name) };
+        let base = if name.is_empty() {
+            PathBuf::from("/sys/fs/cgroup")
+        } else {
+            Path::new("/sys/fs/cgroup").join(&name)
+        };
         let host = base.join(path.trim_start_matches('/'));
         if base.exists() {
             out.push((name, host));
@@ -385,17 +521,28 @@ pub struct MountCtx<'a> {
 
 pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
     let typ = m.typ().as_deref().unwrap_or("");
-    let opts = parse_options(m.options().as_deref().unwrap_or(&[])).map_err(|e| e.context(format!("mounts[{i}]")))?;
+    let opts = parse_options(m.options().as_deref().unwrap_or(&[]))
+        .map_err(|e| e.context(format!("mounts[{i}]")))?;
     let dest = m.destination();
     let what = || format!("mounts[{i}] ({})", dest.display());
     let is_bind = opts.bind || typ == "bind";
     if is_bind {
-        let src = m.source().as_ref().ok_or_else(|| Error::msg(format!("{}: bind mount needs a source", what())))?;
-        let src = if src.is_absolute() { src.clone() } else { ctx.bundle.join(src) };
-        let meta = std::fs::metadata(&src).map_err(|e| Error::os(format!("{}: source {}", what(), src.display()), e))?;
+        let src = m
+            .source()
+            .as_ref()
+            .ok_or_else(|| Error::msg(format!("{}: bind mount needs a source", what())))?;
+        let src = if src.is_absolute() {
+            src.clone()
+        } else {
+            ctx.bundle.join(src)
+        };
+        let meta = std::fs::metadata(&src)
+            .map_err(|e| Error::os(format!("{}: source {}", what(), src.display()), e))?;
         let target = ensure_in_root(ctx.rootfs_fd, dest, !meta.is_dir())?;
-        let tree = open_tree(libc::AT_FDCWD, &cstr(&src), opts.recursive).map_err(|e| Error::os(format!("{}: cloning {}", what(), src.display()), e))?;
-        attach_bind(tree, &target, &opts).map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
+        let tree = open_tree(libc::AT_FDCWD, &cstr(&src), opts.recursive)
+            .map_err(|e| Error::os(format!("{}: cloning {}", what(), src.display()), e))?;
+        attach_bind(tree, &target, &opts)
+            .map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
         return Ok(());
     }
     if typ == "cgroup" || typ == "cgroup2" {
@@ -406,23 +553,40 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
     let fstype = cstr_s(typ);
     let data = cstr_s(&opts.data);
     let tp = fd_path(&target);
-    let r = mount(Some(&src), &tp, Some(&fstype), opts.flags & !libc::MS_REMOUNT, if opts.data.is_empty() { None } else { Some(&data) });
+    let r = mount(
+        Some(&src),
+        &tp,
+        Some(&fstype),
+        opts.flags & !libc::MS_REMOUNT,
+        if opts.data.is_empty() {
+            None
+        } else {
+            Some(&data)
+        },
+    );
     if let Err(e) = r {
         // sysfs can't be mounted in a user namespace that doesn't own the netns: fall back to a
         // recursive read-only bind of the host's /sys, as runc does.
         if typ == "sysfs" && e.raw_os_error() == Some(libc::EPERM) {
-            let tree = open_tree(libc::AT_FDCWD, c"/sys", true).map_err(|e| Error::os(format!("{}: bind /sys", what()), e))?;
-            let mut o = MountOpts { flags: opts.flags | libc::MS_RDONLY, ..Default::default() };
+            let tree = open_tree(libc::AT_FDCWD, c"/sys", true)
+                .map_err(|e| Error::os(format!("{}: bind /sys", what()), e))?;
+            let mut o = MountOpts {
+                flags: opts.flags | libc::MS_RDONLY,
+                ..Default::default()
+            };
             o.rec_attr_set = MOUNT_ATTR_RDONLY;
-            attach_bind(tree, &target, &o).map_err(|e| Error::os(format!("{}: bind /sys", what()), e))?;
+            attach_bind(tree, &target, &o)
+                .map_err(|e| Error::os(format!("{}: bind /sys", what()), e))?;
             return Ok(());
         }
         return Err(Error::os(format!("{}: mount {typ}", what()), e));
     }
     if !opts.propagation.is_empty() {
-        let fd = open_in_root(ctx.rootfs_fd.as_raw_fd(), dest, libc::O_PATH, 0).map_err(|e| Error::os(what(), e))?;
+        let fd = open_in_root(ctx.rootfs_fd.as_raw_fd(), dest, libc::O_PATH, 0)
+            .map_err(|e| Error::os(what(), e))?;
         for p in &opts.propagation {
-            mount(None, &fd_path(&fd), None, *p, None).map_err(|e| Error::os(format!("{}: propagation", what()), e))?;
+            mount(None, &fd_path(&fd), None, *p, None)
+                .map_err(|e| Error::os(format!("{}: propagation", what()), e))?;
         }
     }
     Ok(())
@@ -433,77 +597,177 @@ fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Result<()> {
     let flags = opts.flags | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     if ctx.cgroup_v2 {
         if ctx.new_cgroup_ns {
-            mount(Some(c"cgroup2"), &fd_path(&target), Some(c"cgroup2"), flags, None).map_err(|e| Error::os("mount cgroup2", e))?;
+            mount(
+                Some(c"cgroup2"),
+                &fd_path(&target),
+                Some(c"cgroup2"),
+                flags,
+                None,
+            )
+            .map_err(|e| Error::os("mount cgroup2", e))?;
             return Ok(());
         }
         for (_, host) in (ctx.cgroup_binds)() {
-            let tree = open_tree(libc::AT_FDCWD, &cstr(&host), true).map_err(|e| Error::os("bind cgroup", e))?;
-            attach_bind(tree, &target, &MountOpts { flags, ..Default::default() }).map_err(|e| Error::os("bind cgroup", e))?;
+            let tree = open_tree(libc::AT_FDCWD, &cstr(&host), true)
+                .map_err(|e| Error::os("bind cgroup", e))?;
+            attach_bind(
+                tree,
+                &target,
+                &MountOpts {
+                    flags,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| Error::os("bind cgroup", e))?;
         }
         return Ok(());
     }
     // v1 / hybrid: a tmpfs with one bind per hierarchy of the container's own cgroup.
-    mount(Some(c"tmpfs"), &fd_path(&target), Some(c"tmpfs"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some(c"mode=755"))
-        .map_err(|e| Error::os("mount tmpfs for cgroups", e))?;
+    mount(
+        Some(c"tmpfs"),
+        &fd_path(&target),
+        Some(c"tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        Some(c"mode=755"),
+    )
+    .map_err(|e| Error::os("mount tmpfs for cgroups", e))?;
     for (name, host) in (ctx.cgroup_binds)() {
         let sub = dest.join(&name);
         let t = ensure_in_root(ctx.rootfs_fd, &sub, false)?;
-        let tree = open_tree(libc::AT_FDCWD, &cstr(&host), false).map_err(|e| Error::os(format!("bind cgroup {name}"), e))?;
-        attach_bind(tree, &t, &MountOpts { flags, ..Default::default() }).map_err(|e| Error::os(format!("bind cgroup {name}"), e))?;
+        let tree = open_tree(libc::AT_FDCWD, &cstr(&host), false)
+            .map_err(|e| Error::os(format!("bind cgroup {name}"), e))?;
+        attach_bind(
+            tree,
+            &t,
+            &MountOpts {
+                flags,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| Error::os(format!("bind cgroup {name}"), e))?;
     }
     if opts.flags & libc::MS_RDONLY != 0 {
-        let fd = open_in_root(ctx.rootfs_fd.as_raw_fd(), dest, libc::O_PATH, 0).map_err(|e| Error::os("cgroup tmpfs", e))?;
-        mount(None, &fd_path(&fd), None, libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some(c"mode=755"))
-            .map_err(|e| Error::os("remount cgroup tmpfs read-only", e))?;
+        let fd = open_in_root(ctx.rootfs_fd.as_raw_fd(), dest, libc::O_PATH, 0)
+            .map_err(|e| Error::os("cgroup tmpfs", e))?;
+        mount(
+            None,
+            &fd_path(&fd),
+            None,
+            libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some(c"mode=755"),
+        )
+        .map_err(|e| Error::os("remount cgroup tmpfs read-only", e))?;
     }
     Ok(())
 }
 
 /// The devices every container gets (runtime-spec "Default Devices").
 pub fn default_devices() -> [(&'static str, u32, u32); 6] {
-    [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)]
+    [
+        ("null", 1, 3),
+        ("zero", 1, 5),
+        ("full", 1, 7),
+        ("random", 1, 8),
+        ("urandom", 1, 9),
+        ("tty", 5, 0),
+    ]
 }
 
 /// Create one device node in the rootfs; falls back to bind-mounting the host's node when mknod
 /// is not permitted (user namespaces).
-pub fn create_device(root: &OwnedFd, path: &Path, kind: libc::mode_t, major: u32, minor: u32, mode: u32, uid: u32, gid: u32, in_userns: bool) -> Result<()> {
+pub fn create_device(
+    root: &OwnedFd,
+    path: &Path,
+    kind: libc::mode_t,
+    major: u32,
+    minor: u32,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    in_userns: bool,
+) -> Result<()> {
     let parent = path.parent().unwrap_or(Path::new("/"));
     let dir = ensure_in_root(root, parent, false)?;
-    create_device_in(root, &dir, path, kind, major, minor, mode, uid, gid, in_userns)
+    create_device_in(
+        root, &dir, path, kind, major, minor, mode, uid, gid, in_userns,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
-fn create_device_in(root: &OwnedFd, dir: &OwnedFd, path: &Path, kind: libc::mode_t, major: u32, minor: u32, mode: u32, uid: u32, gid: u32, in_userns: bool) -> Result<()> {
-    let name = path.file_name().ok_or_else(|| Error::msg(format!("linux.devices: bad path {}", path.display())))?;
+fn create_device_in(
+    root: &OwnedFd,
+    dir: &OwnedFd,
+    path: &Path,
+    kind: libc::mode_t,
+    major: u32,
+    minor: u32,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    in_userns: bool,
+) -> Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::msg(format!("linux.devices: bad path {}", path.display())))?;
     // mknodat needs a real directory fd (O_PATH works for *at calls with a name).
     let cname = cstr(name);
     unsafe { libc::unlinkat(dir.as_raw_fd(), cname.as_ptr(), 0) };
     let r = if in_userns {
         -1
     } else {
-        unsafe { libc::mknodat(dir.as_raw_fd(), cname.as_ptr(), kind | (mode & 0o7777), libc::makedev(major, minor)) }
+        unsafe {
+            libc::mknodat(
+                dir.as_raw_fd(),
+                cname.as_ptr(),
+                kind | (mode & 0o7777),
+                libc::makedev(major, minor),
+            )
+        }
     };
     if r == 0 {
-        let r = unsafe { libc::fchownat(dir.as_raw_fd(), cname.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) };
+        let r = unsafe {
+            libc::fchownat(
+                dir.as_raw_fd(),
+                cname.as_ptr(),
+                uid,
+                gid,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
         if r < 0 {
-            return Err(Error::last_os(format!("linux.devices: chown {}", path.display())));
+            return Err(Error::last_os(format!(
+                "linux.devices: chown {}",
+                path.display()
+            )));
         }
         // mknod is subject to umask; set the exact mode (the node was just made by us: a plain
         // name in a directory we hold, no symlink can be there).
         if unsafe { libc::fchmodat(dir.as_raw_fd(), cname.as_ptr(), mode & 0o7777, 0) } < 0 {
-            return Err(Error::last_os(format!("linux.devices: chmod {}", path.display())));
+            return Err(Error::last_os(format!(
+                "linux.devices: chmod {}",
+                path.display()
+            )));
         }
         return Ok(());
     }
-    let err = if in_userns { io::Error::from_raw_os_error(libc::EPERM) } else { io::Error::last_os_error() };
+    let err = if in_userns {
+        io::Error::from_raw_os_error(libc::EPERM)
+    } else {
+        io::Error::last_os_error()
+    };
     if err.raw_os_error() != Some(libc::EPERM) {
-        return Err(Error::os(format!("linux.devices: mknod {}", path.display()), err));
+        return Err(Error::os(
+            format!("linux.devices: mknod {}", path.display()),
+            err,
+        ));
     }
     // Bind the host's node of the same path.
     let host = Path::new("/dev").join(path.strip_prefix("/dev").unwrap_or(path));
     let target = ensure_in_root(root, path, true)?;
-    let tree = open_tree(libc::AT_FDCWD, &cstr(&host), false).map_err(|e| Error::os(format!("linux.devices: bind {}", host.display()), e))?;
-    attach_bind(tree, &target, &MountOpts::default()).map_err(|e| Error::os(format!("linux.devices: bind {}", host.display()), e))?;
+    let tree = open_tree(libc::AT_FDCWD, &cstr(&host), false)
+        .map_err(|e| Error::os(format!("linux.devices: bind {}", host.display()), e))?;
+    attach_bind(tree, &target, &MountOpts::default())
+        .map_err(|e| Error::os(format!("linux.devices: bind {}", host.display()), e))?;
     Ok(())
 }
 
@@ -516,7 +780,12 @@ pub fn device_kind(t: LinuxDeviceType) -> Result<libc::mode_t> {
     })
 }
 
-pub fn create_devices(root: &OwnedFd, devices: &[LinuxDevice], in_userns: bool, dev_is_tmpfs: bool) -> Result<()> {
+pub fn create_devices(
+    root: &OwnedFd,
+    devices: &[LinuxDevice],
+    in_userns: bool,
+    dev_is_tmpfs: bool,
+) -> Result<()> {
     let dev = ensure_in_root(root, Path::new("/dev"), false)?;
     if dev_is_tmpfs {
         for (name, maj, min) in default_devices() {
@@ -524,7 +793,18 @@ pub fn create_devices(root: &OwnedFd, devices: &[LinuxDevice], in_userns: bool, 
             if devices.iter().any(|d| d.path() == &p) {
                 continue;
             }
-            create_device_in(root, &dev, &p, libc::S_IFCHR, maj, min, 0o666, 0, 0, in_userns)?;
+            create_device_in(
+                root,
+                &dev,
+                &p,
+                libc::S_IFCHR,
+                maj,
+                min,
+                0o666,
+                0,
+                0,
+                in_userns,
+            )?;
         }
     }
     for d in devices {
@@ -532,9 +812,30 @@ pub fn create_devices(root: &OwnedFd, devices: &[LinuxDevice], in_userns: bool, 
         let mode = d.file_mode().unwrap_or(0o666);
         let (uid, gid) = (d.uid().unwrap_or(0), d.gid().unwrap_or(0));
         if d.path().parent() == Some(Path::new("/dev")) {
-            create_device_in(root, &dev, d.path(), kind, d.major() as u32, d.minor() as u32, mode, uid, gid, in_userns)?;
+            create_device_in(
+                root,
+                &dev,
+                d.path(),
+                kind,
+                d.major() as u32,
+                d.minor() as u32,
+                mode,
+                uid,
+                gid,
+                in_userns,
+            )?;
         } else {
-            create_device(root, d.path(), kind, d.major() as u32, d.minor() as u32, mode, uid, gid, in_userns)?;
+            create_device(
+                root,
+                d.path(),
+                kind,
+                d.major() as u32,
+                d.minor() as u32,
+                mode,
+                uid,
+                gid,
+                in_userns,
+            )?;
         }
     }
     if dev_is_tmpfs {
@@ -566,7 +867,12 @@ pub fn create_devices(root: &OwnedFd, devices: &[LinuxDevice], in_userns: bool, 
 /// lazy unmount cannot propagate to the host.
 pub fn pivot(rootfs: &Path) -> Result<()> {
     let c = cstr(rootfs);
-    let newroot = unsafe { libc::open(c.as_ptr(), libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC) };
+    let newroot = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
     if newroot < 0 {
         return Err(Error::last_os("opening the rootfs for pivot_root"));
     }
@@ -574,17 +880,30 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
     // An fd on the old root, so that after pivot_root we can name exactly that mount: "." would
     // name the new root for mount(2) (which does not follow the old root stacked on it) and
     // turning the container's own mounts into slaves would undo their propagation options.
-    let oldroot = unsafe { libc::open(c"/".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    let oldroot = unsafe {
+        libc::open(
+            c"/".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
     let oldroot = (oldroot >= 0).then(|| unsafe { OwnedFd::from_raw_fd(oldroot) });
     cvt(unsafe { libc::fchdir(newroot.as_raw_fd()) }).map_err(|e| Error::os("chdir rootfs", e))?;
-    cvt(unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) } as libc::c_int).map_err(|e| Error::os("pivot_root", e))?;
+    cvt(
+        unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) } as libc::c_int,
+    )
+    .map_err(|e| Error::os("pivot_root", e))?;
     // Make the old root rslave so its lazy unmount cannot propagate to the host, then detach it.
     // Through /proc/self/fd when the container has a /proc; otherwise "/" was already made rslave
     // (or the configured propagation) before the pivot and "." reaches the old root for umount2.
-    let via_fd = oldroot.as_ref().map(fd_path).filter(|p| mount(None, p, None, libc::MS_SLAVE | libc::MS_REC, None).is_ok());
+    let via_fd = oldroot
+        .as_ref()
+        .map(fd_path)
+        .filter(|p| mount(None, p, None, libc::MS_SLAVE | libc::MS_REC, None).is_ok());
     match via_fd {
-        Some(p) => cvt(unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) }).map_err(|e| Error::os("detaching the old root", e))?,
-        None => cvt(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) }).map_err(|e| Error::os("detaching the old root", e))?,
+        Some(p) => cvt(unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) })
+            .map_err(|e| Error::os("detaching the old root", e))?,
+        None => cvt(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) })
+            .map_err(|e| Error::os("detaching the old root", e))?,
     };
     drop(oldroot);
     cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
@@ -595,7 +914,8 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
 pub fn move_and_chroot(rootfs: &Path) -> Result<()> {
     let c = cstr(rootfs);
     cvt(unsafe { libc::chdir(c.as_ptr()) }).map_err(|e| Error::os("chdir rootfs", e))?;
-    mount(Some(c"."), c"/", None, libc::MS_MOVE, None).map_err(|e| Error::os("moving the rootfs to /", e))?;
+    mount(Some(c"."), c"/", None, libc::MS_MOVE, None)
+        .map_err(|e| Error::os("moving the rootfs to /", e))?;
     cvt(unsafe { libc::chroot(c".".as_ptr()) }).map_err(|e| Error::os("chroot", e))?;
     cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
     Ok(())
@@ -630,13 +950,20 @@ pub fn readonly_paths(paths: &[String]) -> Result<()> {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
             Err(e) => return Err(Error::os(format!("linux.readonlyPaths: {p}"), e)),
         };
-        mount_setattr(tree.as_raw_fd(), true, MOUNT_ATTR_RDONLY, 0).map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
-        let target = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
+        mount_setattr(tree.as_raw_fd(), true, MOUNT_ATTR_RDONLY, 0)
+            .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
+        let target = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            )
+        };
         if target < 0 {
             return Err(Error::last_os(format!("linux.readonlyPaths: {p}")));
         }
         let target = unsafe { OwnedFd::from_raw_fd(target) };
-        move_mount_to_fd(tree.as_raw_fd(), target.as_raw_fd()).map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
+        move_mount_to_fd(tree.as_raw_fd(), target.as_raw_fd())
+            .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
     }
     Ok(())
 }
@@ -644,14 +971,20 @@ pub fn readonly_paths(paths: &[String]) -> Result<()> {
 /// root.readonly: remount / read-only, keeping the flags the kernel locks.
 pub fn readonly_root() -> Result<()> {
     let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
-    cvt(unsafe { libc::statvfs(c"/".as_ptr(), &mut sv) }).map_err(|e| Error::os("root.readonly: statvfs /", e))?;
+    cvt(unsafe { libc::statvfs(c"/".as_ptr(), &mut sv) })
+        .map_err(|e| Error::os("root.readonly: statvfs /", e))?;
     let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
-    for (st, ms) in [(libc::ST_NOSUID, libc::MS_NOSUID), (libc::ST_NODEV, libc::MS_NODEV), (libc::ST_NOEXEC, libc::MS_NOEXEC)] {
+    for (st, ms) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+    ] {
         if sv.f_flag & st != 0 {
             flags |= ms;
         }
     }
-    mount(None, c"/", None, flags, None).map_err(|e| Error::os("root.readonly: remount / read-only", e))
+    mount(None, c"/", None, flags, None)
+        .map_err(|e| Error::os("root.readonly: remount / read-only", e))
 }
 
 pub fn set_sysctls(sysctl: &std::collections::HashMap<String, String>) -> Result<()> {
@@ -661,7 +994,6 @@ pub fn set_sysctls(sysctl: &std::collections::HashMap<String, String>) -> Result
     }
     Ok(())
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -673,7 +1005,14 @@ mod tests {
 
     #[test]
     fn options() {
-        let o = parse_options(&s(&["nosuid", "noexec", "nodev", "mode=755", "size=65536k"])).unwrap();
+        let o = parse_options(&s(&[
+            "nosuid",
+            "noexec",
+            "nodev",
+            "mode=755",
+            "size=65536k",
+        ]))
+        .unwrap();
         assert_eq!(o.flags, libc::MS_NOSUID | libc::MS_NOEXEC | libc::MS_NODEV);
         assert_eq!(o.data, "mode=755,size=65536k");
         let o = parse_options(&s(&["rbind", "ro", "rprivate"])).unwrap();
@@ -682,7 +1021,10 @@ mod tests {
         assert_eq!(o.propagation, vec![libc::MS_PRIVATE | libc::MS_REC]);
         let o = parse_options(&s(&["ro", "rw"])).unwrap();
         assert_eq!(o.flags, 0);
-        assert!(parse_options(&s(&["idmap"])).unwrap_err().to_string().contains("idmap"));
+        assert!(parse_options(&s(&["idmap"]))
+            .unwrap_err()
+            .to_string()
+            .contains("idmap"));
         let o = parse_options(&s(&["rro"])).unwrap();
         assert_eq!(o.rec_attr_set, MOUNT_ATTR_RDONLY);
     }
@@ -690,7 +1032,13 @@ mod tests {
     #[test]
     fn bind_atime_attrs_clear_the_whole_enum() {
         let o = parse_options(&s(&["bind", "nosuid", "strictatime", "mode=755"])).unwrap();
-        assert_eq!(bind_attrs(&o), (MOUNT_ATTR_NOSUID | MOUNT_ATTR_STRICTATIME, MOUNT_ATTR__ATIME));
+        assert_eq!(
+            bind_attrs(&o),
+            (
+                MOUNT_ATTR_NOSUID | MOUNT_ATTR_STRICTATIME,
+                MOUNT_ATTR__ATIME
+            )
+        );
         let o = parse_options(&s(&["bind", "relatime", "ro"])).unwrap();
         assert_eq!(bind_attrs(&o), (MOUNT_ATTR_RDONLY, MOUNT_ATTR__ATIME));
         let o = parse_options(&s(&["bind", "rw", "suid"])).unwrap();
@@ -701,6 +1049,9 @@ mod tests {
 
     #[test]
     fn attrs() {
-        assert_eq!(attr_from_flags(libc::MS_RDONLY | libc::MS_NODEV), MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
+        assert_eq!(
+            attr_from_flags(libc::MS_RDONLY | libc::MS_NODEV),
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV
+        );
     }
 }

@@ -23,7 +23,13 @@ pub fn default_spec(rootless: bool) -> serde_json::Value {
         serde_json::json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}),
     ];
     if rootless {
-        mounts[2]["options"] = serde_json::json!(["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]);
+        mounts[2]["options"] = serde_json::json!([
+            "nosuid",
+            "noexec",
+            "newinstance",
+            "ptmxmode=0666",
+            "mode=0620"
+        ]);
         mounts[5] = serde_json::json!({"destination": "/sys", "type": "none", "source": "/sys", "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]});
         mounts.pop();
     }

@@ -83,7 +83,10 @@ pub fn validate_id(id: &str) -> Result<()> {
     if id.len() > 1024 {
         bail!("container id: longer than 1024 bytes");
     }
-    if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-' | '.'))) {
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-' | '.')))
+    {
         bail!("container id {id:?}: invalid character {c:?} (allowed: letters, digits, '_', '+', '-', '.')");
     }
     Ok(())
@@ -109,13 +112,16 @@ impl Store {
         if let Err(e) = std::fs::create_dir(&self.root) {
             if e.kind() != ErrorKind::AlreadyExists {
                 // The parent may be missing too (e.g. --root /run/x/y).
-                std::fs::create_dir_all(&self.root).map_err(|e| Error::os(format!("--root {}", self.root.display()), e))?;
+                std::fs::create_dir_all(&self.root)
+                    .map_err(|e| Error::os(format!("--root {}", self.root.display()), e))?;
             }
         }
         let dir = self.dir(id);
         match std::fs::create_dir(&dir) {
             Ok(()) => Ok(dir),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => bail!("container {id:?} already exists"),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                bail!("container {id:?} already exists")
+            }
             Err(e) => Err(Error::os(format!("state directory {}", dir.display()), e)),
         }
     }
@@ -128,7 +134,8 @@ impl Store {
             Err(e) if e.kind() == ErrorKind::NotFound => bail!("container {id:?} does not exist"),
             Err(e) => return Err(Error::os(format!("state of {id:?}"), e)),
         };
-        serde_json::from_slice(&data).map_err(|e| Error::msg(format!("state of {id:?} is corrupt: {e}")))
+        serde_json::from_slice(&data)
+            .map_err(|e| Error::msg(format!("state of {id:?} is corrupt: {e}")))
     }
 
     pub fn save(&self, st: &State) -> Result<()> {
@@ -239,7 +246,11 @@ mod tests {
         let root = std::env::temp_dir().join(format!("sprout-state-test-{}", std::process::id()));
         let store = Store::new(&root);
         store.create_dir("c1").unwrap();
-        assert!(store.create_dir("c1").unwrap_err().to_string().contains("already exists"));
+        assert!(store
+            .create_dir("c1")
+            .unwrap_err()
+            .to_string()
+            .contains("already exists"));
         let st = State {
             id: "c1".into(),
             pid: std::process::id() as i32,
@@ -265,7 +276,11 @@ mod tests {
         dead.pid_start += 1;
         assert_eq!(dead.status(&store), Status::Stopped);
         store.remove("c1").unwrap();
-        assert!(store.load("c1").unwrap_err().to_string().contains("does not exist"));
+        assert!(store
+            .load("c1")
+            .unwrap_err()
+            .to_string()
+            .contains("does not exist"));
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -26,8 +26,24 @@ pub struct Channel {
 impl Channel {
     pub fn pair() -> io::Result<(Channel, Channel)> {
         let mut fds = [0 as RawFd; 2];
-        cvt(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) })?;
-        unsafe { Ok((Channel { fd: OwnedFd::from_raw_fd(fds[0]) }, Channel { fd: OwnedFd::from_raw_fd(fds[1]) })) }
+        cvt(unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        })?;
+        unsafe {
+            Ok((
+                Channel {
+                    fd: OwnedFd::from_raw_fd(fds[0]),
+                },
+                Channel {
+                    fd: OwnedFd::from_raw_fd(fds[1]),
+                },
+            ))
+        }
     }
 
     pub fn raw(&self) -> RawFd {
@@ -39,7 +55,14 @@ impl Channel {
         buf.push(tag);
         buf.extend_from_slice(payload);
         loop {
-            let n = unsafe { libc::send(self.raw(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+            let n = unsafe {
+                libc::send(
+                    self.raw(),
+                    buf.as_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() == Some(libc::EINTR) {
@@ -71,7 +94,10 @@ impl Channel {
         if tag == GO {
             Ok(())
         } else {
-            Err(io::Error::new(io::ErrorKind::BrokenPipe, "parent went away"))
+            Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "parent went away",
+            ))
         }
     }
 }

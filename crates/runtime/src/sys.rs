@@ -42,15 +42,17 @@ pub fn mount(
     data: Option<&CStr>,
 ) -> io::Result<()> {
     let p = |c: Option<&CStr>| c.map_or(std::ptr::null(), |c| c.as_ptr());
-    cvt(unsafe {
-        libc::mount(p(src), target.as_ptr(), p(fstype), flags, p(data).cast())
-    })
-    .map(drop)
+    cvt(unsafe { libc::mount(p(src), target.as_ptr(), p(fstype), flags, p(data).cast()) }).map(drop)
 }
 
 /// openat2(2) with RESOLVE_IN_ROOT: `path` is resolved as if `root` were "/", so that symlinks in a
 /// rootfs can never lead outside it (CVE-2021-30465 class).
-pub fn open_in_root(root: RawFd, path: &Path, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+pub fn open_in_root(
+    root: RawFd,
+    path: &Path,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
     #[repr(C)]
     struct OpenHow {
         flags: u64,
@@ -65,7 +67,11 @@ pub fn open_in_root(root: RawFd, path: &Path, flags: libc::c_int, mode: u32) -> 
         resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
     };
     let rel = path.strip_prefix("/").unwrap_or(path);
-    let c = if rel.as_os_str().is_empty() { cstr_s(".") } else { cstr(rel) };
+    let c = if rel.as_os_str().is_empty() {
+        cstr_s(".")
+    } else {
+        cstr(rel)
+    };
     let fd = cvt_l(unsafe {
         libc::syscall(
             libc::SYS_openat2,
@@ -118,7 +124,11 @@ pub fn pidfd_send_signal(pidfd: &OwnedFd, sig: i32) -> io::Result<()> {
 /// Wait until the process behind `pidfd` exits, or `timeout_ms` passes (-1: forever).
 /// Returns true if it exited.
 pub fn pidfd_wait_exit(pidfd: &OwnedFd, timeout_ms: i32) -> io::Result<bool> {
-    let mut pfd = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     loop {
         let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
         if r < 0 {
@@ -152,7 +162,11 @@ pub fn cloexec_from(first: u32) -> io::Result<()> {
 
 pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
     let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
-    let nf = if on { flags | libc::FD_CLOEXEC } else { flags & !libc::FD_CLOEXEC };
+    let nf = if on {
+        flags | libc::FD_CLOEXEC
+    } else {
+        flags & !libc::FD_CLOEXEC
+    };
     if nf != flags {
         cvt(unsafe { libc::fcntl(fd, libc::F_SETFD, nf) })?;
     }
@@ -177,7 +191,10 @@ pub fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
 /// Send `fd` over a unix socket with SCM_RIGHTS, with `data` as the payload.
 pub fn send_fd(sock: RawFd, data: &[u8], fd: RawFd) -> io::Result<()> {
     unsafe {
-        let mut iov = libc::iovec { iov_base: data.as_ptr() as *mut _, iov_len: data.len() };
+        let mut iov = libc::iovec {
+            iov_base: data.as_ptr() as *mut _,
+            iov_len: data.len(),
+        };
         let space = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
         let mut cbuf = [0u8; 64];
         let mut msg: libc::msghdr = std::mem::zeroed();
@@ -198,7 +215,10 @@ pub fn send_fd(sock: RawFd, data: &[u8], fd: RawFd) -> io::Result<()> {
 /// Receive a message and at most one fd.
 pub fn recv_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
     unsafe {
-        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
         let mut cbuf = [0u8; 64];
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
@@ -235,17 +255,27 @@ pub fn proc_start_time(pid: i32) -> io::Result<(u64, char)> {
     let s = format!("/proc/{pid}/stat");
     let data = std::fs::read(&s)?;
     // The command name is in parentheses and may contain spaces: parse after the last ')'.
-    let close = data.iter().rposition(|&b| b == b')').ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let rest = std::str::from_utf8(&data[close + 1..]).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let close = data
+        .iter()
+        .rposition(|&b| b == b')')
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let rest = std::str::from_utf8(&data[close + 1..])
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let mut it = rest.split_ascii_whitespace();
     let state = it.next().and_then(|s| s.chars().next()).unwrap_or('?');
     // After ')' fields start at field 3 (state); start time is field 22 → index 19 from state.
-    let st = it.nth(18).and_then(|s| s.parse().ok()).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let st = it
+        .nth(18)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
     Ok((st, state))
 }
 
 pub fn now_rfc3339() -> String {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     unsafe { libc::gmtime_r(&ts.tv_sec, &mut tm) };
@@ -262,7 +292,10 @@ pub fn now_rfc3339() -> String {
 }
 
 pub fn monotonic_us() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }

@@ -17,11 +17,19 @@ pub struct Trace {
 impl Trace {
     pub fn new(enabled: bool) -> Trace {
         let now = if enabled { monotonic_us() } else { 0 };
-        Trace { enabled, start: now, last: now, phases: Vec::new(), extra: String::new() }
+        Trace {
+            enabled,
+            start: now,
+            last: now,
+            phases: Vec::new(),
+            extra: String::new(),
+        }
     }
 
     pub fn from_env(flag: bool) -> Trace {
-        Trace::new(flag || std::env::var_os("SPROUT_TRACE").is_some_and(|v| v != "0" && !v.is_empty()))
+        Trace::new(
+            flag || std::env::var_os("SPROUT_TRACE").is_some_and(|v| v != "0" && !v.is_empty()),
+        )
     }
 
     #[inline]
@@ -63,12 +71,20 @@ impl Trace {
             return None;
         }
         let mut s = String::with_capacity(256);
-        let _ = write!(s, "{{\"sprout_trace\":{{\"cmd\":\"{cmd}\",\"id\":{},\"phases_us\":{{", serde_json::Value::from(id));
+        let _ = write!(
+            s,
+            "{{\"sprout_trace\":{{\"cmd\":\"{cmd}\",\"id\":{},\"phases_us\":{{",
+            serde_json::Value::from(id)
+        );
         for (i, (k, v)) in self.phases.iter().enumerate() {
             let _ = write!(s, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
         }
         s.push_str(&self.extra);
-        let _ = write!(s, "}},\"total_us\":{}}}}}", self.last.saturating_sub(self.start));
+        let _ = write!(
+            s,
+            "}},\"total_us\":{}}}}}",
+            self.last.saturating_sub(self.start)
+        );
         Some(s)
     }
 
@@ -89,7 +105,11 @@ pub struct ChildTrace {
 
 impl ChildTrace {
     pub fn new(enabled: bool) -> ChildTrace {
-        ChildTrace { enabled, last: if enabled { monotonic_us() } else { 0 }, buf: String::new() }
+        ChildTrace {
+            enabled,
+            last: if enabled { monotonic_us() } else { 0 },
+            buf: String::new(),
+        }
     }
     #[inline]
     pub fn mark(&mut self, name: &str) {

@@ -10,14 +10,22 @@ use crate::sys;
 /// An internal console socket pair: (the end the init sends on, the end we receive on).
 pub fn console_pair() -> Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
-    sys::cvt(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) })
-        .map_err(|e| Error::os("console socketpair", e))?;
+    sys::cvt(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })
+    .map_err(|e| Error::os("console socketpair", e))?;
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 pub fn recv_master(sock: &OwnedFd) -> Result<OwnedFd> {
     let mut buf = [0u8; 256];
-    let (_, fd) = sys::recv_fd(sock.as_raw_fd(), &mut buf).map_err(|e| Error::os("receiving the pty master", e))?;
+    let (_, fd) = sys::recv_fd(sock.as_raw_fd(), &mut buf)
+        .map_err(|e| Error::os("receiving the pty master", e))?;
     fd.ok_or_else(|| Error::msg("process.terminal: the container sent no pty"))
 }
 
@@ -65,7 +73,15 @@ fn copy_winsize(master: RawFd) {
 pub fn proxy_and_wait(pidfd: &OwnedFd, pid: i32, master: OwnedFd) -> Result<i32> {
     let _raw = RawMode::enter();
     copy_winsize(master.as_raw_fd());
-    const FWD: [i32; 7] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH];
+    const FWD: [i32; 7] = [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGWINCH,
+    ];
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
@@ -79,10 +95,26 @@ pub fn proxy_and_wait(pidfd: &OwnedFd, pid: i32, master: OwnedFd) -> Result<i32>
         let mut buf = [0u8; 8192];
         loop {
             let mut fds = [
-                libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-                libc::pollfd { fd: sfd, events: libc::POLLIN, revents: 0 },
-                libc::pollfd { fd: m, events: libc::POLLIN, revents: 0 },
-                libc::pollfd { fd: if stdin_open { 0 } else { -1 }, events: libc::POLLIN, revents: 0 },
+                libc::pollfd {
+                    fd: pidfd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: sfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: m,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: if stdin_open { 0 } else { -1 },
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
             ];
             let n = libc::poll(fds.as_mut_ptr(), 4, -1);
             if n < 0 {
@@ -109,7 +141,12 @@ pub fn proxy_and_wait(pidfd: &OwnedFd, pid: i32, master: OwnedFd) -> Result<i32>
             }
             if fds[1].revents != 0 {
                 let mut si: libc::signalfd_siginfo = std::mem::zeroed();
-                if libc::read(sfd, (&mut si as *mut libc::signalfd_siginfo).cast(), std::mem::size_of::<libc::signalfd_siginfo>()) > 0 {
+                if libc::read(
+                    sfd,
+                    (&mut si as *mut libc::signalfd_siginfo).cast(),
+                    std::mem::size_of::<libc::signalfd_siginfo>(),
+                ) > 0
+                {
                     if si.ssi_signo as i32 == libc::SIGWINCH {
                         copy_winsize(m);
                     } else {
@@ -120,7 +157,11 @@ pub fn proxy_and_wait(pidfd: &OwnedFd, pid: i32, master: OwnedFd) -> Result<i32>
             if fds[0].revents != 0 {
                 // Drain what the process wrote last.
                 loop {
-                    let mut p = libc::pollfd { fd: m, events: libc::POLLIN, revents: 0 };
+                    let mut p = libc::pollfd {
+                        fd: m,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
                     if libc::poll(&mut p, 1, 0) <= 0 || p.revents & libc::POLLIN == 0 {
                         break;
                     }

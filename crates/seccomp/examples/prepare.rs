@@ -11,8 +11,12 @@ fn main() {
     let profile: oci_spec::runtime::LinuxSeccomp =
         serde_json::from_value(cfg["linux"]["seccomp"].clone()).expect("linux.seccomp");
     let t0 = Instant::now();
-    let (p, src) = sprout_seccomp::prepare(&profile, args.get(2).map(std::path::Path::new))
-        .expect("prepare");
+    let (p, src) =
+        sprout_seccomp::prepare(&profile, args.get(2).map(std::path::Path::new)).expect("prepare");
     let d = t0.elapsed();
-    println!("{src:?}: {} instructions, flags {:#x}, prepare took {d:?}", p.len(), p.flags());
+    println!(
+        "{src:?}: {} instructions, flags {:#x}, prepare took {d:?}",
+        p.len(),
+        p.flags()
+    );
 }

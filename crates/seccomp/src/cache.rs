@@ -81,7 +81,11 @@ pub fn decode<'a>(buf: &'a [u8], key: &[u8; 32]) -> Option<(u32, &'a [u8])> {
     }
     let flags = le32(header, 12);
     let len = le32(header, 16) as usize;
-    if flags & !KNOWN_FLAGS != 0 || le32(header, 20) != 0 || len != payload.len() || !len.is_multiple_of(8) {
+    if flags & !KNOWN_FLAGS != 0
+        || le32(header, 20) != 0
+        || len != payload.len()
+        || !len.is_multiple_of(8)
+    {
         return None;
     }
     if header[24..56] != key[..] || header[56..88] != checksum(header, payload) {

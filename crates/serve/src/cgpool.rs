@@ -59,7 +59,12 @@ pub fn resources(mem_mb: u64, pids: i64, cpu_milli: u64) -> oci_spec::runtime::L
 }
 
 impl CgPool {
-    pub fn new(layout: Layout, base: &str, resources: oci_spec::runtime::LinuxResources, run_dir: &Path) -> CgPool {
+    pub fn new(
+        layout: Layout,
+        base: &str,
+        resources: oci_spec::runtime::LinuxResources,
+        run_dir: &Path,
+    ) -> CgPool {
         CgPool {
             layout,
             base: base.to_string(),
@@ -76,8 +81,13 @@ impl CgPool {
     }
 
     fn manager(&self, idx: usize) -> Result<Manager, String> {
-        Manager::with_layout(self.layout, Some(&format!("{}/sb{idx}", self.base)), &format!("sb{idx}"), false)
-            .map_err(|e| e.to_string())
+        Manager::with_layout(
+            self.layout,
+            Some(&format!("{}/sb{idx}", self.base)),
+            &format!("sb{idx}"),
+            false,
+        )
+        .map_err(|e| e.to_string())
     }
 
     fn make(&self) -> Result<PoolCg, String> {
@@ -88,16 +98,24 @@ impl CgPool {
         };
         {
             use std::io::Write;
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&self.record).map_err(|e| e.to_string())?;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.record)
+                .map_err(|e| e.to_string())?;
             let _ = writeln!(f, "{idx}");
         }
         let mut mgr = self.manager(idx)?;
-        mgr.create().map_err(|e| format!("creating pool cgroup: {e}"))?;
+        mgr.create()
+            .map_err(|e| format!("creating pool cgroup: {e}"))?;
         if let Err(e) = mgr.apply(&self.resources) {
             let _ = mgr.destroy();
             return Err(format!("limiting pool cgroup: {e}"));
         }
-        let mut dirs: Vec<PathBuf> = JOIN_V1.iter().filter_map(|c| mgr.v1_path(c).map(Path::to_path_buf)).collect();
+        let mut dirs: Vec<PathBuf> = JOIN_V1
+            .iter()
+            .filter_map(|c| mgr.v1_path(c).map(Path::to_path_buf))
+            .collect();
         if let Some(u) = mgr.unified_path() {
             dirs.push(u.to_path_buf());
         }
@@ -110,14 +128,27 @@ impl CgPool {
             }
         }
         let memory_dir = mgr.v1_path("memory").map(Path::to_path_buf).or_else(|| {
-            if self.layout == Layout::V2 { mgr.unified_path().map(Path::to_path_buf) } else { None }
+            if self.layout == Layout::V2 {
+                mgr.unified_path().map(Path::to_path_buf)
+            } else {
+                None
+            }
         });
         let procs_r = mgr
             .v1_path("freezer")
             .or(mgr.unified_path())
             .and_then(|d| std::fs::File::open(d.join("cgroup.procs")).ok());
-        self.created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(PoolCg { idx, mgr, procs, memory_dir, oom_base: 0, procs_r, custom: false })
+        self.created
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(PoolCg {
+            idx,
+            mgr,
+            procs,
+            memory_dir,
+            oom_base: 0,
+            procs_r,
+            custom: false,
+        })
     }
 
     pub fn prealloc(&self, n: usize) -> Result<(), String> {
@@ -140,7 +171,11 @@ impl CgPool {
     }
 
     /// Other limits for `c` (a zygote's cgroup), until it is given back.
-    pub fn set_limits(&self, c: &mut PoolCg, r: &oci_spec::runtime::LinuxResources) -> Result<(), String> {
+    pub fn set_limits(
+        &self,
+        c: &mut PoolCg,
+        r: &oci_spec::runtime::LinuxResources,
+    ) -> Result<(), String> {
         c.custom = true;
         c.mgr.apply(r).map_err(|e| e.to_string())
     }
@@ -160,7 +195,10 @@ impl CgPool {
             }
             if Instant::now() > deadline {
                 let _ = c.mgr.kill_all(libc::SIGKILL);
-                eprintln!("sprout-serve: pool cgroup sb{} did not empty; not reused", c.idx);
+                eprintln!(
+                    "sprout-serve: pool cgroup sb{} did not empty; not reused",
+                    c.idx
+                );
                 return;
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -181,10 +219,14 @@ impl CgPool {
 
     /// Startup / shutdown: kill and remove the pool cgroups recorded in the run dir.
     pub fn cleanup_previous(&self) -> usize {
-        let Ok(raw) = std::fs::read_to_string(&self.record) else { return 0 };
+        let Ok(raw) = std::fs::read_to_string(&self.record) else {
+            return 0;
+        };
         let mut live: Vec<Manager> = Vec::new();
         for line in raw.lines() {
-            let Ok(idx) = line.trim().parse::<usize>() else { continue };
+            let Ok(idx) = line.trim().parse::<usize>() else {
+                continue;
+            };
             let Ok(m) = self.manager(idx) else { continue };
             if all_dirs(&m).iter().any(|d| d.exists()) {
                 live.push(m);
@@ -233,7 +275,9 @@ impl CgPool {
 fn rmdir_retry(d: &Path) {
     for _ in 0..100 {
         match std::fs::remove_dir(d) {
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
             _ => return,
         }
     }
@@ -241,10 +285,25 @@ fn rmdir_retry(d: &Path) {
 
 fn all_dirs(m: &Manager) -> Vec<PathBuf> {
     const ALL: &[&str] = &[
-        "cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "net_cls", "net_prio",
-        "hugetlb", "rdma", "perf_event", "name=systemd",
+        "cpu",
+        "cpuacct",
+        "cpuset",
+        "memory",
+        "devices",
+        "freezer",
+        "blkio",
+        "pids",
+        "net_cls",
+        "net_prio",
+        "hugetlb",
+        "rdma",
+        "perf_event",
+        "name=systemd",
     ];
-    let mut v: Vec<PathBuf> = ALL.iter().filter_map(|c| m.v1_path(c).map(Path::to_path_buf)).collect();
+    let mut v: Vec<PathBuf> = ALL
+        .iter()
+        .filter_map(|c| m.v1_path(c).map(Path::to_path_buf))
+        .collect();
     v.extend(m.unified_path().map(Path::to_path_buf));
     v.sort();
     v.dedup();
@@ -254,14 +313,20 @@ fn all_dirs(m: &Manager) -> Vec<PathBuf> {
 impl PoolCg {
     fn read_key(&self, file: &str, key: &str) -> u64 {
         let Some(d) = &self.memory_dir else { return 0 };
-        let Ok(s) = std::fs::read_to_string(d.join(file)) else { return 0 };
+        let Ok(s) = std::fs::read_to_string(d.join(file)) else {
+            return 0;
+        };
         s.lines()
             .find_map(|l| l.strip_prefix(key).and_then(|r| r.trim().parse().ok()))
             .unwrap_or(0)
     }
 
     pub fn oom_kills(&self) -> u64 {
-        if self.memory_dir.as_ref().is_some_and(|d| d.join("memory.oom_control").exists()) {
+        if self
+            .memory_dir
+            .as_ref()
+            .is_some_and(|d| d.join("memory.oom_control").exists())
+        {
             self.read_key("memory.oom_control", "oom_kill ")
         } else {
             self.read_key("memory.events", "oom_kill ")
@@ -281,7 +346,9 @@ impl PoolCg {
     /// Processes (not threads) in the cgroup: one pread of cgroup.procs.
     pub fn nprocs(&self) -> usize {
         use std::os::unix::fs::FileExt;
-        let Some(f) = &self.procs_r else { return self.mgr.pids().map(|p| p.len()).unwrap_or(0) };
+        let Some(f) = &self.procs_r else {
+            return self.mgr.pids().map(|p| p.len()).unwrap_or(0);
+        };
         let mut buf = [0u8; 256];
         match f.read_at(&mut buf, 0) {
             Ok(n) if n < buf.len() => buf[..n].iter().filter(|&&b| b == b'\n').count(),

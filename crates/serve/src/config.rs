@@ -120,7 +120,12 @@ impl Default for Config {
             start_timeout_ms: 10_000,
             max_body_bytes: 1 << 20,
             zygotes: true,
-            zygote_preload: vec!["json".into(), "ctypes".into(), "importlib".into(), "traceback".into()],
+            zygote_preload: vec![
+                "json".into(),
+                "ctypes".into(),
+                "importlib".into(),
+                "traceback".into(),
+            ],
             max_zygotes: 16,
             zygote_spares: 2,
             zygote_memory_mb: 1024,
@@ -136,7 +141,8 @@ impl Config {
         let mut c = match path {
             None => Config::default(),
             Some(p) => {
-                let raw = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                let raw =
+                    std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
                 toml::from_str(&raw).map_err(|e| format!("{}: {e}", p.display()))?
             }
         };
@@ -150,7 +156,10 @@ impl Config {
     }
 
     pub fn zygote_script(&self) -> PathBuf {
-        self.python_dir.clone().unwrap_or_else(default_python_dir).join("sprout_zygote.py")
+        self.python_dir
+            .clone()
+            .unwrap_or_else(default_python_dir)
+            .join("sprout_zygote.py")
     }
 }
 

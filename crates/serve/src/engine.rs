@@ -30,7 +30,12 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: u16, kind: &'static str, msg: impl Into<String>) -> ApiError {
-        ApiError { status, kind, msg: msg.into(), extra: None }
+        ApiError {
+            status,
+            kind,
+            msg: msg.into(),
+            extra: None,
+        }
     }
     pub fn body(&self) -> Vec<u8> {
         let mut v = json!({"error": self.msg, "kind": self.kind});
@@ -127,12 +132,52 @@ pub struct Engine {
 /// no business making (EPERM).
 pub fn default_seccomp() -> oci_spec::runtime::LinuxSeccomp {
     let names = [
-        "mount", "umount2", "pivot_root", "chroot", "swapon", "swapoff", "reboot", "kexec_load", "kexec_file_load",
-        "init_module", "finit_module", "delete_module", "bpf", "perf_event_open", "ptrace", "process_vm_readv",
-        "process_vm_writev", "keyctl", "add_key", "request_key", "open_by_handle_at", "name_to_handle_at", "setns",
-        "unshare", "userfaultfd", "acct", "quotactl", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
-        "syslog", "iopl", "ioperm", "fsopen", "fsmount", "fsconfig", "move_mount", "open_tree", "fspick",
-        "mount_setattr", "vhangup", "lookup_dcookie", "uselib", "sethostname", "setdomainname",
+        "mount",
+        "umount2",
+        "pivot_root",
+        "chroot",
+        "swapon",
+        "swapoff",
+        "reboot",
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "bpf",
+        "perf_event_open",
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "keyctl",
+        "add_key",
+        "request_key",
+        "open_by_handle_at",
+        "name_to_handle_at",
+        "setns",
+        "unshare",
+        "userfaultfd",
+        "acct",
+        "quotactl",
+        "settimeofday",
+        "clock_settime",
+        "clock_adjtime",
+        "adjtimex",
+        "syslog",
+        "iopl",
+        "ioperm",
+        "fsopen",
+        "fsmount",
+        "fsconfig",
+        "move_mount",
+        "open_tree",
+        "fspick",
+        "mount_setattr",
+        "vhangup",
+        "lookup_dcookie",
+        "uselib",
+        "sethostname",
+        "setdomainname",
     ];
     serde_json::from_value(json!({
         "defaultAction": "SCMP_ACT_ALLOW",
@@ -142,12 +187,17 @@ pub fn default_seccomp() -> oci_spec::runtime::LinuxSeccomp {
 }
 
 fn valid_name(n: &str) -> bool {
-    !n.is_empty() && n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    !n.is_empty()
+        && n.len() <= 64
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 fn mtime(p: &Path) -> String {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(p).map(|m| format!("{}.{}", m.mtime(), m.mtime_nsec())).unwrap_or_default()
+    std::fs::metadata(p)
+        .map(|m| format!("{}.{}", m.mtime(), m.mtime_nsec()))
+        .unwrap_or_default()
 }
 
 fn open_dir_path(p: &Path) -> std::io::Result<OwnedFd> {
@@ -168,7 +218,10 @@ impl Engine {
             if let Ok(p) = old.trim().parse::<i32>() {
                 let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
                 if p != std::process::id() as i32 && comm.trim().starts_with("sprout-serve") {
-                    return Err(format!("another sprout-serve (pid {p}) uses {}", run.display()));
+                    return Err(format!(
+                        "another sprout-serve (pid {p}) uses {}",
+                        run.display()
+                    ));
                 }
             }
         }
@@ -176,21 +229,33 @@ impl Engine {
         crate::reaper::start();
         let layout = sprout_cgroups::Layout::detect().map_err(|e| e.to_string())?;
         let sb = &cfg.sandbox;
-        let pool = CgPool::new(layout, &cfg.cgroup_name, cgpool::resources(sb.memory_mb, sb.pids, sb.cpu_milli), &run);
+        let pool = CgPool::new(
+            layout,
+            &cfg.cgroup_name,
+            cgpool::resources(sb.memory_mb, sb.pids, sb.cpu_milli),
+            &run,
+        );
         let stale_cg = pool.cleanup_previous();
         let stale_mounts = rootfs::prepare_run_dir(&run).map_err(|e| format!("run dir: {e}"))?;
         if stale_cg + stale_mounts > 0 {
             eprintln!("sprout-serve: cleaned up after a previous instance: {stale_cg} cgroups, {stale_mounts} mounts");
         }
-        let python_dir = cfg.python_dir.clone().unwrap_or_else(crate::config::default_python_dir);
-        let base = rootfs::build_base(&run, cfg.base_rootfs.as_deref(), &python_dir).map_err(|e| format!("base root: {e}"))?;
+        let python_dir = cfg
+            .python_dir
+            .clone()
+            .unwrap_or_else(crate::config::default_python_dir);
+        let base = rootfs::build_base(&run, cfg.base_rootfs.as_deref(), &python_dir)
+            .map_err(|e| format!("base root: {e}"))?;
         let mp_dir = match &cfg.base_rootfs {
             Some(c) => c.join("packages"),
             None => base.join("packages"),
         };
-        pool.prealloc(cfg.pool_prealloc.min(cfg.max_sandboxes)).map_err(|e| format!("cgroup pool: {e}"))?;
+        pool.prealloc(cfg.pool_prealloc.min(cfg.max_sandboxes))
+            .map_err(|e| format!("cgroup pool: {e}"))?;
         let (seccomp, bpf_hex) = if sb.seccomp {
-            let (p, _) = sprout_seccomp::prepare(&default_seccomp(), Some(&run.join("seccomp-cache"))).map_err(|e| e.to_string())?;
+            let (p, _) =
+                sprout_seccomp::prepare(&default_seccomp(), Some(&run.join("seccomp-cache")))
+                    .map_err(|e| e.to_string())?;
             let hex: String = p.bpf_bytes().iter().map(|b| format!("{b:02x}")).collect();
             (Some(p), hex)
         } else {
@@ -203,7 +268,12 @@ impl Engine {
             .open(run.join("sandboxes.log"))
             .map_err(|e| e.to_string())?;
         let (tx, rx) = mpsc::channel::<Job>();
-        let installs = InstallCache::new(cfg.package_cache.clone(), cfg.pip.clone(), cfg.pip_args.clone(), Duration::from_secs(cfg.pip_timeout_s));
+        let installs = InstallCache::new(
+            cfg.package_cache.clone(),
+            cfg.pip.clone(),
+            cfg.pip_args.clone(),
+            Duration::from_secs(cfg.pip_timeout_s),
+        );
         let eng = Arc::new(Engine {
             pool,
             seccomp,
@@ -226,22 +296,28 @@ impl Engine {
         });
         let _ = eng.this.set(Arc::downgrade(&eng));
         let e2 = eng.clone();
-        std::thread::Builder::new().name("janitor".into()).spawn(move || {
-            for job in rx {
-                match job {
-                    Job::Destroy(sb) => e2.destroy(*sb),
-                    // umount2(MNT_DETACH) waits for an RCU grace period: not on the request path.
-                    Job::Detach(p) => {
-                        let _ = rootfs::umount_detach(&p);
+        std::thread::Builder::new()
+            .name("janitor".into())
+            .spawn(move || {
+                for job in rx {
+                    match job {
+                        Job::Destroy(sb) => e2.destroy(*sb),
+                        // umount2(MNT_DETACH) waits for an RCU grace period: not on the request path.
+                        Job::Detach(p) => {
+                            let _ = rootfs::umount_detach(&p);
+                        }
                     }
                 }
-            }
-        }).unwrap();
+            })
+            .unwrap();
         let e3 = eng.clone();
-        std::thread::Builder::new().name("housekeeping".into()).spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(20));
-            e3.housekeeping();
-        }).unwrap();
+        std::thread::Builder::new()
+            .name("housekeeping".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(20));
+                e3.housekeeping();
+            })
+            .unwrap();
         if eng.cfg.zygotes {
             let e4 = eng.clone();
             std::thread::spawn(move || e4.ensure_zygote(&[], &[]));
@@ -262,30 +338,50 @@ impl Engine {
 
     pub fn handler_info(&self, name: &str) -> Result<HandlerInfo, ApiError> {
         if !valid_name(name) {
-            return Err(ApiError::new(400, "bad_request", format!("bad handler name '{name}'")));
+            return Err(ApiError::new(
+                400,
+                "bad_request",
+                format!("bad handler name '{name}'"),
+            ));
         }
         let dir = self.cfg.registry.join(name);
         let f = dir.join("f.py");
         if !f.is_file() {
-            return Err(ApiError::new(404, "unknown_handler", format!("no handler '{name}'")));
+            return Err(ApiError::new(
+                404,
+                "unknown_handler",
+                format!("no handler '{name}'"),
+            ));
         }
         let req = dir.join("requirements.txt");
         let ht = dir.join("handler.toml");
         let version = format!("{}/{}/{}", mtime(&f), mtime(&req), mtime(&ht));
         let pkgs = match std::fs::read_to_string(&req) {
-            Ok(raw) => install::parse_requirements(&raw).map_err(|e| ApiError::new(400, "bad_requirements", e))?,
+            Ok(raw) => install::parse_requirements(&raw)
+                .map_err(|e| ApiError::new(400, "bad_requirements", e))?,
             Err(_) => vec![],
         };
         let cfg: HandlerConfig = match std::fs::read_to_string(&ht) {
-            Ok(raw) => toml::from_str(&raw).map_err(|e| ApiError::new(400, "bad_handler_config", format!("handler.toml: {e}")))?,
+            Ok(raw) => toml::from_str(&raw).map_err(|e| {
+                ApiError::new(400, "bad_handler_config", format!("handler.toml: {e}"))
+            })?,
             Err(_) => HandlerConfig::default(),
         };
         let mut packages = Vec::new();
         for p in &pkgs {
-            let d = self.installs.ensure(p).map_err(|e| ApiError::new(400, "install_failed", e))?;
+            let d = self
+                .installs
+                .ensure(p)
+                .map_err(|e| ApiError::new(400, "install_failed", e))?;
             packages.push((p.key(), d));
         }
-        Ok(HandlerInfo { name: name.to_string(), dir, version, packages, cfg })
+        Ok(HandlerInfo {
+            name: name.to_string(),
+            dir,
+            version,
+            packages,
+            cfg,
+        })
     }
 
     // ------------------------------------------------------------------ request path
@@ -293,12 +389,14 @@ impl Engine {
     pub fn run(&self, name: &str, event: &[u8]) -> Result<RunOk, ApiError> {
         let t0 = Instant::now();
         let failed = |e: ApiError| {
-            self.metrics.request("none", e.status, t0.elapsed().as_secs_f64());
+            self.metrics
+                .request("none", e.status, t0.elapsed().as_secs_f64());
             e
         };
         let h = self.handler_info(name).map_err(failed)?;
         let timeout = Duration::from_millis(h.cfg.timeout_ms.unwrap_or(self.cfg.timeout_ms));
-        let deadline = Instant::now() + timeout.max(Duration::from_millis(self.cfg.start_timeout_ms));
+        let deadline =
+            Instant::now() + timeout.max(Duration::from_millis(self.cfg.start_timeout_ms));
         let (sb, path) = self.acquire(&h, deadline).map_err(failed)?;
         let mut req = Vec::with_capacity(event.len() + 10);
         req.extend_from_slice(b"{\"event\":");
@@ -307,13 +405,18 @@ impl Engine {
         let t_acq = t0.elapsed();
         let r = self.call(sb, &req, timeout);
         if self.trace && path != "hot" {
-            eprintln!("sprout-serve: trace run {name} {path}: acquire {:?} call {:?}", t_acq, t0.elapsed() - t_acq);
+            eprintln!(
+                "sprout-serve: trace run {name} {path}: acquire {:?} call {:?}",
+                t_acq,
+                t0.elapsed() - t_acq
+            );
         }
         let status = match &r {
             Ok(_) => 200,
             Err(e) => e.status,
         };
-        self.metrics.request(path, status, t0.elapsed().as_secs_f64());
+        self.metrics
+            .request(path, status, t0.elapsed().as_secs_f64());
         r.map(|body| RunOk { body, path })
     }
 
@@ -326,7 +429,11 @@ impl Engine {
                     Ok(v) => v,
                     Err(_) => {
                         self.discard(sb, "protocol");
-                        return Err(ApiError::new(502, "protocol", "sandbox sent a malformed reply"));
+                        return Err(ApiError::new(
+                            502,
+                            "protocol",
+                            "sandbox sent a malformed reply",
+                        ));
                     }
                 };
                 if v.get("ok") == Some(&Value::Bool(true)) {
@@ -340,8 +447,19 @@ impl Engine {
                     }
                     return Ok(body);
                 }
-                let kind = if v.get("kind").and_then(Value::as_str) == Some("result") { "bad_result" } else { "raised" };
-                let mut e = ApiError::new(500, kind, v.get("error").and_then(Value::as_str).unwrap_or("handler failed").to_string());
+                let kind = if v.get("kind").and_then(Value::as_str) == Some("result") {
+                    "bad_result"
+                } else {
+                    "raised"
+                };
+                let mut e = ApiError::new(
+                    500,
+                    kind,
+                    v.get("error")
+                        .and_then(Value::as_str)
+                        .unwrap_or("handler failed")
+                        .to_string(),
+                );
                 if let Some(tb) = v.get("traceback") {
                     e.extra = Some(json!({"traceback": tb}));
                 }
@@ -355,9 +473,21 @@ impl Engine {
                 }
                 Err(e)
             }
-            Err(err) if matches!(err.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
                 self.discard(sb, "timeout");
-                Err(ApiError::new(504, "timeout", format!("handler did not answer within {} ms; sandbox killed", timeout.as_millis())))
+                Err(ApiError::new(
+                    504,
+                    "timeout",
+                    format!(
+                        "handler did not answer within {} ms; sandbox killed",
+                        timeout.as_millis()
+                    ),
+                ))
             }
             Err(_) => {
                 // Give the kernel a moment to account an OOM kill.
@@ -369,21 +499,40 @@ impl Engine {
                 }
                 if is_oom {
                     self.discard(sb, "oom");
-                    Err(ApiError::new(502, "oom", format!("sandbox killed: out of memory (limit {} MiB)", self.cfg.sandbox.memory_mb)))
+                    Err(ApiError::new(
+                        502,
+                        "oom",
+                        format!(
+                            "sandbox killed: out of memory (limit {} MiB)",
+                            self.cfg.sandbox.memory_mb
+                        ),
+                    ))
                 } else {
                     self.discard(sb, "exited");
-                    Err(ApiError::new(502, "exited", "sandbox exited during the request"))
+                    Err(ApiError::new(
+                        502,
+                        "exited",
+                        "sandbox exited during the request",
+                    ))
                 }
             }
         }
     }
 
-    fn acquire(&self, h: &HandlerInfo, deadline: Instant) -> Result<(Sandbox, &'static str), ApiError> {
+    fn acquire(
+        &self,
+        h: &HandlerInfo,
+        deadline: Instant,
+    ) -> Result<(Sandbox, &'static str), ApiError> {
         let budget = self.cfg.memory_budget_mb << 20;
         let mut st = self.st.lock().unwrap();
         loop {
             // Idle sandboxes of an older version of this handler go.
-            while let Some(i) = st.idle.iter().position(|s| s.handler == h.name && s.version != h.version) {
+            while let Some(i) = st
+                .idle
+                .iter()
+                .position(|s| s.handler == h.name && s.version != h.version)
+            {
                 let sb = st.idle.swap_remove(i);
                 self.forget(&mut st, &sb);
                 self.to_janitor(sb);
@@ -417,7 +566,13 @@ impl Engine {
                 let over = st.live >= self.cfg.max_sandboxes || st.mem + est > budget;
                 if over {
                     // LRU eviction among idle sandboxes (of any handler).
-                    if let Some(i) = st.idle.iter().enumerate().min_by_key(|(_, s)| s.last_used).map(|(i, _)| i) {
+                    if let Some(i) = st
+                        .idle
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, s)| s.last_used)
+                        .map(|(i, _)| i)
+                    {
                         let sb = st.idle.swap_remove(i);
                         self.forget(&mut st, &sb);
                         self.metrics.evicted();
@@ -447,7 +602,11 @@ impl Engine {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(ApiError::new(503, "busy", format!("no sandbox for '{}' became free in time", h.name)));
+                return Err(ApiError::new(
+                    503,
+                    "busy",
+                    format!("no sandbox for '{}' became free in time", h.name),
+                ));
             }
             st = self.cv.wait_timeout(st, deadline - now).unwrap().0;
         }
@@ -462,7 +621,11 @@ impl Engine {
     }
 
     fn to_janitor(&self, sb: Sandbox) {
-        let _ = self.janitor.lock().unwrap().send(Job::Destroy(Box::new(sb)));
+        let _ = self
+            .janitor
+            .lock()
+            .unwrap()
+            .send(Job::Destroy(Box::new(sb)));
     }
 
     fn release(&self, mut sb: Sandbox) {
@@ -574,14 +737,24 @@ impl Engine {
     }
 
     fn zkey(pkgs: &[(String, PathBuf)]) -> String {
-        pkgs.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(",")
+        pkgs.iter()
+            .map(|(k, _)| k.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     fn create(&self, h: &HandlerInfo) -> Result<(Sandbox, &'static str), ApiError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let t0 = Instant::now();
         let root = self.roots.join(format!("s{id}"));
-        if let Err(e) = rootfs::make_root(&self.base, &self.mp_dir, &root, Some(&h.dir), &h.packages, self.cfg.sandbox.scratch_mb) {
+        if let Err(e) = rootfs::make_root(
+            &self.base,
+            &self.mp_dir,
+            &root,
+            Some(&h.dir),
+            &h.packages,
+            self.cfg.sandbox.scratch_mb,
+        ) {
             return Err(ApiError::new(500, "engine", format!("sandbox root: {e}")));
         }
         let t_root = t0.elapsed();
@@ -594,12 +767,20 @@ impl Engine {
                 match self.take_spare(&z) {
                     Ok((sock, cg)) => {
                         // Hand the spare its root (dir fd) and handler.
-                        let sent = open_dir_path(&root)
-                            .and_then(|fd| proto::send(&sock, &serde_json::to_vec(&setup).unwrap(), &[fd.as_raw_fd()]));
+                        let sent = open_dir_path(&root).and_then(|fd| {
+                            proto::send(
+                                &sock,
+                                &serde_json::to_vec(&setup).unwrap(),
+                                &[fd.as_raw_fd()],
+                            )
+                        });
                         match sent {
                             Ok(()) => started = Some((sock, cg, "zygote")),
                             Err(e) => {
-                                eprintln!("sprout-serve: spare of zygote [{}] is gone ({e})", z.key);
+                                eprintln!(
+                                    "sprout-serve: spare of zygote [{}] is gone ({e})",
+                                    z.key
+                                );
                                 let _ = cg.mgr.kill_all(libc::SIGKILL);
                                 self.pool.put(cg);
                             }
@@ -634,23 +815,44 @@ impl Engine {
             last_used: Instant::now(),
             mem: 0,
         };
-        let _ = sb.sock.set_read_timeout(Some(Duration::from_millis(self.cfg.start_timeout_ms)));
+        let _ = sb
+            .sock
+            .set_read_timeout(Some(Duration::from_millis(self.cfg.start_timeout_ms)));
         match proto::recv_json(&sb.sock) {
             Ok(v) if v.get("ready") == Some(&Value::Bool(true)) => {
                 if self.trace {
-                    eprintln!("sprout-serve: trace sandbox s{id} (ms since fork): {}", v.get("trace").unwrap_or(&Value::Null));
+                    eprintln!(
+                        "sprout-serve: trace sandbox s{id} (ms since fork): {}",
+                        v.get("trace").unwrap_or(&Value::Null)
+                    );
                 }
             }
             Ok(v) => {
-                let msg = v.get("error").and_then(Value::as_str).unwrap_or("unknown").to_string();
+                let msg = v
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_string();
                 self.destroy(sb);
-                return Err(ApiError::new(500, "start_failed", format!("handler '{}' failed to start: {msg}", h.name)));
+                return Err(ApiError::new(
+                    500,
+                    "start_failed",
+                    format!("handler '{}' failed to start: {msg}", h.name),
+                ));
             }
             Err(e) => {
                 let oom = sb.cg.as_ref().is_some_and(|c| c.oom_kills() > c.oom_base);
                 self.destroy(sb);
-                let why = if oom { "out of memory".to_string() } else { e.to_string() };
-                return Err(ApiError::new(500, "start_failed", format!("handler '{}' failed to start: {why}", h.name)));
+                let why = if oom {
+                    "out of memory".to_string()
+                } else {
+                    e.to_string()
+                };
+                return Err(ApiError::new(
+                    500,
+                    "start_failed",
+                    format!("handler '{}' failed to start: {why}", h.name),
+                ));
             }
         }
         let t_ready = t0.elapsed();
@@ -675,8 +877,16 @@ impl Engine {
     }
 
     /// Plain cold start: a pool cgroup and a fresh python (spawn.rs).
-    fn start_cold(&self, root: &Path, flags: i32, setup: &Value) -> Result<(UnixStream, PoolCg), ApiError> {
-        let cg = self.pool.get().map_err(|e| ApiError::new(500, "engine", e))?;
+    fn start_cold(
+        &self,
+        root: &Path,
+        flags: i32,
+        setup: &Value,
+    ) -> Result<(UnixStream, PoolCg), ApiError> {
+        let cg = self
+            .pool
+            .get()
+            .map_err(|e| ApiError::new(500, "engine", e))?;
         let (a, b) = match proto::pair() {
             Ok(p) => p,
             Err(e) => {
@@ -758,7 +968,13 @@ impl Engine {
             .lock()
             .unwrap()
             .values()
-            .filter_map(|s| if let ZSlot::Ready(z) = s { Some(z.clone()) } else { None })
+            .filter_map(|s| {
+                if let ZSlot::Ready(z) = s {
+                    Some(z.clone())
+                } else {
+                    None
+                }
+            })
             .collect();
         for z in zs {
             // Refill once the zygote has been quiet for a moment: a fork right next to a
@@ -790,7 +1006,12 @@ impl Engine {
             Some(ZSlot::Failed(t, _)) if t.elapsed() < Duration::from_secs(30) => return None,
             _ => {}
         }
-        if zs.values().filter(|s| matches!(s, ZSlot::Ready(_) | ZSlot::Starting)).count() >= self.cfg.max_zygotes {
+        if zs
+            .values()
+            .filter(|s| matches!(s, ZSlot::Ready(_) | ZSlot::Starting))
+            .count()
+            >= self.cfg.max_zygotes
+        {
             return None;
         }
         zs.insert(key.to_string(), ZSlot::Starting);
@@ -805,20 +1026,32 @@ impl Engine {
 
     fn ensure_zygote(&self, pkgs: &[(String, PathBuf)], extra: &[String]) {
         let key = Self::zkey(pkgs);
-        self.zygotes.lock().unwrap().insert(key.clone(), ZSlot::Starting);
+        self.zygotes
+            .lock()
+            .unwrap()
+            .insert(key.clone(), ZSlot::Starting);
         match self.start_zygote(&key, pkgs, extra) {
             Ok(z) => {
-                self.zygotes.lock().unwrap().insert(key, ZSlot::Ready(Arc::new(z)));
+                self.zygotes
+                    .lock()
+                    .unwrap()
+                    .insert(key, ZSlot::Ready(Arc::new(z)));
             }
             Err(e) => {
                 eprintln!("sprout-serve: zygote [{key}] failed: {e}");
-                self.zygotes.lock().unwrap().insert(key, ZSlot::Failed(Instant::now(), e));
+                self.zygotes
+                    .lock()
+                    .unwrap()
+                    .insert(key, ZSlot::Failed(Instant::now(), e));
             }
         }
     }
 
     fn drop_zygote(&self, key: &str) {
-        let slot = self.zygotes.lock().unwrap().insert(key.to_string(), ZSlot::Failed(Instant::now(), "died".into()));
+        let slot = self.zygotes.lock().unwrap().insert(
+            key.to_string(),
+            ZSlot::Failed(Instant::now(), "died".into()),
+        );
         if let Some(ZSlot::Ready(z)) = slot {
             for (sock, cg) in std::mem::take(&mut *z.spares.lock().unwrap()) {
                 drop(sock);
@@ -833,13 +1066,22 @@ impl Engine {
         }
     }
 
-    fn start_zygote(&self, key: &str, pkgs: &[(String, PathBuf)], extra: &[String]) -> Result<Zygote, String> {
+    fn start_zygote(
+        &self,
+        key: &str,
+        pkgs: &[(String, PathBuf)],
+        extra: &[String],
+    ) -> Result<Zygote, String> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut cg = self.pool.get()?;
         // A zygote's cgroup also carries what its children are charged before they move to
         // their own (page tables, the first copy-on-write pages): it gets the zygote limit.
         let sb = &self.cfg.sandbox;
-        let zres = cgpool::resources(self.cfg.zygote_memory_mb.max(sb.memory_mb), sb.pids.max(1024), 0);
+        let zres = cgpool::resources(
+            self.cfg.zygote_memory_mb.max(sb.memory_mb),
+            sb.pids.max(1024),
+            0,
+        );
         if let Err(e) = self.pool.set_limits(&mut cg, &zres) {
             self.pool.put(cg);
             return Err(format!("zygote cgroup limits: {e}"));
@@ -855,14 +1097,23 @@ impl Engine {
             rootfs::remove_root(&root);
             e
         };
-        let mut preload: Vec<String> = if pkgs.is_empty() { self.cfg.zygote_preload.clone() } else { vec![] };
+        let mut preload: Vec<String> = if pkgs.is_empty() {
+            self.cfg.zygote_preload.clone()
+        } else {
+            vec![]
+        };
         for (_, d) in pkgs {
             preload.extend(install::top_level_modules(d));
         }
         preload.extend(extra.iter().cloned());
         let paths: Vec<String> = pkgs.iter().map(|(k, _)| format!("/packages/{k}")).collect();
         let (a, b) = proto::pair().map_err(|e| e.to_string())?;
-        let pid = match spawn::spawn_zygote(&self.cfg.python, &self.cfg.zygote_script(), &b, self.log_fd.as_raw_fd()) {
+        let pid = match spawn::spawn_zygote(
+            &self.cfg.python,
+            &self.cfg.zygote_script(),
+            &b,
+            self.log_fd.as_raw_fd(),
+        ) {
             Ok(p) => p,
             Err(e) => return Err(fail(cg, format!("spawn zygote: {e}"))),
         };
@@ -872,7 +1123,8 @@ impl Engine {
         fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
         let setup = json!({"paths": paths, "preload": preload, "seccomp": self.bpf_hex});
         let _ = a.set_read_timeout(Some(Duration::from_secs(120)));
-        let r = proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &fds).and_then(|_| proto::recv_json(&a));
+        let r = proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &fds)
+            .and_then(|_| proto::recv_json(&a));
         drop(rootfd);
         let v = match r {
             Ok(v) if v.get("ready") == Some(&Value::Bool(true)) => v,
@@ -880,7 +1132,14 @@ impl Engine {
             Err(e) => return Err(fail(cg, format!("zygote did not start: {e}"))),
         };
         let _ = a.set_read_timeout(Some(Duration::from_secs(10)));
-        let imported: Vec<String> = v["imported"].as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+        let imported: Vec<String> = v["imported"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
         let mem = cg.memory_usage();
         Ok(Zygote {
             key: key.to_string(),
@@ -909,12 +1168,15 @@ impl Engine {
                 continue;
             }
             let idle: Vec<&Sandbox> = st.idle.iter().filter(|s| &s.handler == h).collect();
-            per.insert(h.clone(), json!({
-                "live": n,
-                "hot": idle.iter().filter(|s| !s.frozen).count(),
-                "warm": idle.iter().filter(|s| s.frozen).count(),
-                "idle_memory_bytes": idle.iter().map(|s| s.mem).collect::<Vec<_>>(),
-            }));
+            per.insert(
+                h.clone(),
+                json!({
+                    "live": n,
+                    "hot": idle.iter().filter(|s| !s.frozen).count(),
+                    "warm": idle.iter().filter(|s| s.frozen).count(),
+                    "idle_memory_bytes": idle.iter().map(|s| s.mem).collect::<Vec<_>>(),
+                }),
+            );
         }
         let frozen_mem: Vec<u64> = st.idle.iter().filter(|s| s.frozen).map(|s| s.mem).collect();
         let mem = st.mem;
@@ -949,14 +1211,24 @@ impl Engine {
         let busy = (st.live - st.idle.len()) as f64;
         let mem = st.mem as f64;
         drop(st);
-        let z = self.zygotes.lock().unwrap().values().filter(|s| matches!(s, ZSlot::Ready(_))).count() as f64;
+        let z = self
+            .zygotes
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|s| matches!(s, ZSlot::Ready(_)))
+            .count() as f64;
         vec![
             ("sprout_serve_sandboxes", "{state=\"hot\"}", hot),
             ("sprout_serve_sandboxes", "{state=\"warm\"}", warm),
             ("sprout_serve_sandboxes", "{state=\"busy\"}", busy),
             ("sprout_serve_zygotes", "", z),
             ("sprout_serve_memory_accounted_bytes", "", mem),
-            ("sprout_serve_cgroup_pool_free", "", self.pool.free_len() as f64),
+            (
+                "sprout_serve_cgroup_pool_free",
+                "",
+                self.pool.free_len() as f64,
+            ),
         ]
     }
 

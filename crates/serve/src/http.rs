@@ -47,19 +47,35 @@ async fn handle(eng: Arc<Engine>, req: Request<Incoming>) -> Result<Resp, Infall
                 .is_some_and(|n| n > max);
             if too_big {
                 eng.metrics.request("none", 413, 0.0);
-                return Ok(err(ApiError::new(413, "too_large", format!("request body over {max} bytes"))));
+                return Ok(err(ApiError::new(
+                    413,
+                    "too_large",
+                    format!("request body over {max} bytes"),
+                )));
             }
             let body = match Limited::new(req.into_body(), max).collect().await {
                 Ok(b) => b.to_bytes(),
                 Err(_) => {
                     eng.metrics.request("none", 413, 0.0);
-                    return Ok(err(ApiError::new(413, "too_large", format!("request body over {max} bytes"))));
+                    return Ok(err(ApiError::new(
+                        413,
+                        "too_large",
+                        format!("request body over {max} bytes"),
+                    )));
                 }
             };
-            let body = if body.iter().all(|b| b.is_ascii_whitespace()) { Bytes::from_static(b"null") } else { body };
+            let body = if body.iter().all(|b| b.is_ascii_whitespace()) {
+                Bytes::from_static(b"null")
+            } else {
+                body
+            };
             if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
                 eng.metrics.request("none", 400, 0.0);
-                return Ok(err(ApiError::new(400, "bad_json", "request body is not valid JSON")));
+                return Ok(err(ApiError::new(
+                    400,
+                    "bad_json",
+                    "request body is not valid JSON",
+                )));
             }
             let t0 = std::time::Instant::now();
             let e2 = eng.clone();
@@ -67,8 +83,12 @@ async fn handle(eng: Arc<Engine>, req: Request<Incoming>) -> Result<Resp, Infall
             match r {
                 Ok(Ok(ok)) => {
                     let mut resp = json(200, ok.body);
-                    resp.headers_mut().insert("x-sprout-path", ok.path.parse().unwrap());
-                    resp.headers_mut().insert("x-sprout-engine-us", t0.elapsed().as_micros().to_string().parse().unwrap());
+                    resp.headers_mut()
+                        .insert("x-sprout-path", ok.path.parse().unwrap());
+                    resp.headers_mut().insert(
+                        "x-sprout-engine-us",
+                        t0.elapsed().as_micros().to_string().parse().unwrap(),
+                    );
                     resp
                 }
                 Ok(Err(e)) => err(e),
@@ -77,7 +97,11 @@ async fn handle(eng: Arc<Engine>, req: Request<Incoming>) -> Result<Resp, Infall
         }
         (_, "/status" | "/metrics" | "/healthz") => err(ApiError::new(405, "method", "use GET")),
         (_, p) if p.starts_with("/run/") => err(ApiError::new(405, "method", "use POST")),
-        _ => err(ApiError::new(404, "not_found", "routes: POST /run/<handler>, GET /status, GET /metrics")),
+        _ => err(ApiError::new(
+            404,
+            "not_found",
+            "routes: POST /run/<handler>, GET /status, GET /metrics",
+        )),
     };
     Ok(r)
 }
@@ -93,7 +117,9 @@ pub async fn serve(eng: Arc<Engine>, listener: tokio::net::TcpListener) {
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let svc = hyper::service::service_fn(move |req| handle(eng.clone(), req));
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, svc)
+                .await;
         });
     }
 }

@@ -24,7 +24,10 @@ impl Pkg {
 }
 
 fn valid_token(s: &str) -> bool {
-    !s.is_empty() && s.len() < 100 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+' | '!'))
+    !s.is_empty()
+        && s.len() < 100
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+' | '!'))
 }
 
 /// Parse requirements.txt: `name==version` lines, comments and blanks ignored.
@@ -36,15 +39,24 @@ pub fn parse_requirements(raw: &str) -> Result<Vec<Pkg>, String> {
             continue;
         }
         let Some((n, v)) = l.split_once("==") else {
-            return Err(format!("requirements.txt line {}: '{l}' is not pinned (name==version)", i + 1));
+            return Err(format!(
+                "requirements.txt line {}: '{l}' is not pinned (name==version)",
+                i + 1
+            ));
         };
         let (n, v) = (n.trim(), v.trim());
         if !valid_token(n) || !valid_token(v) || v.contains("==") {
-            return Err(format!("requirements.txt line {}: bad requirement '{l}'", i + 1));
+            return Err(format!(
+                "requirements.txt line {}: bad requirement '{l}'",
+                i + 1
+            ));
         }
         // PEP 503 normalised name.
         let name = n.to_ascii_lowercase().replace(['_', '.'], "-");
-        out.push(Pkg { name, version: v.to_string() });
+        out.push(Pkg {
+            name,
+            version: v.to_string(),
+        });
     }
     out.sort();
     out.dedup();
@@ -62,8 +74,20 @@ pub struct InstallCache {
 }
 
 impl InstallCache {
-    pub fn new(dir: PathBuf, pip: Vec<String>, pip_args: Vec<String>, timeout: Duration) -> InstallCache {
-        InstallCache { dir, pip, pip_args, timeout, locks: Default::default(), failed: Default::default() }
+    pub fn new(
+        dir: PathBuf,
+        pip: Vec<String>,
+        pip_args: Vec<String>,
+        timeout: Duration,
+    ) -> InstallCache {
+        InstallCache {
+            dir,
+            pip,
+            pip_args,
+            timeout,
+            locks: Default::default(),
+            failed: Default::default(),
+        }
     }
 
     pub fn path(&self, p: &Pkg) -> PathBuf {
@@ -98,7 +122,13 @@ impl InstallCache {
                 return Err(e.clone());
             }
         }
-        let lock = self.locks.lock().unwrap().entry(key.clone()).or_default().clone();
+        let lock = self
+            .locks
+            .lock()
+            .unwrap()
+            .entry(key.clone())
+            .or_default()
+            .clone();
         let _g = lock.lock().unwrap();
         if dst.is_dir() {
             return Ok(dst);
@@ -114,7 +144,10 @@ impl InstallCache {
             }
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&tmp);
-                self.failed.lock().unwrap().insert(key, (Instant::now(), e.clone()));
+                self.failed
+                    .lock()
+                    .unwrap()
+                    .insert(key, (Instant::now(), e.clone()));
                 Err(e)
             }
         }
@@ -124,14 +157,23 @@ impl InstallCache {
         let spec = format!("{}=={}", p.name, p.version);
         let mut cmd = std::process::Command::new(&self.pip[0]);
         cmd.args(&self.pip[1..])
-            .args(["install", "--no-deps", "--no-compile", "--disable-pip-version-check", "--quiet", "--target"])
+            .args([
+                "install",
+                "--no-deps",
+                "--no-compile",
+                "--disable-pip-version-check",
+                "--quiet",
+                "--target",
+            ])
             .arg(target)
             .args(&self.pip_args)
             .arg(&spec)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| format!("running {}: {e}", self.pip.join(" ")))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("running {}: {e}", self.pip.join(" ")))?;
         let pid = child.id() as i32;
         let mut err = child.stderr.take().unwrap();
         let errt = std::thread::spawn(move || {
@@ -149,8 +191,16 @@ impl InstallCache {
         match status {
             Some(0) => Ok(()),
             Some(code) => {
-                let tail: String = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").chars().take(400).collect();
-                Err(format!("installing {spec} failed (pip exit {code}): {tail}"))
+                let tail: String = stderr
+                    .lines()
+                    .rfind(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .chars()
+                    .take(400)
+                    .collect();
+                Err(format!(
+                    "installing {spec} failed (pip exit {code}): {tail}"
+                ))
             }
             None => {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -161,9 +211,13 @@ impl InstallCache {
 }
 
 fn du(p: &Path) -> u64 {
-    let Ok(md) = std::fs::symlink_metadata(p) else { return 0 };
+    let Ok(md) = std::fs::symlink_metadata(p) else {
+        return 0;
+    };
     if md.is_dir() {
-        std::fs::read_dir(p).map(|rd| rd.flatten().map(|e| du(&e.path())).sum()).unwrap_or(0)
+        std::fs::read_dir(p)
+            .map(|rd| rd.flatten().map(|e| du(&e.path())).sum())
+            .unwrap_or(0)
     } else {
         md.len()
     }
@@ -172,10 +226,17 @@ fn du(p: &Path) -> u64 {
 /// Top-level importable modules of an installed package directory.
 pub fn top_level_modules(dir: &Path) -> Vec<String> {
     let mut v = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else { return v };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return v;
+    };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        if name.starts_with('_') || name.starts_with('.') || name.ends_with(".dist-info") || name.ends_with(".data") || name == "bin" {
+        if name.starts_with('_')
+            || name.starts_with('.')
+            || name.ends_with(".dist-info")
+            || name.ends_with(".data")
+            || name == "bin"
+        {
             continue;
         }
         let p = e.path();

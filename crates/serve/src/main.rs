@@ -68,18 +68,33 @@ fn main() {
         }
         ["handler", "list"] => {
             let mut v: Vec<String> = std::fs::read_dir(&cfg.registry)
-                .map(|rd| rd.flatten().filter(|e| e.path().join("f.py").exists()).map(|e| e.file_name().to_string_lossy().to_string()).collect())
+                .map(|rd| {
+                    rd.flatten()
+                        .filter(|e| e.path().join("f.py").exists())
+                        .map(|e| e.file_name().to_string_lossy().to_string())
+                        .collect()
+                })
                 .unwrap_or_default();
             v.sort();
             for n in v {
-                let req = std::fs::read_to_string(cfg.registry.join(&n).join("requirements.txt")).unwrap_or_default();
-                let pk: Vec<&str> = req.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+                let req = std::fs::read_to_string(cfg.registry.join(&n).join("requirements.txt"))
+                    .unwrap_or_default();
+                let pk: Vec<&str> = req
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .collect();
                 println!("{n}\t{}", pk.join(" "));
             }
         }
         ["cleanup"] => {
             let layout = sprout_cgroups::Layout::detect().unwrap_or_else(|e| die(e));
-            let pool = cgpool::CgPool::new(layout, &cfg.cgroup_name, cgpool::resources(1, 1, 0), &cfg.run_dir);
+            let pool = cgpool::CgPool::new(
+                layout,
+                &cfg.cgroup_name,
+                cgpool::resources(1, 1, 0),
+                &cfg.run_dir,
+            );
             let n = pool.cleanup_previous();
             let m = rootfs::mounts_under(&cfg.run_dir).len();
             rootfs::teardown_run_dir(&cfg.run_dir);
@@ -91,8 +106,15 @@ fn main() {
 }
 
 fn handler_add(cfg: &config::Config, name: &str, dir: &Path) {
-    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        die(format!("bad handler name '{name}' (letters, digits, - and _)"));
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        die(format!(
+            "bad handler name '{name}' (letters, digits, - and _)"
+        ));
     }
     if !dir.join("f.py").is_file() {
         die(format!("{}/f.py not found", dir.display()));
@@ -103,11 +125,15 @@ fn handler_add(cfg: &config::Config, name: &str, dir: &Path) {
         }
     }
     std::fs::create_dir_all(&cfg.registry).unwrap_or_else(|e| die(e));
-    let tmp = cfg.registry.join(format!(".add-{name}-{}", std::process::id()));
+    let tmp = cfg
+        .registry
+        .join(format!(".add-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     copy_dir(dir, &tmp).unwrap_or_else(|e| die(format!("copying {}: {e}", dir.display())));
     let dst = cfg.registry.join(name);
-    let old = cfg.registry.join(format!(".old-{name}-{}", std::process::id()));
+    let old = cfg
+        .registry
+        .join(format!(".old-{name}-{}", std::process::id()));
     let _ = std::fs::rename(&dst, &old);
     std::fs::rename(&tmp, &dst).unwrap_or_else(|e| die(e));
     let _ = std::fs::remove_dir_all(&old);
@@ -132,11 +158,15 @@ fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
 }
 
 fn rootfs_build(dir: &Path, mirror: Option<&str>) {
-    let Some(deb) = ["/usr/sbin/debootstrap", "/usr/bin/debootstrap"].into_iter().find(|p| Path::new(p).exists()) else {
+    let Some(deb) = ["/usr/sbin/debootstrap", "/usr/bin/debootstrap"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
         die("debootstrap not found (apt-get install debootstrap), or use the quick-start base (no base_rootfs in the config)");
     };
     let mut cmd = std::process::Command::new(deb);
-    cmd.args(["--variant=minbase", "--include=python3", "bookworm"]).arg(dir);
+    cmd.args(["--variant=minbase", "--include=python3", "bookworm"])
+        .arg(dir);
     if let Some(m) = mirror {
         cmd.arg(m);
     }
@@ -147,7 +177,11 @@ fn rootfs_build(dir: &Path, mirror: Option<&str>) {
     for d in ["handler", "packages", "tmp", ".sprout", "proc"] {
         std::fs::create_dir_all(dir.join(d)).unwrap_or_else(|e| die(e));
     }
-    println!("base root in {}: set base_rootfs = \"{}\" in the config", dir.display(), dir.display());
+    println!(
+        "base root in {}: set base_rootfs = \"{}\" in the config",
+        dir.display(),
+        dir.display()
+    );
 }
 
 fn daemon(cfg: config::Config) {
@@ -167,10 +201,14 @@ fn daemon(cfg: config::Config) {
                 die(format!("listen {listen}: {e}"));
             }
         };
-        eprintln!("sprout-serve: listening on http://{}", listener.local_addr().unwrap());
+        eprintln!(
+            "sprout-serve: listening on http://{}",
+            listener.local_addr().unwrap()
+        );
         let e2 = eng.clone();
         tokio::spawn(http::serve(e2, listener));
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}

@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 
-const BUCKETS: &[f64] = &[0.0001, 0.0002, 0.0003, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+const BUCKETS: &[f64] = &[
+    0.0001, 0.0002, 0.0003, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0,
+];
 
 #[derive(Default)]
 struct Hist {
@@ -47,7 +50,13 @@ impl Metrics {
     }
 
     pub fn started(&self, path: &str) {
-        *self.inner.lock().unwrap().sandboxes_started.entry(path.to_string()).or_default() += 1;
+        *self
+            .inner
+            .lock()
+            .unwrap()
+            .sandboxes_started
+            .entry(path.to_string())
+            .or_default() += 1;
     }
 
     pub fn evicted(&self) {
@@ -55,7 +64,13 @@ impl Metrics {
     }
 
     pub fn killed(&self, why: &str) {
-        *self.inner.lock().unwrap().kills.entry(why.to_string()).or_default() += 1;
+        *self
+            .inner
+            .lock()
+            .unwrap()
+            .kills
+            .entry(why.to_string())
+            .or_default() += 1;
     }
 
     pub fn render(&self, gauges: &[(&str, &str, f64)]) -> String {
@@ -63,26 +78,55 @@ impl Metrics {
         let mut s = String::new();
         s.push_str("# HELP sprout_serve_requests_total Requests by start path (none: rejected before a sandbox) and HTTP status.\n# TYPE sprout_serve_requests_total counter\n");
         for ((p, st), n) in &m.requests {
-            let _ = writeln!(s, "sprout_serve_requests_total{{path=\"{p}\",status=\"{st}\"}} {n}");
+            let _ = writeln!(
+                s,
+                "sprout_serve_requests_total{{path=\"{p}\",status=\"{st}\"}} {n}"
+            );
         }
         s.push_str("# HELP sprout_serve_request_seconds Engine-side latency of successful requests by start path.\n# TYPE sprout_serve_request_seconds histogram\n");
         for (p, h) in &m.latency {
             for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(s, "sprout_serve_request_seconds_bucket{{path=\"{p}\",le=\"{b}\"}} {}", h.counts[i]);
+                let _ = writeln!(
+                    s,
+                    "sprout_serve_request_seconds_bucket{{path=\"{p}\",le=\"{b}\"}} {}",
+                    h.counts[i]
+                );
             }
-            let _ = writeln!(s, "sprout_serve_request_seconds_bucket{{path=\"{p}\",le=\"+Inf\"}} {}", h.n);
-            let _ = writeln!(s, "sprout_serve_request_seconds_sum{{path=\"{p}\"}} {}", h.sum);
-            let _ = writeln!(s, "sprout_serve_request_seconds_count{{path=\"{p}\"}} {}", h.n);
+            let _ = writeln!(
+                s,
+                "sprout_serve_request_seconds_bucket{{path=\"{p}\",le=\"+Inf\"}} {}",
+                h.n
+            );
+            let _ = writeln!(
+                s,
+                "sprout_serve_request_seconds_sum{{path=\"{p}\"}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                s,
+                "sprout_serve_request_seconds_count{{path=\"{p}\"}} {}",
+                h.n
+            );
         }
         s.push_str("# TYPE sprout_serve_sandboxes_started_total counter\n");
         for (p, n) in &m.sandboxes_started {
-            let _ = writeln!(s, "sprout_serve_sandboxes_started_total{{path=\"{p}\"}} {n}");
+            let _ = writeln!(
+                s,
+                "sprout_serve_sandboxes_started_total{{path=\"{p}\"}} {n}"
+            );
         }
         s.push_str("# TYPE sprout_serve_sandboxes_killed_total counter\n");
         for (w, n) in &m.kills {
-            let _ = writeln!(s, "sprout_serve_sandboxes_killed_total{{reason=\"{w}\"}} {n}");
+            let _ = writeln!(
+                s,
+                "sprout_serve_sandboxes_killed_total{{reason=\"{w}\"}} {n}"
+            );
         }
-        let _ = writeln!(s, "# TYPE sprout_serve_evictions_total counter\nsprout_serve_evictions_total {}", m.evictions);
+        let _ = writeln!(
+            s,
+            "# TYPE sprout_serve_evictions_total counter\nsprout_serve_evictions_total {}",
+            m.evictions
+        );
         let mut typed = std::collections::BTreeSet::new();
         for (name, labels, v) in gauges {
             if typed.insert(*name) {

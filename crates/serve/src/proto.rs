@@ -19,7 +19,10 @@ pub fn send(sock: &UnixStream, body: &[u8], fds: &[RawFd]) -> io::Result<()> {
     // First byte with the fds, then the rest.
     let space = unsafe { libc::CMSG_SPACE((fds.len() * 4) as u32) } as usize;
     let mut cbuf = vec![0u8; space];
-    let mut iov = libc::iovec { iov_base: msg.as_ptr() as *mut _, iov_len: 1 };
+    let mut iov = libc::iovec {
+        iov_base: msg.as_ptr() as *mut _,
+        iov_len: 1,
+    };
     let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
     mh.msg_iov = &mut iov;
     mh.msg_iovlen = 1;
@@ -50,7 +53,10 @@ pub fn recv(sock: &UnixStream) -> io::Result<Vec<u8>> {
     (&*sock).read_exact(&mut hdr)?;
     let n = u32::from_le_bytes(hdr) as usize;
     if n > MAX_REPLY {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("sandbox message of {n} bytes")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("sandbox message of {n} bytes"),
+        ));
     }
     let mut body = vec![0u8; n];
     (&*sock).read_exact(&mut body)?;

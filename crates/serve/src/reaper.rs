@@ -13,7 +13,10 @@ struct Reaper {
 
 fn reaper() -> &'static Reaper {
     static R: OnceLock<Reaper> = OnceLock::new();
-    R.get_or_init(|| Reaper { exits: Mutex::new(HashMap::new()), cv: Condvar::new() })
+    R.get_or_init(|| Reaper {
+        exits: Mutex::new(HashMap::new()),
+        cv: Condvar::new(),
+    })
 }
 
 pub fn start() {
@@ -27,7 +30,11 @@ pub fn start() {
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
             }
-            let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
+            let code = if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                128 + libc::WTERMSIG(status)
+            };
             let r = reaper();
             let mut m = r.exits.lock().unwrap();
             m.insert(pid, (code, Instant::now()));

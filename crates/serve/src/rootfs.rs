@@ -13,7 +13,13 @@ fn cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).expect("path without NUL")
 }
 
-fn mount_raw(src: Option<&Path>, dst: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> io::Result<()> {
+fn mount_raw(
+    src: Option<&Path>,
+    dst: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
     let s = src.map(cstr);
     let d = cstr(dst);
     let t = fstype.map(|t| CString::new(t).unwrap());
@@ -24,12 +30,20 @@ fn mount_raw(src: Option<&Path>, dst: &Path, fstype: Option<&str>, flags: libc::
             d.as_ptr(),
             t.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
             flags,
-            o.as_ref().map_or(std::ptr::null(), |c| c.as_ptr() as *const libc::c_void),
+            o.as_ref()
+                .map_or(std::ptr::null(), |c| c.as_ptr() as *const libc::c_void),
         )
     };
     if r != 0 {
         let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("mount {} on {}: {e}", src.map_or("-".into(), |p| p.display().to_string()), dst.display())));
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "mount {} on {}: {e}",
+                src.map_or("-".into(), |p| p.display().to_string()),
+                dst.display()
+            ),
+        ));
     }
     Ok(())
 }
@@ -38,7 +52,13 @@ fn mount_raw(src: Option<&Path>, dst: &Path, fstype: Option<&str>, flags: libc::
 pub fn bind_ro(src: &Path, dst: &Path, recursive: bool) -> io::Result<()> {
     let rec = if recursive { libc::MS_REC } else { 0 };
     mount_raw(Some(src), dst, None, libc::MS_BIND | rec, None)?;
-    mount_raw(None, dst, None, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV, None)
+    mount_raw(
+        None,
+        dst,
+        None,
+        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+        None,
+    )
 }
 
 pub fn umount_detach(p: &Path) -> io::Result<()> {
@@ -66,7 +86,10 @@ pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
 /// unmounting whatever a previous instance left under it. Returns how many stale mounts went.
 pub fn prepare_run_dir(run_dir: &Path) -> io::Result<usize> {
     std::fs::create_dir_all(run_dir)?;
-    let stale: Vec<PathBuf> = mounts_under(run_dir).into_iter().filter(|m| m != run_dir).collect();
+    let stale: Vec<PathBuf> = mounts_under(run_dir)
+        .into_iter()
+        .filter(|m| m != run_dir)
+        .collect();
     let n = stale.len();
     for m in &stale {
         let _ = umount_detach(m);
@@ -87,7 +110,9 @@ pub fn teardown_run_dir(run_dir: &Path) {
     }
 }
 
-const MOUNTPOINTS: &[&str] = &["handler", "packages", "tmp", ".sprout", "dev", "etc", "proc"];
+const MOUNTPOINTS: &[&str] = &[
+    "handler", "packages", "tmp", ".sprout", "dev", "etc", "proc",
+];
 
 /// Assemble the base root. `custom`: a full root file system directory (debootstrap); else
 /// the quick-start from the host's /usr, /lib*, /bin, /sbin and a generated minimal /etc.
@@ -99,13 +124,18 @@ pub fn build_base(run_dir: &Path, custom: Option<&Path>, python_dir: &Path) -> i
         // The mount points we need must exist in the custom root.
         for d in MOUNTPOINTS {
             if !base.join(d).exists() {
-                return Err(io::Error::other(format!("base rootfs {} lacks /{d} (sprout-serve rootfs build creates it)", c.display())));
+                return Err(io::Error::other(format!(
+                    "base rootfs {} lacks /{d} (sprout-serve rootfs build creates it)",
+                    c.display()
+                )));
             }
         }
     } else {
         for d in ["usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin"] {
             let host = Path::new("/").join(d);
-            let Ok(md) = std::fs::symlink_metadata(&host) else { continue };
+            let Ok(md) = std::fs::symlink_metadata(&host) else {
+                continue;
+            };
             let dst = base.join(d);
             if md.file_type().is_symlink() {
                 let target = std::fs::read_link(&host)?;
@@ -122,8 +152,14 @@ pub fn build_base(run_dir: &Path, custom: Option<&Path>, python_dir: &Path) -> i
         let etc = base.join("etc");
         std::fs::write(etc.join("passwd"), "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")?;
         std::fs::write(etc.join("group"), "root:x:0:\nnogroup:x:65534:\n")?;
-        std::fs::write(etc.join("hosts"), "127.0.0.1 localhost sandbox\n::1 localhost\n")?;
-        std::fs::write(etc.join("nsswitch.conf"), "passwd: files\ngroup: files\nhosts: files dns\n")?;
+        std::fs::write(
+            etc.join("hosts"),
+            "127.0.0.1 localhost sandbox\n::1 localhost\n",
+        )?;
+        std::fs::write(
+            etc.join("nsswitch.conf"),
+            "passwd: files\ngroup: files\nhosts: files dns\n",
+        )?;
         for f in ["ld.so.cache", "localtime", "resolv.conf", "mime.types"] {
             let _ = std::fs::copy(Path::new("/etc").join(f), etc.join(f));
         }
@@ -137,8 +173,20 @@ pub fn build_base(run_dir: &Path, custom: Option<&Path>, python_dir: &Path) -> i
         for dev in ["null", "zero", "full", "random", "urandom"] {
             let dst = base.join("dev").join(dev);
             std::fs::write(&dst, b"")?;
-            mount_raw(Some(&Path::new("/dev").join(dev)), &dst, None, libc::MS_BIND, None)?;
-            mount_raw(None, &dst, None, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NOEXEC, None)?;
+            mount_raw(
+                Some(&Path::new("/dev").join(dev)),
+                &dst,
+                None,
+                libc::MS_BIND,
+                None,
+            )?;
+            mount_raw(
+                None,
+                &dst,
+                None,
+                libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NOEXEC,
+                None,
+            )?;
         }
     }
     bind_ro(python_dir, &base.join(".sprout"), false)?;
@@ -147,7 +195,14 @@ pub fn build_base(run_dir: &Path, custom: Option<&Path>, python_dir: &Path) -> i
 
 /// One sandbox (or zygote) root: rbind of the base (already read-only below), read-only
 /// handler and packages, tmpfs scratch; the top then remounted read-only.
-pub fn make_root(base: &Path, mp_dir: &Path, root: &Path, handler: Option<&Path>, packages: &[(String, PathBuf)], scratch_mb: u64) -> io::Result<()> {
+pub fn make_root(
+    base: &Path,
+    mp_dir: &Path,
+    root: &Path,
+    handler: Option<&Path>,
+    packages: &[(String, PathBuf)],
+    scratch_mb: u64,
+) -> io::Result<()> {
     std::fs::create_dir(root)?;
     let r = (|| {
         mount_raw(Some(base), root, None, libc::MS_BIND | libc::MS_REC, None)?;
@@ -162,8 +217,20 @@ pub fn make_root(base: &Path, mp_dir: &Path, root: &Path, handler: Option<&Path>
             bind_ro(dir, &root.join("packages").join(key), false)?;
         }
         let opts = format!("size={}m,mode=1777", scratch_mb.max(1));
-        mount_raw(Some(Path::new("tmpfs")), &root.join("tmp"), Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&opts))?;
-        mount_raw(None, root, None, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV, None)
+        mount_raw(
+            Some(Path::new("tmpfs")),
+            &root.join("tmp"),
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&opts),
+        )?;
+        mount_raw(
+            None,
+            root,
+            None,
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+            None,
+        )
     })();
     if r.is_err() {
         remove_root(root);

@@ -74,16 +74,28 @@ fn child_fail(sock: RawFd, what: &[u8]) -> ! {
 pub fn spawn_cold(s: &ColdSpec) -> std::io::Result<i32> {
     let python = CString::new(s.python).unwrap();
     let root = CString::new(s.root.as_os_str().as_bytes()).unwrap();
-    let args: Vec<CString> = [s.python, "-I", "-S", "/.sprout/sprout_zygote.py", "sandbox", "3"]
-        .iter()
-        .map(|a| CString::new(*a).unwrap())
-        .collect();
+    let args: Vec<CString> = [
+        s.python,
+        "-I",
+        "-S",
+        "/.sprout/sprout_zygote.py",
+        "sandbox",
+        "3",
+    ]
+    .iter()
+    .map(|a| CString::new(*a).unwrap())
+    .collect();
     let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
-    let envs: Vec<CString> = ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"]
-        .iter()
-        .map(|a| CString::new(*a).unwrap())
-        .collect();
+    let envs: Vec<CString> = [
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+        "HOME=/tmp",
+        "LANG=C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE=1",
+    ]
+    .iter()
+    .map(|a| CString::new(*a).unwrap())
+    .collect();
     let mut envp: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
     let slash = c"/";
@@ -134,7 +146,9 @@ pub fn spawn_cold(s: &ColdSpec) -> std::io::Result<i32> {
         {
             child_fail(sock, b"mount /proc");
         }
-        if s.unshare & CLONE_NEWUTS != 0 && libc::sethostname(hostname.as_ptr() as *const _, hostname.len()) != 0 {
+        if s.unshare & CLONE_NEWUTS != 0
+            && libc::sethostname(hostname.as_ptr() as *const _, hostname.len()) != 0
+        {
             child_fail(sock, b"sethostname");
         }
         for cap in 0..64 {
@@ -176,7 +190,12 @@ pub fn spawn_cold(s: &ColdSpec) -> std::io::Result<i32> {
 
 /// Fork + exec a zygote: a fresh python in the host's namespaces with the control socket on
 /// fd 3; it chroots itself after receiving its setup.
-pub fn spawn_zygote(python: &str, script: &Path, sock: &std::os::unix::net::UnixStream, log_fd: RawFd) -> std::io::Result<i32> {
+pub fn spawn_zygote(
+    python: &str,
+    script: &Path,
+    sock: &std::os::unix::net::UnixStream,
+    log_fd: RawFd,
+) -> std::io::Result<i32> {
     let py = CString::new(python).unwrap();
     let args: Vec<CString> = vec![
         CString::new(python).unwrap(),
@@ -188,10 +207,15 @@ pub fn spawn_zygote(python: &str, script: &Path, sock: &std::os::unix::net::Unix
     ];
     let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
-    let envs: Vec<CString> = ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"]
-        .iter()
-        .map(|a| CString::new(*a).unwrap())
-        .collect();
+    let envs: Vec<CString> = [
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+        "HOME=/tmp",
+        "LANG=C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE=1",
+    ]
+    .iter()
+    .map(|a| CString::new(*a).unwrap())
+    .collect();
     let mut envp: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
     let fd = sock.as_raw_fd();

@@ -22,7 +22,11 @@ fn start_paths_hot_warm_zygote() {
     let d = Daemon::start("paths", "freeze_after_ms = 100\n");
     d.add("echo", ECHO, &[]);
     // The root zygote starts in the background: wait for it so the first start is a fork.
-    assert!(eventually(10_000, || d.status()["zygotes"][0]["state"] == "ready"), "{}", d.status());
+    assert!(
+        eventually(10_000, || d.status()["zygotes"][0]["state"] == "ready"),
+        "{}",
+        d.status()
+    );
     let r = d.post("echo", r#"{"a": [1, 2, "x"]}"#);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json(), serde_json::json!({"echo": {"a": [1, 2, "x"]}}));
@@ -31,10 +35,17 @@ fn start_paths_hot_warm_zygote() {
     assert_eq!(r.header("x-sprout-path"), Some("hot"), "{}", r.body);
     assert_eq!(r.json()["echo"], 2);
     // Idle past freeze_after_ms: frozen, then thawed for the next request.
-    assert!(eventually(2_000, || d.status()["sandboxes"]["warm"] == 1), "{}", d.status());
+    assert!(
+        eventually(2_000, || d.status()["sandboxes"]["warm"] == 1),
+        "{}",
+        d.status()
+    );
     let st = d.status();
     let frozen = st["memory"]["frozen_sandbox_bytes"][0].as_u64().unwrap();
-    assert!(frozen > 0 && frozen < 16 << 20, "frozen sandbox charged {frozen} bytes");
+    assert!(
+        frozen > 0 && frozen < 16 << 20,
+        "frozen sandbox charged {frozen} bytes"
+    );
     let r = d.post("echo", "3");
     assert_eq!(r.header("x-sprout-path"), Some("warm"), "{}", r.body);
     assert_eq!(r.json()["echo"], 3);
@@ -42,9 +53,17 @@ fn start_paths_hot_warm_zygote() {
     assert_eq!(d.post("echo", "").json()["echo"], serde_json::Value::Null);
     let m = d.get("/metrics").body;
     for p in ["hot", "warm", "zygote"] {
-        assert!(m.contains(&format!("sprout_serve_request_seconds_count{{path=\"{p}\"}}")), "{m}");
+        assert!(
+            m.contains(&format!(
+                "sprout_serve_request_seconds_count{{path=\"{p}\"}}"
+            )),
+            "{m}"
+        );
     }
-    assert!(m.contains("sprout_serve_requests_total{path=\"hot\",status=\"200\"}"), "{m}");
+    assert!(
+        m.contains("sprout_serve_requests_total{path=\"hot\",status=\"200\"}"),
+        "{m}"
+    );
     // Re-registering a handler replaces its cached sandboxes.
     d.add("echo", "def f(event):\n    return 'v2'\n", &[]);
     assert_eq!(d.post("echo", "1").json(), "v2");
@@ -61,8 +80,16 @@ fn plain_cold_without_zygotes() {
     assert_eq!(d.post("echo", "[2]").header("x-sprout-path"), Some("hot"));
     d.add("iso", ISOLATION, &[]);
     let v = d.post("iso", "{}").json();
-    assert_eq!((v["uid"].as_u64(), v["pid"].as_u64()), (Some(65534), Some(1)), "{v}");
-    assert_eq!((v["seccomp_mode"].as_u64(), v["no_new_privs"].as_u64()), (Some(2), Some(1)), "{v}");
+    assert_eq!(
+        (v["uid"].as_u64(), v["pid"].as_u64()),
+        (Some(65534), Some(1)),
+        "{v}"
+    );
+    assert_eq!(
+        (v["seccomp_mode"].as_u64(), v["no_new_privs"].as_u64()),
+        (Some(2), Some(1)),
+        "{v}"
+    );
     assert_eq!(v["cap_sys_admin_in_bset"], 0);
     assert_eq!(v["proc_pids"], serde_json::json!([1]));
     assert_eq!(v["/usr/x"], "Read-only file system");
@@ -123,34 +150,64 @@ fn isolation_and_failures_are_contained() {
     assert_eq!(v["seccomp_mode"], 2, "seccomp filter loaded");
     assert_eq!(v["no_new_privs"], 1);
     assert_eq!(v["cap_sys_admin_in_bset"], 0, "bounding set dropped");
-    assert_eq!(v["proc_pids"], serde_json::json!([1]), "private /proc of the sandbox's pid namespace");
+    assert_eq!(
+        v["proc_pids"],
+        serde_json::json!([1]),
+        "private /proc of the sandbox's pid namespace"
+    );
     assert_ne!(v["proc_sys"], "writable");
-    assert!(!v["root_entries"].as_array().unwrap().iter().any(|e| e == "root" || e == "home" || e == "var"), "{v}");
+    assert!(
+        !v["root_entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e == "root" || e == "home" || e == "var"),
+        "{v}"
+    );
 
     // A handler that raises: 500 with the exception, the sandbox is reused.
     d.add("raise", "def f(e):\n    raise ValueError('boom')\n", &[]);
     let r = d.post("raise", "{}");
     assert_eq!(r.status, 500);
     assert_eq!(r.json()["kind"], "raised");
-    assert!(r.json()["error"].as_str().unwrap().contains("ValueError: boom"));
-    assert!(r.json()["traceback"].as_str().unwrap().contains("/handler/f.py"));
+    assert!(r.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("ValueError: boom"));
+    assert!(r.json()["traceback"]
+        .as_str()
+        .unwrap()
+        .contains("/handler/f.py"));
     assert_eq!(d.post("raise", "{}").header("x-sprout-path"), None);
 
     // Non-JSON result.
     d.add("badresult", "def f(e):\n    return object()\n", &[]);
     let r = d.post("badresult", "{}");
-    assert_eq!((r.status, r.json()["kind"].as_str()), (500, Some("bad_result")));
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (500, Some("bad_result"))
+    );
 
     // Exits.
     d.add("exit", "import os\ndef f(e):\n    os._exit(3)\n", &[]);
     let r = d.post("exit", "{}");
-    assert_eq!((r.status, r.json()["kind"].as_str()), (502, Some("exited")), "{}", r.body);
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (502, Some("exited")),
+        "{}",
+        r.body
+    );
 
     // Loops forever: killed at the timeout through its cgroup.
     d.add("loop", "def f(e):\n    while True:\n        pass\n", &[]);
     let t = Instant::now();
     let r = d.post("loop", "{}");
-    assert_eq!((r.status, r.json()["kind"].as_str()), (504, Some("timeout")), "{}", r.body);
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (504, Some("timeout")),
+        "{}",
+        r.body
+    );
     assert!(t.elapsed() < Duration::from_secs(8));
 
     // Fork bomb: stopped by the pids limit; the sandbox (with its leftovers) is not reused.
@@ -163,12 +220,25 @@ fn isolation_and_failures_are_contained() {
     assert_eq!(r.status, 200, "{}", r.body);
     let forked = r.json()["forked"].as_u64().unwrap();
     assert!(forked < 24, "pids limit: forked {forked}");
-    assert!(eventually(3_000, || d.status()["handlers"]["forkbomb"].is_null()), "{}", d.status());
+    assert!(
+        eventually(3_000, || d.status()["handlers"]["forkbomb"].is_null()),
+        "{}",
+        d.status()
+    );
 
     // Unbounded allocation: OOM-killed inside its memory cgroup.
-    d.add("mem", "def f(e):\n    a = []\n    while True:\n        a.append(bytearray(1 << 20))\n", &[]);
+    d.add(
+        "mem",
+        "def f(e):\n    a = []\n    while True:\n        a.append(bytearray(1 << 20))\n",
+        &[],
+    );
     let r = d.post("mem", "{}");
-    assert_eq!((r.status, r.json()["kind"].as_str()), (502, Some("oom")), "{}", r.body);
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (502, Some("oom")),
+        "{}",
+        r.body
+    );
 
     // Network: no network namespace by default (documented); with network_ns only lo.
     let net = format!(
@@ -182,9 +252,15 @@ fn isolation_and_failures_are_contained() {
 
     // Request errors.
     let r = d.post("echo", "{not json");
-    assert_eq!((r.status, r.json()["kind"].as_str()), (400, Some("bad_json")));
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (400, Some("bad_json"))
+    );
     let r = d.post("nope", "{}");
-    assert_eq!((r.status, r.json()["kind"].as_str()), (404, Some("unknown_handler")));
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (404, Some("unknown_handler"))
+    );
     let r = d.post("../etc", "{}");
     assert!(r.status == 400 || r.status == 404, "{}", r.body);
     let big = format!("\"{}\"", "a".repeat(70_000));
@@ -193,7 +269,12 @@ fn isolation_and_failures_are_contained() {
     d.add("badreq", ECHO, &[]);
     std::fs::write(d.dir.join("registry/badreq/requirements.txt"), "requests\n").unwrap();
     let r = d.post("badreq", "{}");
-    assert_eq!((r.status, r.json()["kind"].as_str()), (400, Some("bad_requirements")), "{}", r.body);
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (400, Some("bad_requirements")),
+        "{}",
+        r.body
+    );
 
     // And the engine still serves.
     let r = d.post("echo", "42");
@@ -201,10 +282,20 @@ fn isolation_and_failures_are_contained() {
     assert_eq!(r.json()["echo"], 42);
     let m = d.get("/metrics").body;
     for st in ["400", "404", "413"] {
-        assert!(m.contains(&format!("sprout_serve_requests_total{{path=\"none\",status=\"{st}\"}}")), "{m}");
+        assert!(
+            m.contains(&format!(
+                "sprout_serve_requests_total{{path=\"none\",status=\"{st}\"}}"
+            )),
+            "{m}"
+        );
     }
     for k in ["timeout", "oom", "exited"] {
-        assert!(m.contains(&format!("sprout_serve_sandboxes_killed_total{{reason=\"{k}\"}}")), "{m}");
+        assert!(
+            m.contains(&format!(
+                "sprout_serve_sandboxes_killed_total{{reason=\"{k}\"}}"
+            )),
+            "{m}"
+        );
     }
 }
 
@@ -212,13 +303,19 @@ fn isolation_and_failures_are_contained() {
 fn concurrency_limit_queues() {
     need_root!();
     let d = Daemon::start("conc", "max_per_handler = 2\n");
-    d.add("sleep", "import time\ndef f(e):\n    time.sleep(0.3)\n    return e\n", &[]);
+    d.add(
+        "sleep",
+        "import time\ndef f(e):\n    time.sleep(0.3)\n    return e\n",
+        &[],
+    );
     let t = Instant::now();
     let rs: Vec<Resp> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..4).map(|i| {
-            let d = &d;
-            s.spawn(move || d.post("sleep", &i.to_string()))
-        }).collect();
+        let hs: Vec<_> = (0..4)
+            .map(|i| {
+                let d = &d;
+                s.spawn(move || d.post("sleep", &i.to_string()))
+            })
+            .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for (i, r) in rs.iter().enumerate() {
@@ -226,7 +323,11 @@ fn concurrency_limit_queues() {
         assert_eq!(r.json(), i as u64);
     }
     // Two sandboxes, four requests: at least two rounds.
-    assert!(t.elapsed() >= Duration::from_millis(600), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        t.elapsed()
+    );
     assert_eq!(d.status()["handlers"]["sleep"]["live"], 2, "{}", d.status());
 }
 
@@ -250,33 +351,59 @@ with zipfile.ZipFile("{}/tinypkg-1.0-py3-none-any.whl", "w") as z:
 "#,
         dir.display()
     );
-    let st = std::process::Command::new("python3").arg("-c").arg(py).status().unwrap();
+    let st = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(py)
+        .status()
+        .unwrap();
     assert!(st.success());
 }
 
 #[test]
 fn install_cache_and_package_zygote() {
     need_root!();
-    let wheels = std::path::PathBuf::from(format!("/tmp/sprout-serve-test-wheels-{}", std::process::id()));
+    let wheels = std::path::PathBuf::from(format!(
+        "/tmp/sprout-serve-test-wheels-{}",
+        std::process::id()
+    ));
     make_wheel(&wheels);
     let d = Daemon::start(
         "pkgs",
-        &format!("pip_args = [\"--no-index\", \"--find-links\", \"{}\"]\nmax_per_handler = 4\n", wheels.display()),
+        &format!(
+            "pip_args = [\"--no-index\", \"--find-links\", \"{}\"]\nmax_per_handler = 4\n",
+            wheels.display()
+        ),
     );
     let code = "import tinypkg\ndef f(e):\n    return {'value': tinypkg.VALUE, 'file': tinypkg.__file__}\n";
     d.add("pkg", code, &[("requirements.txt", "tinypkg==1.0\n")]);
     let r = d.post("pkg", "{}");
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["value"], 42);
-    assert_eq!(r.json()["file"], "/packages/tinypkg-1.0/tinypkg/__init__.py");
-    assert!(d.dir.join("packages/tinypkg-1.0/tinypkg/__init__.py").exists());
+    assert_eq!(
+        r.json()["file"],
+        "/packages/tinypkg-1.0/tinypkg/__init__.py"
+    );
+    assert!(d
+        .dir
+        .join("packages/tinypkg-1.0/tinypkg/__init__.py")
+        .exists());
     // A zygote for the package set {tinypkg-1.0} comes up; new sandboxes then fork from it.
     assert!(
-        eventually(10_000, || d.status()["zygotes"].as_array().unwrap().iter().any(|z| z["packages"] == "tinypkg-1.0" && z["state"] == "ready")),
+        eventually(10_000, || d.status()["zygotes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|z| z["packages"] == "tinypkg-1.0" && z["state"] == "ready")),
         "{}",
         d.status()
     );
-    let z = d.status()["zygotes"].as_array().unwrap().iter().find(|z| z["packages"] == "tinypkg-1.0").unwrap().clone();
+    let z = d.status()["zygotes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|z| z["packages"] == "tinypkg-1.0")
+        .unwrap()
+        .clone();
     assert_eq!(z["imported"], serde_json::json!(["tinypkg"]));
     // Two concurrent requests: one hot, one new sandbox from the package zygote.
     let rs: Vec<Resp> = std::thread::scope(|s| {
@@ -284,14 +411,29 @@ fn install_cache_and_package_zygote() {
         let b = s.spawn(|| d.post("pkg", "2"));
         vec![a.join().unwrap(), b.join().unwrap()]
     });
-    let paths: Vec<&str> = rs.iter().filter_map(|r| r.header("x-sprout-path")).collect();
+    let paths: Vec<&str> = rs
+        .iter()
+        .filter_map(|r| r.header("x-sprout-path"))
+        .collect();
     assert!(rs.iter().all(|r| r.status == 200));
     assert_eq!(d.status()["install_cache"]["packages"], 1);
     // A package that does not exist: clear 400, the engine keeps going.
-    d.add("missing", ECHO, &[("requirements.txt", "sprout-no-such-package==9.9\n")]);
+    d.add(
+        "missing",
+        ECHO,
+        &[("requirements.txt", "sprout-no-such-package==9.9\n")],
+    );
     let r = d.post("missing", "{}");
-    assert_eq!((r.status, r.json()["kind"].as_str()), (400, Some("install_failed")), "{}", r.body);
-    assert!(r.json()["error"].as_str().unwrap().contains("sprout-no-such-package==9.9"));
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (400, Some("install_failed")),
+        "{}",
+        r.body
+    );
+    assert!(r.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("sprout-no-such-package==9.9"));
     assert_eq!(d.post("pkg", "{}").status, 200);
     let _ = std::fs::remove_dir_all(&wheels);
     let _ = paths;
@@ -326,16 +468,26 @@ fn restart_cleans_up_after_a_killed_engine() {
         }
         pids
     };
-    assert!(eventually(5_000, || procs().len() >= 3), "zygote + 2 sandboxes: {:?}", procs());
+    assert!(
+        eventually(5_000, || procs().len() >= 3),
+        "zygote + 2 sandboxes: {:?}",
+        procs()
+    );
     let pids = procs();
     d.crash();
     assert!(!d.mounts().is_empty(), "a crashed engine leaves mounts");
     // A new instance cleans up: old processes gone, stale mounts gone, then serves.
     d.spawn();
-    assert!(d.log().contains("cleaned up after a previous instance"), "{}", d.log());
+    assert!(
+        d.log().contains("cleaned up after a previous instance"),
+        "{}",
+        d.log()
+    );
     for p in &pids {
         let alive = std::path::Path::new(&format!("/proc/{p}")).exists()
-            && !std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default().contains(") Z ");
+            && !std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .unwrap_or_default()
+                .contains(") Z ");
         assert!(!alive, "pid {p} of the killed engine survived");
     }
     assert_eq!(d.post("echo", "2").status, 200);
@@ -360,7 +512,10 @@ fn lru_eviction_within_memory_budget() {
     let st = d.status();
     let total = st["sandboxes"]["total"].as_u64().unwrap();
     assert!(total <= 2, "budget exceeded: {st}");
-    assert!(st["memory"]["accounted_bytes"].as_u64().unwrap() <= 10 << 20, "{st}");
+    assert!(
+        st["memory"]["accounted_bytes"].as_u64().unwrap() <= 10 << 20,
+        "{st}"
+    );
     let m = d.get("/metrics").body;
     let ev: u64 = m
         .lines()
@@ -370,9 +525,17 @@ fn lru_eviction_within_memory_budget() {
     assert!(ev >= 2, "{m}");
     // The most recently used handler is still cached (hot or warm), the oldest is not.
     let r = d.post("d", "2");
-    assert!(matches!(r.header("x-sprout-path"), Some("hot" | "warm")), "{:?}", r.header("x-sprout-path"));
+    assert!(
+        matches!(r.header("x-sprout-path"), Some("hot" | "warm")),
+        "{:?}",
+        r.header("x-sprout-path")
+    );
     let r = d.post("a", "3");
-    assert!(matches!(r.header("x-sprout-path"), Some("zygote" | "cold")), "{:?}", r.header("x-sprout-path"));
+    assert!(
+        matches!(r.header("x-sprout-path"), Some("zygote" | "cold")),
+        "{:?}",
+        r.header("x-sprout-path")
+    );
 }
 
 /// A debootstrap base (`sprout-serve rootfs build DIR`) instead of the host's /usr. Runs when
@@ -380,8 +543,11 @@ fn lru_eviction_within_memory_budget() {
 #[test]
 fn custom_base_rootfs() {
     need_root!();
-    let dir = std::env::var("SPROUT_SERVE_TEST_ROOTFS").unwrap_or_else(|_| "/var/tmp/sprout-serve-rootfs".into());
-    if !std::path::Path::new(&dir).join("usr/bin/python3").exists() || !std::path::Path::new(&dir).join(".sprout").is_dir() {
+    let dir = std::env::var("SPROUT_SERVE_TEST_ROOTFS")
+        .unwrap_or_else(|_| "/var/tmp/sprout-serve-rootfs".into());
+    if !std::path::Path::new(&dir).join("usr/bin/python3").exists()
+        || !std::path::Path::new(&dir).join(".sprout").is_dir()
+    {
         eprintln!("skipped: no base rootfs at {dir} (sprout-serve rootfs build {dir})");
         return;
     }
@@ -394,7 +560,11 @@ fn custom_base_rootfs() {
     let r = d.post("os", "{}");
     assert_eq!(r.status, 200, "{} {}", r.body, d.log());
     eprintln!("custom base: {}", r.body);
-    assert!(r.json()["debian"].as_str().unwrap().starts_with("12"), "{}", r.body);
+    assert!(
+        r.json()["debian"].as_str().unwrap().starts_with("12"),
+        "{}",
+        r.body
+    );
     assert_eq!(r.json()["proc"], true);
     assert_eq!(d.post("os", "{}").header("x-sprout-path"), Some("hot"));
 }

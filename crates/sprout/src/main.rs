@@ -15,7 +15,11 @@ use sprout_runtime::trace::Trace;
 use sprout_runtime::{Error, Result};
 
 #[derive(Parser)]
-#[command(name = "sprout", about = "a fast OCI container runtime (runc-compatible command line)", disable_version_flag = true)]
+#[command(
+    name = "sprout",
+    about = "a fast OCI container runtime (runc-compatible command line)",
+    disable_version_flag = true
+)]
 struct Cli {
     /// Directory for container state (should be on tmpfs).
     #[arg(long, global = true, default_value = "/run/sprout")]
@@ -199,12 +203,24 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(1) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
-    log::init(LogConfig { file: cli.log.clone(), json: cli.log_format == "json", debug: cli.debug });
+    log::init(LogConfig {
+        file: cli.log.clone(),
+        json: cli.log_format == "json",
+        debug: cli.debug,
+    });
     if cli.version {
-        println!("sprout version {}\nspec: {}", env!("CARGO_PKG_VERSION"), sprout_runtime::config::OCI_VERSION);
+        println!(
+            "sprout version {}\nspec: {}",
+            env!("CARGO_PKG_VERSION"),
+            sprout_runtime::config::OCI_VERSION
+        );
         return ExitCode::SUCCESS;
     }
     match run(cli) {
@@ -272,7 +288,12 @@ fn run(cli: Cli) -> Result<i32> {
             // Foreground: the init did not wait for a fifo; poststart hooks run now.
             if let Some(h) = created.config.spec.hooks() {
                 if h.poststart().as_ref().is_some_and(|v| !v.is_empty()) {
-                    let sj = serde_json::to_vec(&created.state.spec_json(sprout_runtime::state::Status::Running)).unwrap_or_default();
+                    let sj = serde_json::to_vec(
+                        &created
+                            .state
+                            .spec_json(sprout_runtime::state::Status::Running),
+                    )
+                    .unwrap_or_default();
                     sprout_runtime::hooks::run_all_warn("poststart", h.poststart().as_ref(), &sj);
                 }
             }
@@ -307,12 +328,40 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::List { quiet, format } => list(&store, quiet, &format),
         Cmd::Exec {
-            process, tty, cwd, env, user, additional_gids, cap, detach, pid_file, console_socket,
-            preserve_fds, process_label, apparmor, no_new_privs, id, args,
+            process,
+            tty,
+            cwd,
+            env,
+            user,
+            additional_gids,
+            cap,
+            detach,
+            pid_file,
+            console_socket,
+            preserve_fds,
+            process_label,
+            apparmor,
+            no_new_privs,
+            id,
+            args,
         } => {
             let o = ExecOpts {
-                id: id.clone(), process_json: process, args, tty, cwd, env, user, additional_gids, caps: cap,
-                detach, pid_file, console_socket, preserve_fds, process_label, apparmor, no_new_privs,
+                id: id.clone(),
+                process_json: process,
+                args,
+                tty,
+                cwd,
+                env,
+                user,
+                additional_gids,
+                caps: cap,
+                detach,
+                pid_file,
+                console_socket,
+                preserve_fds,
+                process_label,
+                apparmor,
+                no_new_privs,
             };
             if !o.detach {
                 lifecycle::block_forwarded_signals();
@@ -323,7 +372,11 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Pause { id } => lifecycle::pause(&store, &id).map(|_| 0),
         Cmd::Resume { id } => lifecycle::resume(&store, &id).map(|_| 0),
-        Cmd::Ps { format, id, ps_args } => {
+        Cmd::Ps {
+            format,
+            id,
+            ps_args,
+        } => {
             let pids = lifecycle::pids(&store, &id)?;
             if format == "json" {
                 print_json(&serde_json::json!(pids))?;
@@ -336,16 +389,50 @@ fn run(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
-        Cmd::Update { resources, memory, memory_swap, memory_reservation, cpu_shares, cpu_quota, cpu_period, cpuset_cpus, cpuset_mems, pids_limit, blkio_weight, id } => {
-            update(&store, &id, resources, memory, memory_swap, memory_reservation, cpu_shares, cpu_quota, cpu_period, cpuset_cpus, cpuset_mems, pids_limit, blkio_weight)
-        }
-        Cmd::Events { stats, interval, id } => events(&store, &id, stats, &interval),
+        Cmd::Update {
+            resources,
+            memory,
+            memory_swap,
+            memory_reservation,
+            cpu_shares,
+            cpu_quota,
+            cpu_period,
+            cpuset_cpus,
+            cpuset_mems,
+            pids_limit,
+            blkio_weight,
+            id,
+        } => update(
+            &store,
+            &id,
+            resources,
+            memory,
+            memory_swap,
+            memory_reservation,
+            cpu_shares,
+            cpu_quota,
+            cpu_period,
+            cpuset_cpus,
+            cpuset_mems,
+            pids_limit,
+            blkio_weight,
+        ),
+        Cmd::Events {
+            stats,
+            interval,
+            id,
+        } => events(&store, &id, stats, &interval),
         Cmd::Spec { bundle, rootless } => {
             let path = bundle.join("config.json");
             if path.exists() {
-                return Err(Error::msg(format!("{}: already exists, remove it first", path.display())));
+                return Err(Error::msg(format!(
+                    "{}: already exists, remove it first",
+                    path.display()
+                )));
             }
-            let s = serde_json::to_string_pretty(&sprout_runtime::spec_default::default_spec(rootless)).unwrap_or_default();
+            let s =
+                serde_json::to_string_pretty(&sprout_runtime::spec_default::default_spec(rootless))
+                    .unwrap_or_default();
             std::fs::write(&path, s + "\n").map_err(|e| Error::os(path.display(), e))?;
             Ok(0)
         }
@@ -392,13 +479,31 @@ fn list(store: &Store, quiet: bool, format: &str) -> Result<i32> {
             println!("{}", serde_json::Value::Array(v));
         }
         "table" => {
-            println!("{:<20} {:<8} {:<10} {:<40} {:<32} OWNER", "ID", "PID", "STATUS", "BUNDLE", "CREATED");
+            println!(
+                "{:<20} {:<8} {:<10} {:<40} {:<32} OWNER",
+                "ID", "PID", "STATUS", "BUNDLE", "CREATED"
+            );
             for (st, status) in rows {
-                let pid = if status == sprout_runtime::state::Status::Stopped { 0 } else { st.pid };
-                println!("{:<20} {:<8} {:<10} {:<40} {:<32} root", st.id, pid, status.as_str(), st.bundle.display(), st.created);
+                let pid = if status == sprout_runtime::state::Status::Stopped {
+                    0
+                } else {
+                    st.pid
+                };
+                println!(
+                    "{:<20} {:<8} {:<10} {:<40} {:<32} root",
+                    st.id,
+                    pid,
+                    status.as_str(),
+                    st.bundle.display(),
+                    st.created
+                );
             }
         }
-        other => return Err(Error::msg(format!("--format {other:?}: expected table or json"))),
+        other => {
+            return Err(Error::msg(format!(
+                "--format {other:?}: expected table or json"
+            )))
+        }
     }
     Ok(0)
 }
@@ -413,7 +518,9 @@ fn parse_interval(s: &str) -> Result<std::time::Duration> {
     } else {
         (s, 1.0)
     };
-    let v: f64 = num.parse().map_err(|_| Error::msg(format!("--interval {s:?}: expected e.g. 5s, 500ms")))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| Error::msg(format!("--interval {s:?}: expected e.g. 5s, 500ms")))?;
     if v <= 0.0 {
         return Err(Error::msg(format!("--interval {s:?}: must be positive")));
     }
@@ -423,14 +530,19 @@ fn parse_interval(s: &str) -> Result<std::time::Duration> {
 fn events(store: &Store, id: &str, once: bool, interval: &str) -> Result<i32> {
     let every = parse_interval(interval)?;
     let st = store.load(id)?;
-    let cg = st.cgroup.clone().ok_or_else(|| Error::msg(format!("container {id:?} has no cgroup")))?;
+    let cg = st
+        .cgroup
+        .clone()
+        .ok_or_else(|| Error::msg(format!("container {id:?} has no cgroup")))?;
     let emit = |typ: &str, data: serde_json::Value| {
         let line = serde_json::json!({"type": typ, "id": id, "data": data});
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     };
-    let stats = || -> Result<serde_json::Value> { serde_json::to_value(cg.stats()?).map_err(|e| Error::msg(e.to_string())) };
+    let stats = || -> Result<serde_json::Value> {
+        serde_json::to_value(cg.stats()?).map_err(|e| Error::msg(e.to_string()))
+    };
     if once {
         emit("stats", stats()?);
         return Ok(0);
@@ -472,7 +584,10 @@ fn parse_bytes(flag: &str, s: &str) -> Result<i64> {
         }
         None => (s, 1),
     };
-    let n: i64 = num.trim().parse().map_err(|_| Error::msg(format!("{flag} {s:?}: not a size")))?;
+    let n: i64 = num
+        .trim()
+        .parse()
+        .map_err(|_| Error::msg(format!("{flag} {s:?}: not a size")))?;
     if n < 0 {
         return Err(Error::msg(format!("{flag} {s:?}: must not be negative")));
     }
@@ -481,43 +596,89 @@ fn parse_bytes(flag: &str, s: &str) -> Result<i64> {
 
 #[allow(clippy::too_many_arguments)]
 fn update(
-    store: &Store, id: &str, resources: Option<String>, memory: Option<String>, memory_swap: Option<String>,
-    memory_reservation: Option<String>, cpu_shares: Option<u64>, cpu_quota: Option<i64>, cpu_period: Option<u64>,
-    cpuset_cpus: Option<String>, cpuset_mems: Option<String>, pids_limit: Option<i64>, blkio_weight: Option<u16>,
+    store: &Store,
+    id: &str,
+    resources: Option<String>,
+    memory: Option<String>,
+    memory_swap: Option<String>,
+    memory_reservation: Option<String>,
+    cpu_shares: Option<u64>,
+    cpu_quota: Option<i64>,
+    cpu_period: Option<u64>,
+    cpuset_cpus: Option<String>,
+    cpuset_mems: Option<String>,
+    pids_limit: Option<i64>,
+    blkio_weight: Option<u16>,
 ) -> Result<i32> {
     let st = store.load(id)?;
     if st.status(store) == sprout_runtime::state::Status::Stopped {
-        return Err(Error::msg(format!("container {id:?} is stopped: cannot update it")));
+        return Err(Error::msg(format!(
+            "container {id:?} is stopped: cannot update it"
+        )));
     }
     let mut res: serde_json::Value = match resources {
         Some(p) => {
             let raw = if p == "-" {
                 let mut s = String::new();
-                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| Error::os("reading resources from stdin", e))?;
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                    .map_err(|e| Error::os("reading resources from stdin", e))?;
                 s
             } else {
                 std::fs::read_to_string(&p).map_err(|e| Error::os(format!("--resources {p}"), e))?
             };
-            serde_json::from_str(&raw).map_err(|e| Error::msg(format!("--resources: invalid JSON: {e}")))?
+            serde_json::from_str(&raw)
+                .map_err(|e| Error::msg(format!("--resources: invalid JSON: {e}")))?
         }
         None => serde_json::json!({}),
     };
-    let obj = res.as_object_mut().ok_or_else(|| Error::msg("--resources: expected a JSON object"))?;
+    let obj = res
+        .as_object_mut()
+        .ok_or_else(|| Error::msg("--resources: expected a JSON object"))?;
     let mut set = |section: &str, key: &str, v: serde_json::Value| {
-        let e = obj.entry(section.to_string()).or_insert_with(|| serde_json::json!({}));
+        let e = obj
+            .entry(section.to_string())
+            .or_insert_with(|| serde_json::json!({}));
         e[key] = v;
     };
-    if let Some(m) = memory { set("memory", "limit", parse_bytes("--memory", &m)?.into()); }
-    if let Some(m) = memory_swap { set("memory", "swap", parse_bytes("--memory-swap", &m)?.into()); }
-    if let Some(m) = memory_reservation { set("memory", "reservation", parse_bytes("--memory-reservation", &m)?.into()); }
-    if let Some(v) = cpu_shares { set("cpu", "shares", v.into()); }
-    if let Some(v) = cpu_quota { set("cpu", "quota", v.into()); }
-    if let Some(v) = cpu_period { set("cpu", "period", v.into()); }
-    if let Some(v) = cpuset_cpus { set("cpu", "cpus", v.into()); }
-    if let Some(v) = cpuset_mems { set("cpu", "mems", v.into()); }
-    if let Some(v) = pids_limit { set("pids", "limit", v.into()); }
-    if let Some(v) = blkio_weight { set("blockIO", "weight", v.into()); }
-    let r: oci_spec::runtime::LinuxResources = serde_json::from_value(res).map_err(|e| Error::msg(format!("--resources: {e}")))?;
-    st.cgroup.as_ref().ok_or_else(|| Error::msg("container has no cgroup"))?.apply(&r)?;
+    if let Some(m) = memory {
+        set("memory", "limit", parse_bytes("--memory", &m)?.into());
+    }
+    if let Some(m) = memory_swap {
+        set("memory", "swap", parse_bytes("--memory-swap", &m)?.into());
+    }
+    if let Some(m) = memory_reservation {
+        set(
+            "memory",
+            "reservation",
+            parse_bytes("--memory-reservation", &m)?.into(),
+        );
+    }
+    if let Some(v) = cpu_shares {
+        set("cpu", "shares", v.into());
+    }
+    if let Some(v) = cpu_quota {
+        set("cpu", "quota", v.into());
+    }
+    if let Some(v) = cpu_period {
+        set("cpu", "period", v.into());
+    }
+    if let Some(v) = cpuset_cpus {
+        set("cpu", "cpus", v.into());
+    }
+    if let Some(v) = cpuset_mems {
+        set("cpu", "mems", v.into());
+    }
+    if let Some(v) = pids_limit {
+        set("pids", "limit", v.into());
+    }
+    if let Some(v) = blkio_weight {
+        set("blockIO", "weight", v.into());
+    }
+    let r: oci_spec::runtime::LinuxResources =
+        serde_json::from_value(res).map_err(|e| Error::msg(format!("--resources: {e}")))?;
+    st.cgroup
+        .as_ref()
+        .ok_or_else(|| Error::msg("container has no cgroup"))?
+        .apply(&r)?;
     Ok(0)
 }

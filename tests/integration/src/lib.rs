@@ -128,7 +128,9 @@ pub fn new_mounts_since(before: &[String], needles: &[&str]) -> Vec<String> {
 /// True when something is mounted at or below `dir`.
 pub fn has_mounts_below(dir: &Path) -> bool {
     let d = dir.to_string_lossy().to_string();
-    mount_points().iter().any(|m| m == &d || m.starts_with(&format!("{d}/")))
+    mount_points()
+        .iter()
+        .any(|m| m == &d || m.starts_with(&format!("{d}/")))
 }
 
 /// Remove a directory tree, but never when anything is mounted below it
@@ -138,7 +140,10 @@ pub fn safe_remove_dir(dir: &Path) {
         return;
     }
     if has_mounts_below(dir) {
-        eprintln!("NOT removing {} : something is still mounted below it", dir.display());
+        eprintln!(
+            "NOT removing {} : something is still mounted below it",
+            dir.display()
+        );
         return;
     }
     let _ = fs::remove_dir_all(dir);
@@ -198,7 +203,10 @@ fn run_dirs() -> &'static RunDirs {
 pub fn busybox_applets() -> &'static Vec<String> {
     static APPLETS: OnceLock<Vec<String>> = OnceLock::new();
     APPLETS.get_or_init(|| {
-        let out = Command::new("/bin/busybox").arg("--list").output().expect("run busybox --list");
+        let out = Command::new("/bin/busybox")
+            .arg("--list")
+            .output()
+            .expect("run busybox --list");
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(|s| s.trim().to_string())
@@ -214,7 +222,11 @@ fn write_etc(root: &Path) {
         "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
     )
     .unwrap();
-    fs::write(root.join("etc/group"), "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n").unwrap();
+    fs::write(
+        root.join("etc/group"),
+        "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n",
+    )
+    .unwrap();
 }
 
 /// Build a busybox rootfs at `root`: bin/busybox + one symlink per applet,
@@ -271,7 +283,11 @@ impl Output {
     }
     /// Panic with full details unless the command exited 0.
     pub fn assert_ok(&self) -> &Self {
-        assert!(self.ok(), "command failed (expected exit 0): {}", self.describe());
+        assert!(
+            self.ok(),
+            "command failed (expected exit 0): {}",
+            self.describe()
+        );
         self
     }
     /// Panic unless the command exited non-zero (a crash by signal also fails this).
@@ -293,8 +309,17 @@ impl Output {
     /// (case-insensitively) at least one of `keywords`.
     pub fn assert_one_line_error(&self, keywords: &[&str]) -> &Self {
         let e = self.stderr.trim();
-        assert!(!e.is_empty(), "expected an error message on stderr: {}", self.describe());
-        assert_eq!(e.lines().count(), 1, "error message should be ONE line: {}", self.describe());
+        assert!(
+            !e.is_empty(),
+            "expected an error message on stderr: {}",
+            self.describe()
+        );
+        assert_eq!(
+            e.lines().count(),
+            1,
+            "error message should be ONE line: {}",
+            self.describe()
+        );
         let low = e.to_lowercase();
         assert!(
             keywords.iter().any(|k| low.contains(&k.to_lowercase())),
@@ -387,13 +412,22 @@ impl Ctx {
     pub fn new(name: &str) -> Ctx {
         let rd = run_dirs();
         let n = next();
-        let short: String = name.chars().filter(|c| c.is_ascii_alphanumeric()).take(12).collect();
+        let short: String = name
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .take(12)
+            .collect();
         let tag = format!("{short}{n}");
         let root = rd.run.join(&tag);
         let dir = rd.tmp.join(&tag);
         fs::create_dir_all(&dir).unwrap();
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
-        Ctx { name: name.to_string(), root, dir, tag }
+        Ctx {
+            name: name.to_string(),
+            root,
+            dir,
+            tag,
+        }
     }
 
     /// A new unique container id.
@@ -415,7 +449,12 @@ impl Ctx {
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
         clone_rootfs(&dir.join("rootfs"));
         let config = default_config(&id, args);
-        Bundle { ctx: self, id, dir, config }
+        Bundle {
+            ctx: self,
+            id,
+            dir,
+            config,
+        }
     }
 
     /// A fresh scratch directory (outside any bundle) with mode 0777.
@@ -426,7 +465,11 @@ impl Ctx {
         p
     }
 
-    fn command(&self, args: &[&str], opts: &CmdOpts) -> (Command, String, String, PathBuf, PathBuf) {
+    fn command(
+        &self,
+        args: &[&str],
+        opts: &CmdOpts,
+    ) -> (Command, String, String, PathBuf, PathBuf) {
         let bin = runtime_bin();
         let mut cmd = Command::new(&bin);
         let mut line = bin.display().to_string();
@@ -455,7 +498,13 @@ impl Ctx {
         let out_path = self.dir.join(format!(".out-{marker}"));
         let err_path = self.dir.join(format!(".err-{marker}"));
         match &opts.stdout_to {
-            Some(p) => cmd.stdout(fs::OpenOptions::new().create(true).append(true).open(p).unwrap()),
+            Some(p) => cmd.stdout(
+                fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .unwrap(),
+            ),
             None => cmd.stdout(fs::File::create(&out_path).unwrap()),
         };
         cmd.stderr(fs::File::create(&err_path).unwrap());
@@ -480,7 +529,13 @@ impl Ctx {
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot execute runtime {} : {e}", runtime_bin().display()));
-        Spawned { child, out_path, err_path, cmdline, marker }
+        Spawned {
+            child,
+            out_path,
+            err_path,
+            cmdline,
+            marker,
+        }
     }
 
     pub fn spawn(&self, args: &[&str]) -> Spawned {
@@ -530,7 +585,11 @@ impl Ctx {
     /// Entries of this test's state directory (`--root`), if any.
     pub fn root_entries(&self) -> Vec<String> {
         fs::read_dir(&self.root)
-            .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -539,12 +598,25 @@ impl Ctx {
     /// root, no cgroup for `bundle_id`, no process from that invocation or
     /// with the bundle's container marker, and the pid file (if any) does
     /// not name a live process.
-    pub fn assert_no_trace(&self, failed: &Output, bundle: &Bundle, allowed: &[&str], pid_file: Option<&Path>) {
+    pub fn assert_no_trace(
+        &self,
+        failed: &Output,
+        bundle: &Bundle,
+        allowed: &[&str],
+        pid_file: Option<&Path>,
+    ) {
         let mut problems = Vec::new();
-        let extra: Vec<String> =
-            self.root_entries().into_iter().filter(|e| !allowed.contains(&e.as_str())).collect();
+        let extra: Vec<String> = self
+            .root_entries()
+            .into_iter()
+            .filter(|e| !allowed.contains(&e.as_str()))
+            .collect();
         if !extra.is_empty() {
-            problems.push(format!("state left under --root {}: {:?}", self.root.display(), extra));
+            problems.push(format!(
+                "state left under --root {}: {:?}",
+                self.root.display(),
+                extra
+            ));
         }
         for m in mount_points() {
             for d in [&bundle.dir, &self.root] {
@@ -563,7 +635,11 @@ impl Ctx {
         }
         // With other containers legitimately in this --root, only the
         // failed bundle's own directory identifies leftovers.
-        let paths: Vec<&Path> = if allowed.is_empty() { vec![&bundle.dir, &self.root] } else { vec![&bundle.dir] };
+        let paths: Vec<&Path> = if allowed.is_empty() {
+            vec![&bundle.dir, &self.root]
+        } else {
+            vec![&bundle.dir]
+        };
         let procs = find_test_processes(&failed.marker, &bundle.id, &paths);
         if !procs.is_empty() {
             problems.push(format!("processes left: {procs:?}"));
@@ -577,7 +653,12 @@ impl Ctx {
                 }
             }
         }
-        assert!(problems.is_empty(), "left behind after failure: {:?}{}", problems, failed.describe());
+        assert!(
+            problems.is_empty(),
+            "left behind after failure: {:?}{}",
+            problems,
+            failed.describe()
+        );
     }
 }
 
@@ -588,7 +669,13 @@ impl Drop for Ctx {
             let leftovers = self.root_entries();
             if !leftovers.is_empty() {
                 for id in &leftovers {
-                    let _ = self.rt_opts(&["delete", "--force", id], &CmdOpts { timeout: Some(Duration::from_secs(20)), ..Default::default() });
+                    let _ = self.rt_opts(
+                        &["delete", "--force", id],
+                        &CmdOpts {
+                            timeout: Some(Duration::from_secs(20)),
+                            ..Default::default()
+                        },
+                    );
                 }
             }
             safe_remove_dir(&self.root);
@@ -599,7 +686,13 @@ impl Drop for Ctx {
 
 pub fn is_zombie(pid: i32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
         .unwrap_or(true)
 }
 
@@ -613,12 +706,20 @@ pub fn find_test_processes(call: &str, id: &str, paths: &[&Path]) -> Vec<(i32, S
     let a = format!("{CALL_MARKER}={call}");
     let b = format!("{CONTAINER_MARKER}={id}");
     let cg = format!("/sprout-test/{id}");
-    let needles: Vec<String> = paths.iter().map(|p| p.to_string_lossy().into_owned()).filter(|p| p.len() > 1).collect();
+    let needles: Vec<String> = paths
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .filter(|p| p.len() > 1)
+        .collect();
     let me = std::process::id() as i32;
     let mut out = Vec::new();
-    let Ok(rd) = fs::read_dir("/proc") else { return out };
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return out;
+    };
     for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
         if pid == me || is_zombie(pid) {
             continue;
         }
@@ -627,11 +728,18 @@ pub fn find_test_processes(call: &str, id: &str, paths: &[&Path]) -> Vec<(i32, S
         let cgroup = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
         let env_s = String::from_utf8_lossy(&env);
         let cmd_s = String::from_utf8_lossy(&cmd);
-        let cwd = fs::read_link(format!("/proc/{pid}/cwd")).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-        let hit = env.split(|c| *c == 0).any(|v| v == a.as_bytes() || v == b.as_bytes())
+        let cwd = fs::read_link(format!("/proc/{pid}/cwd"))
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let hit = env
+            .split(|c| *c == 0)
+            .any(|v| v == a.as_bytes() || v == b.as_bytes())
             || (!id.is_empty() && id != "-" && cgroup.lines().any(|l| l.ends_with(&cg)))
             || needles.iter().any(|n| {
-                env_s.contains(n.as_str()) || cmd_s.contains(n.as_str()) || cwd == *n || cwd.starts_with(&format!("{n}/"))
+                env_s.contains(n.as_str())
+                    || cmd_s.contains(n.as_str())
+                    || cwd == *n
+                    || cwd.starts_with(&format!("{n}/"))
             });
         if hit {
             out.push((pid, cmd_s.replace('\0', " ")));
@@ -649,12 +757,18 @@ pub fn find_marked_processes(call: &str, id: &str) -> Vec<(i32, String)> {
     let mut out = Vec::new();
     if let Ok(rd) = fs::read_dir("/proc") {
         for e in rd.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
             if pid == me || is_zombie(pid) {
                 continue;
             }
-            let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else { continue };
-            let hit = env.split(|c| *c == 0).any(|v| v == a.as_bytes() || v == b.as_bytes());
+            let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            let hit = env
+                .split(|c| *c == 0)
+                .any(|v| v == a.as_bytes() || v == b.as_bytes());
             if hit {
                 let cmd = fs::read(format!("/proc/{pid}/cmdline"))
                     .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
@@ -674,7 +788,9 @@ pub fn cgroup_dirs(id: &str) -> Vec<PathBuf> {
     let mi = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mut out = Vec::new();
     for line in mi.lines() {
-        let Some((pre, post)) = line.split_once(" - ") else { continue };
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
         let mut pf = post.split(' ');
         let fstype = pf.next().unwrap_or("");
         let _src = pf.next();
@@ -686,7 +802,10 @@ pub fn cgroup_dirs(id: &str) -> Vec<PathBuf> {
         let mnt = PathBuf::from(unescape_mountinfo(f[4]));
         let mroot = f[3];
         let own_path = match fstype {
-            "cgroup2" => own.lines().find(|l| l.starts_with("0::")).map(|l| l[3..].to_string()),
+            "cgroup2" => own
+                .lines()
+                .find(|l| l.starts_with("0::"))
+                .map(|l| l[3..].to_string()),
             "cgroup" => {
                 let opts: Vec<&str> = sopts.split(',').collect();
                 own.lines().find_map(|l| {
@@ -704,7 +823,11 @@ pub fn cgroup_dirs(id: &str) -> Vec<PathBuf> {
             _ => continue,
         };
         let Some(own_path) = own_path else { continue };
-        let rel = own_path.strip_prefix(mroot).unwrap_or(&own_path).trim_start_matches('/').to_string();
+        let rel = own_path
+            .strip_prefix(mroot)
+            .unwrap_or(&own_path)
+            .trim_start_matches('/')
+            .to_string();
         out.push(mnt.join(&rel).join("sprout-test").join(id));
         out.push(mnt.join("sprout-test").join(id));
     }
@@ -862,17 +985,27 @@ impl<'a> Bundle<'a> {
     }
 
     pub fn add_env(&mut self, kv: &str) -> &mut Self {
-        self.config["process"]["env"].as_array_mut().unwrap().push(json!(kv));
+        self.config["process"]["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!(kv));
         self
     }
 
     pub fn remove_namespace(&mut self, typ: &str) -> &mut Self {
-        self.config["linux"]["namespaces"].as_array_mut().unwrap().retain(|n| n["type"] != typ);
+        self.config["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n["type"] != typ);
         self
     }
 
     pub fn write_config(&self) {
-        fs::write(self.dir.join("config.json"), serde_json::to_vec_pretty(&self.config).unwrap()).unwrap();
+        fs::write(
+            self.dir.join("config.json"),
+            serde_json::to_vec_pretty(&self.config).unwrap(),
+        )
+        .unwrap();
     }
 
     pub fn bundle_arg(&self) -> String {
@@ -974,7 +1107,10 @@ impl Drop for Bundle<'_> {
     fn drop(&mut self) {
         let o = self.ctx.rt_opts(
             &["delete", "--force", &self.id],
-            &CmdOpts { timeout: Some(Duration::from_secs(20)), ..Default::default() },
+            &CmdOpts {
+                timeout: Some(Duration::from_secs(20)),
+                ..Default::default()
+            },
         );
         let _ = o;
         // If the runtime lost track of the container, its processes (which
@@ -983,7 +1119,12 @@ impl Drop for Bundle<'_> {
         let find = || find_test_processes("-", &self.id, &[&self.dir]);
         let left = find();
         if !left.is_empty() {
-            eprintln!("{}: container {} processes survived delete --force, killing {:?}", runtime_name(), self.id, left);
+            eprintln!(
+                "{}: container {} processes survived delete --force, killing {:?}",
+                runtime_name(),
+                self.id,
+                left
+            );
             for (pid, _) in &left {
                 unsafe {
                     libc::kill(*pid, libc::SIGKILL);
@@ -1033,8 +1174,10 @@ pub fn wait_file(p: &Path) -> String {
 
 /// Field `key` of /proc/<pid>/status-like text (e.g. "CapEff").
 pub fn status_field(text: &str, key: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}:")).map(|v| v.trim().to_string()))
+    text.lines().find_map(|l| {
+        l.strip_prefix(&format!("{key}:"))
+            .map(|v| v.trim().to_string())
+    })
 }
 
 /// Shortcut for an `OsStr` from a `&str`.

@@ -14,15 +14,31 @@ fn expect_rejected(ctx: &Ctx, b: &Bundle, cmd: &str, id: &str, keywords: &[&str]
     let pidfile = ctx.dir.join(format!("{}-{cmd}.pid", b.id));
     let bd = b.bundle_arg();
     let before = mount_snapshot();
-    let o = ctx.rt(&[cmd, "--bundle", &bd, "--pid-file", pidfile.to_str().unwrap(), id]);
+    let o = ctx.rt(&[
+        cmd,
+        "--bundle",
+        &bd,
+        "--pid-file",
+        pidfile.to_str().unwrap(),
+        id,
+    ]);
     o.assert_fail();
     o.assert_one_line_error(keywords);
     ctx.assert_no_trace(&o, b, &[], Some(&pidfile));
     let new = new_mounts_since(
         &before,
-        &[&b.id, ctx.dir.to_str().unwrap(), ctx.root.to_str().unwrap(), &format!("/{id}/")],
+        &[
+            &b.id,
+            ctx.dir.to_str().unwrap(),
+            ctx.root.to_str().unwrap(),
+            &format!("/{id}/"),
+        ],
     );
-    assert!(new.is_empty(), "new host mounts after a failed {cmd}: {new:?}{}", o.describe());
+    assert!(
+        new.is_empty(),
+        "new host mounts after a failed {cmd}: {new:?}{}",
+        o.describe()
+    );
     assert_no_state_files_beside_root(ctx);
     o
 }
@@ -34,7 +50,11 @@ fn assert_no_state_files_beside_root(ctx: &Ctx) {
     if let Ok(rd) = fs::read_dir(parent) {
         for e in rd.flatten() {
             let ft = e.file_type().unwrap();
-            assert!(ft.is_dir(), "unexpected file {} beside the --root", e.path().display());
+            assert!(
+                ft.is_dir(),
+                "unexpected file {} beside the --root",
+                e.path().display()
+            );
         }
     }
 }
@@ -61,19 +81,31 @@ fn rejected_raw_config(name: &str, bytes: &[u8], keywords: &[&str]) {
 
 #[test]
 fn malformed_json() {
-    rejected_raw_config("badjson", b"{ \"ociVersion\": \"1.0.2\", this is not json }", &["json", "parse", "syntax", "config"]);
+    rejected_raw_config(
+        "badjson",
+        b"{ \"ociVersion\": \"1.0.2\", this is not json }",
+        &["json", "parse", "syntax", "config"],
+    );
 }
 
 #[test]
 fn truncated_config() {
     let full = serde_json::to_vec_pretty(&default_config("x", &["true"])).unwrap();
     let cut = &full[..full.len() / 2];
-    rejected_raw_config("truncated", cut, &["json", "eof", "end of", "parse", "config"]);
+    rejected_raw_config(
+        "truncated",
+        cut,
+        &["json", "eof", "end of", "parse", "config"],
+    );
 }
 
 #[test]
 fn empty_config_file() {
-    rejected_raw_config("emptycfg", b"", &["json", "eof", "end of", "parse", "config", "empty"]);
+    rejected_raw_config(
+        "emptycfg",
+        b"",
+        &["json", "eof", "end of", "parse", "config", "empty"],
+    );
 }
 
 #[test]
@@ -90,7 +122,10 @@ fn unknown_namespace_type() {
     rejected_config(
         "nsunknown",
         |b| {
-            b.config["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "bogusns"}));
+            b.config["linux"]["namespaces"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"type": "bogusns"}));
         },
         &["bogusns"],
     );
@@ -101,7 +136,10 @@ fn duplicate_namespace() {
     rejected_config(
         "nsdup",
         |b| {
-            b.config["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "pid"}));
+            b.config["linux"]["namespaces"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"type": "pid"}));
         },
         &["duplicate", "more than once", "twice", "repeated"],
     );
@@ -112,7 +150,9 @@ fn relative_mount_destination() {
     rejected_config(
         "mntrel",
         |b| {
-            b.add_mount(json!({"destination": "relative/dest", "type": "tmpfs", "source": "tmpfs"}));
+            b.add_mount(
+                json!({"destination": "relative/dest", "type": "tmpfs", "source": "tmpfs"}),
+            );
         },
         &["relative/dest", "absolute"],
     );
@@ -156,7 +196,17 @@ fn rejected_id(name: &str, id: &str) {
     let b = ctx.bundle(SLEEP);
     b.write_config();
     // "id" alone would match "invalid"/"valid": ask for the id as a noun.
-    let kw = ["container id", "invalid id", "id format", "id:", "id \"", "id '", "id cannot", "id must", "empty id"];
+    let kw = [
+        "container id",
+        "invalid id",
+        "id format",
+        "id:",
+        "id \"",
+        "id '",
+        "id cannot",
+        "id must",
+        "empty id",
+    ];
     expect_rejected(&ctx, &b, "create", id, &kw);
     expect_rejected(&ctx, &b, "run", id, &kw);
 }
@@ -186,7 +236,14 @@ fn id_already_taken() {
     second.write_config();
     let pidfile = ctx.dir.join("second.pid");
     let bd = second.bundle_arg();
-    let o = ctx.rt(&["create", "--bundle", &bd, "--pid-file", pidfile.to_str().unwrap(), &first.id]);
+    let o = ctx.rt(&[
+        "create",
+        "--bundle",
+        &bd,
+        "--pid-file",
+        pidfile.to_str().unwrap(),
+        &first.id,
+    ]);
     o.assert_fail();
     o.assert_one_line_error(&["exist", "already", "in use", "taken"]);
     ctx.assert_no_trace(&o, &second, &[first.id.as_str()], Some(&pidfile));
@@ -194,7 +251,11 @@ fn id_already_taken() {
     let st = first.state();
     assert_eq!(st["status"], json!("created"));
     assert_eq!(st["pid"].as_i64(), Some(pid as i64));
-    assert_eq!(st["bundle"], json!(first.bundle_arg()), "state must still point at the first bundle");
+    assert_eq!(
+        st["bundle"],
+        json!(first.bundle_arg()),
+        "state must still point at the first bundle"
+    );
     assert!(pid_alive(pid));
 }
 
@@ -225,7 +286,11 @@ fn start_stopped_container_fails_and_does_not_rerun() {
     o.assert_fail();
     o.assert_one_line_error(&["stopped", "not created", "created"]);
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert_eq!(fs::read_to_string(out.join("count")).unwrap(), "ran\n", "process must run exactly once");
+    assert_eq!(
+        fs::read_to_string(out.join("count")).unwrap(),
+        "ran\n",
+        "process must run exactly once"
+    );
     assert_eq!(b.status().as_deref(), Some("stopped"));
 }
 
@@ -240,7 +305,10 @@ fn delete_running_without_force_fails() {
     o.assert_fail();
     o.assert_one_line_error(&["running", "force"]);
     assert_eq!(b.status().as_deref(), Some("running"));
-    assert!(pid_alive(pid) && !is_zombie(pid), "delete without --force must not kill the process");
+    assert!(
+        pid_alive(pid) && !is_zombie(pid),
+        "delete without --force must not kill the process"
+    );
 }
 
 #[test]
@@ -251,7 +319,9 @@ fn delete_created_container_without_force_works() {
     b.create().assert_ok();
     let pid = b.pid();
     b.delete().assert_ok();
-    wait_for("init process gone", POLL_TIMEOUT, || (!pid_alive(pid) || is_zombie(pid)).then_some(()));
+    wait_for("init process gone", POLL_TIMEOUT, || {
+        (!pid_alive(pid) || is_zombie(pid)).then_some(())
+    });
     assert!(ctx.root_entries().is_empty());
     for c in cgroup_dirs(&b.id) {
         assert!(!c.exists(), "cgroup {} left", c.display());

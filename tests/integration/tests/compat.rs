@@ -23,21 +23,38 @@ fn log_format_json_on_error() {
     fs::write(b.dir.join("config.json"), b"{ not json").unwrap();
     let log = ctx.dir.join("log.json");
     let bd = b.bundle_arg();
-    let o = ctx.rt(&["--log", log.to_str().unwrap(), "--log-format", "json", "create", "--bundle", &bd, &b.id]);
+    let o = ctx.rt(&[
+        "--log",
+        log.to_str().unwrap(),
+        "--log-format",
+        "json",
+        "create",
+        "--bundle",
+        &bd,
+        &b.id,
+    ]);
     o.assert_fail();
     let text = fs::read_to_string(&log).unwrap_or_default();
     let entries: Vec<Value> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l:?}")))
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l:?}"))
+        })
         .collect();
     assert!(
-        entries.iter().any(|e| e["level"] == json!("error") && e["msg"].as_str().is_some_and(|m| !m.is_empty())),
+        entries
+            .iter()
+            .any(|e| e["level"] == json!("error")
+                && e["msg"].as_str().is_some_and(|m| !m.is_empty())),
         "the --log file should hold a JSON {{\"level\":\"error\",\"msg\":...}} entry: {text:?}{}",
         o.describe()
     );
     for e in &entries {
-        assert!(e["level"].is_string() && e["msg"].is_string() && e["time"].is_string(), "log entry fields: {e}");
+        assert!(
+            e["level"].is_string() && e["msg"].is_string() && e["time"].is_string(),
+            "log entry fields: {e}"
+        );
     }
 }
 
@@ -48,11 +65,25 @@ fn log_flags_accepted_on_success() {
     b.write_config();
     let log = ctx.dir.join("log.json");
     let bd = b.bundle_arg();
-    let o = ctx.rt(&["--log", log.to_str().unwrap(), "--log-format", "json", "run", "--bundle", &bd, &b.id]);
+    let o = ctx.rt(&[
+        "--log",
+        log.to_str().unwrap(),
+        "--log-format",
+        "json",
+        "run",
+        "--bundle",
+        &bd,
+        &b.id,
+    ]);
     o.assert_ok();
     assert_eq!(o.stdout, "fine\n");
-    for l in fs::read_to_string(&log).unwrap_or_default().lines().filter(|l| !l.trim().is_empty()) {
-        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l:?}"));
+    for l in fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+    {
+        let v: Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l:?}"));
         assert_ne!(v["level"], json!("error"), "no error on success: {v}");
     }
 }
@@ -65,7 +96,10 @@ fn stdio_is_passed_through() {
     let bd = b.bundle_arg();
     let o = ctx.rt_opts(
         &["run", "--bundle", &bd, &b.id],
-        &CmdOpts { stdin: Some(b"line one\nline two\n".to_vec()), ..Default::default() },
+        &CmdOpts {
+            stdin: Some(b"line one\nline two\n".to_vec()),
+            ..Default::default()
+        },
     );
     o.assert_ok();
     assert_eq!(o.stdout, "line one\nline two\n");
@@ -75,7 +109,11 @@ fn stdio_is_passed_through() {
 #[test]
 fn preserve_fds() {
     let ctx = Ctx::new("preservefds");
-    let b = ctx.bundle(&["sh", "-c", "echo via-fd3 >&3; ls /proc/self/fd | sort -n | tr '\\n' ' '"]);
+    let b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "echo via-fd3 >&3; ls /proc/self/fd | sort -n | tr '\\n' ' '",
+    ]);
     b.write_config();
     let target = ctx.dir.join("fd3.txt");
     let f = fs::File::create(&target).unwrap();
@@ -83,8 +121,17 @@ fn preserve_fds() {
     let out = ctx.dir.join("pf.out");
     let err = ctx.dir.join("pf.err");
     let mut cmd = Command::new(runtime_bin());
-    cmd.arg("--root").arg(&ctx.root).args(["run", "--bundle", &b.bundle_arg(), "--preserve-fds", "1", &b.id]);
-    cmd.stdin(Stdio::null()).stdout(fs::File::create(&out).unwrap()).stderr(fs::File::create(&err).unwrap());
+    cmd.arg("--root").arg(&ctx.root).args([
+        "run",
+        "--bundle",
+        &b.bundle_arg(),
+        "--preserve-fds",
+        "1",
+        &b.id,
+    ]);
+    cmd.stdin(Stdio::null())
+        .stdout(fs::File::create(&out).unwrap())
+        .stderr(fs::File::create(&err).unwrap());
     unsafe {
         cmd.pre_exec(move || {
             if fd == 3 {
@@ -98,14 +145,29 @@ fn preserve_fds() {
         });
     }
     let mut child = cmd.spawn().unwrap();
-    let status = wait_for("run --preserve-fds", CMD_TIMEOUT, || child.try_wait().unwrap());
+    let status = wait_for("run --preserve-fds", CMD_TIMEOUT, || {
+        child.try_wait().unwrap()
+    });
     let so = fs::read_to_string(&out).unwrap();
     let se = fs::read_to_string(&err).unwrap();
-    assert!(status.success(), "run --preserve-fds failed: {status:?} {se}");
-    assert_eq!(fs::read_to_string(&target).unwrap(), "via-fd3\n", "stdout {so:?} stderr {se:?}");
+    assert!(
+        status.success(),
+        "run --preserve-fds failed: {status:?} {se}"
+    );
+    assert_eq!(
+        fs::read_to_string(&target).unwrap(),
+        "via-fd3\n",
+        "stdout {so:?} stderr {se:?}"
+    );
     // 0 1 2 3 and the fd ls itself opens for /proc/self/fd; nothing else leaks.
-    let fds: Vec<u32> = so.split_whitespace().filter_map(|s| s.parse().ok()).collect();
-    assert!(fds.starts_with(&[0, 1, 2, 3]) && fds.len() <= 5, "container fds: {so:?}");
+    let fds: Vec<u32> = so
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    assert!(
+        fds.starts_with(&[0, 1, 2, 3]) && fds.len() <= 5,
+        "container fds: {so:?}"
+    );
 }
 
 #[test]
@@ -115,17 +177,28 @@ fn no_leaked_fds_in_container() {
     let out = b.run_ok();
     let fds: Vec<&str> = out.lines().filter(|l| l.contains("->")).collect();
     // 0,1,2 and the directory fd of ls itself.
-    assert!(fds.len() <= 4, "unexpected fds in the container process: {out}");
+    assert!(
+        fds.len() <= 4,
+        "unexpected fds in the container process: {out}"
+    );
 }
 
 #[test]
 fn no_pivot_and_no_new_keyring_accepted() {
     let ctx = Ctx::new("nopivot");
-    let b = ctx.bundle(&["sh", "-c", "cat /proc/self/status | grep -c . >/dev/null; ls /"]);
+    let b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "cat /proc/self/status | grep -c . >/dev/null; ls /",
+    ]);
     let o = b.run_with(&["--no-pivot", "--no-new-keyring"]);
     o.assert_ok();
     let names: Vec<&str> = o.stdout.split_whitespace().collect();
-    assert!(names.contains(&"bin") && names.contains(&"etc") && !names.contains(&"rootfs"), "{}", o.describe());
+    assert!(
+        names.contains(&"bin") && names.contains(&"etc") && !names.contains(&"rootfs"),
+        "{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -136,19 +209,39 @@ fn ps_lists_container_processes() {
     b.create().assert_ok();
     b.start().assert_ok();
     let pidfile = ctx.dir.join("e.pid");
-    b.exec(&["-d", "--pid-file", pidfile.to_str().unwrap()], &["sh", "-c", "touch /out/up; exec sleep 1000"]).assert_ok();
-    wait_for("exec'd process", POLL_TIMEOUT, || out.join("up").exists().then_some(()));
-    let epid: i64 = fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    b.exec(
+        &["-d", "--pid-file", pidfile.to_str().unwrap()],
+        &["sh", "-c", "touch /out/up; exec sleep 1000"],
+    )
+    .assert_ok();
+    wait_for("exec'd process", POLL_TIMEOUT, || {
+        out.join("up").exists().then_some(())
+    });
+    let epid: i64 = fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let o = ctx.rt(&["ps", "--format", "json", &b.id]);
     o.assert_ok();
-    let mut pids: Vec<i64> = o.json().as_array().expect("array").iter().filter_map(|p| p.as_i64()).collect();
+    let mut pids: Vec<i64> = o
+        .json()
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|p| p.as_i64())
+        .collect();
     pids.sort();
     let mut want = vec![b.pid() as i64, epid];
     want.sort();
     assert_eq!(pids, want, "{}", o.describe());
     let o = ctx.rt(&["ps", &b.id]);
     o.assert_ok();
-    assert!(o.stdout.lines().count() >= 3, "table with a header and 2 processes: {}", o.describe());
+    assert!(
+        o.stdout.lines().count() >= 3,
+        "table with a header and 2 processes: {}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -160,13 +253,24 @@ fn kill_all_without_pid_namespace() {
     b.create().assert_ok();
     b.start().assert_ok();
     let pidfile = ctx.dir.join("e.pid");
-    b.exec(&["-d", "--pid-file", pidfile.to_str().unwrap()], &["sh", "-c", "touch /out/up; exec sleep 1000"]).assert_ok();
-    wait_for("exec'd process", POLL_TIMEOUT, || out.join("up").exists().then_some(()));
-    let epid: i32 = fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    b.exec(
+        &["-d", "--pid-file", pidfile.to_str().unwrap()],
+        &["sh", "-c", "touch /out/up; exec sleep 1000"],
+    )
+    .assert_ok();
+    wait_for("exec'd process", POLL_TIMEOUT, || {
+        out.join("up").exists().then_some(())
+    });
+    let epid: i32 = fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let init = b.pid();
     ctx.rt(&["kill", "--all", &b.id, "KILL"]).assert_ok();
     wait_for("all processes killed", POLL_TIMEOUT, || {
-        ((!pid_alive(init) || is_zombie(init)) && (!pid_alive(epid) || is_zombie(epid))).then_some(())
+        ((!pid_alive(init) || is_zombie(init)) && (!pid_alive(epid) || is_zombie(epid)))
+            .then_some(())
     });
     b.wait_status("stopped");
 }
@@ -177,7 +281,11 @@ fn freezer_state(id: &str) -> Option<String> {
             return Some(s.trim().to_string());
         }
         if let Ok(s) = fs::read_to_string(d.join("cgroup.freeze")) {
-            return Some(if s.trim() == "1" { "FROZEN".into() } else { "THAWED".into() });
+            return Some(if s.trim() == "1" {
+                "FROZEN".into()
+            } else {
+                "THAWED".into()
+            });
         }
     }
     None
@@ -186,7 +294,11 @@ fn freezer_state(id: &str) -> Option<String> {
 #[test]
 fn pause_and_resume() {
     let ctx = Ctx::new("pause");
-    let mut b = ctx.bundle(&["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i > /out/n; sleep 0.02; done"]);
+    let mut b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "i=0; while true; do i=$((i+1)); echo $i > /out/n; sleep 0.02; done",
+    ]);
     let out = b.bind_host_dir("/out");
     b.create().assert_ok();
     b.start().assert_ok();
@@ -196,17 +308,26 @@ fn pause_and_resume() {
     assert_eq!(freezer_state(&b.id).as_deref(), Some("FROZEN"));
     let a = fs::read_to_string(out.join("n")).unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(fs::read_to_string(out.join("n")).unwrap(), a, "a paused container must not make progress");
+    assert_eq!(
+        fs::read_to_string(out.join("n")).unwrap(),
+        a,
+        "a paused container must not make progress"
+    );
     ctx.rt(&["resume", &b.id]).assert_ok();
     assert_eq!(b.status().as_deref(), Some("running"));
-    wait_for("progress after resume", POLL_TIMEOUT, || (fs::read_to_string(out.join("n")).unwrap() != a).then_some(()));
+    wait_for("progress after resume", POLL_TIMEOUT, || {
+        (fs::read_to_string(out.join("n")).unwrap() != a).then_some(())
+    });
 }
 
 /// Receive one fd over a unix stream with SCM_RIGHTS.
 fn recv_fd(sock: RawFd) -> RawFd {
     unsafe {
         let mut data = [0u8; 4096];
-        let mut iov = libc::iovec { iov_base: data.as_mut_ptr() as *mut _, iov_len: data.len() };
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr() as *mut _,
+            iov_len: data.len(),
+        };
         let mut cbuf = [0u8; 256];
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
@@ -216,7 +337,10 @@ fn recv_fd(sock: RawFd) -> RawFd {
         let n = libc::recvmsg(sock, &mut msg, 0);
         assert!(n >= 0, "recvmsg: {}", std::io::Error::last_os_error());
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        assert!(!cmsg.is_null(), "no SCM_RIGHTS message on the console socket");
+        assert!(
+            !cmsg.is_null(),
+            "no SCM_RIGHTS message on the console socket"
+        );
         assert_eq!((*cmsg).cmsg_type, libc::SCM_RIGHTS);
         std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd)
     }
@@ -225,7 +349,11 @@ fn recv_fd(sock: RawFd) -> RawFd {
 #[test]
 fn console_socket_terminal() {
     let ctx = Ctx::new("console");
-    let mut b = ctx.bundle(&["sh", "-c", "tty; [ -t 0 ] && [ -t 1 ] && echo stdio-is-tty; stty size; echo done"]);
+    let mut b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "tty; [ -t 0 ] && [ -t 1 ] && echo stdio-is-tty; stty size; echo done",
+    ]);
     b.set("/process/terminal", json!(true));
     b.set("/process/consoleSize", json!({"height": 33, "width": 99}));
     let sock_path = ctx.dir.join("console.sock");
@@ -250,11 +378,19 @@ fn console_socket_terminal() {
     o.assert_ok();
     b.start().assert_ok();
     b.wait_status("stopped");
-    let text = rx.recv_timeout(Duration::from_secs(20)).expect("pty output (master fd received and slave closed)");
+    let text = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("pty output (master fd received and slave closed)");
     let lines: Vec<&str> = text.lines().map(|l| l.trim_end_matches('\r')).collect();
-    assert!(lines.first().is_some_and(|l| l.starts_with("/dev/pts/")), "tty should be a pts: {text:?}");
+    assert!(
+        lines.first().is_some_and(|l| l.starts_with("/dev/pts/")),
+        "tty should be a pts: {text:?}"
+    );
     assert!(lines.contains(&"stdio-is-tty"), "{text:?}");
-    assert!(lines.contains(&"33 99"), "consoleSize should set the window size: {text:?}");
+    assert!(
+        lines.contains(&"33 99"),
+        "consoleSize should set the window size: {text:?}"
+    );
     assert!(lines.contains(&"done"), "{text:?}");
 }
 
@@ -293,15 +429,34 @@ fn exec_tty_console_socket() {
     let rx = pty_reader(&sock);
     let pidf = ctx.dir.join("exec.pid");
     let o = b.exec(
-        &["--detach", "--tty", "--console-socket", sock.to_str().unwrap(), "--pid-file", pidf.to_str().unwrap()],
-        &["sh", "-c", "tty; [ -t 0 ] && [ -t 1 ] && echo stdio-is-tty; exit 4"],
+        &[
+            "--detach",
+            "--tty",
+            "--console-socket",
+            sock.to_str().unwrap(),
+            "--pid-file",
+            pidf.to_str().unwrap(),
+        ],
+        &[
+            "sh",
+            "-c",
+            "tty; [ -t 0 ] && [ -t 1 ] && echo stdio-is-tty; exit 4",
+        ],
     );
     o.assert_ok();
-    let text = rx.recv_timeout(Duration::from_secs(20)).expect("pty output");
+    let text = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("pty output");
     let lines: Vec<&str> = text.lines().map(|l| l.trim_end_matches('\r')).collect();
-    assert!(lines.first().is_some_and(|l| l.starts_with("/dev/pts/")), "{text:?}");
+    assert!(
+        lines.first().is_some_and(|l| l.starts_with("/dev/pts/")),
+        "{text:?}"
+    );
     assert!(lines.contains(&"stdio-is-tty"), "{text:?}");
-    assert!(fs::read_to_string(&pidf).is_ok_and(|p| p.trim().parse::<i32>().is_ok()), "exec pid file");
+    assert!(
+        fs::read_to_string(&pidf).is_ok_and(|p| p.trim().parse::<i32>().is_ok()),
+        "exec pid file"
+    );
 }
 
 #[test]
@@ -326,7 +481,10 @@ fn exec_inherits_config_env_and_user() {
     let o = b.exec(&[], &["sh", "-c", "echo $FROM_CONFIG; id -u"]);
     o.assert_ok();
     assert_eq!(o.stdout, "yes\n1000\n", "{}", o.describe());
-    let o = b.exec(&["--env", "FROM_CONFIG=overridden", "--user", "0"], &["sh", "-c", "echo $FROM_CONFIG; id -u"]);
+    let o = b.exec(
+        &["--env", "FROM_CONFIG=overridden", "--user", "0"],
+        &["sh", "-c", "echo $FROM_CONFIG; id -u"],
+    );
     o.assert_ok();
     assert_eq!(o.stdout, "overridden\n0\n", "{}", o.describe());
 }
@@ -339,7 +497,10 @@ fn exec_stdin_passthrough() {
     b.start().assert_ok();
     let o = ctx.rt_opts(
         &["exec", &b.id, "sh", "-c", "tr a-z A-Z"],
-        &CmdOpts { stdin: Some(b"shout\n".to_vec()), ..Default::default() },
+        &CmdOpts {
+            stdin: Some(b"shout\n".to_vec()),
+            ..Default::default()
+        },
     );
     o.assert_ok();
     assert_eq!(o.stdout, "SHOUT\n");
@@ -355,10 +516,17 @@ fn create_stdio_becomes_container_stdio() {
     let bd = b.bundle_arg();
     let o = ctx.rt_opts(
         &["create", "--bundle", &bd, &b.id],
-        &CmdOpts { stdout_to: Some(outf.clone()), ..Default::default() },
+        &CmdOpts {
+            stdout_to: Some(outf.clone()),
+            ..Default::default()
+        },
     );
     o.assert_ok();
-    assert_eq!(fs::read_to_string(&outf).unwrap(), "", "nothing may be written before start");
+    assert_eq!(
+        fs::read_to_string(&outf).unwrap(),
+        "",
+        "nothing may be written before start"
+    );
     b.start().assert_ok();
     b.wait_status("stopped");
     assert_eq!(fs::read_to_string(&outf).unwrap(), "out-line\n");
@@ -387,11 +555,26 @@ fn exec_process_detach_pid_file_stdio() {
     let outf = ctx.dir.join("exec.out");
     let pidf = ctx.dir.join("exec.pid");
     let o = ctx.rt_opts(
-        &["exec", "--process", p.to_str().unwrap(), "--detach", "--pid-file", pidf.to_str().unwrap(), &b.id],
-        &CmdOpts { stdout_to: Some(outf.clone()), ..Default::default() },
+        &[
+            "exec",
+            "--process",
+            p.to_str().unwrap(),
+            "--detach",
+            "--pid-file",
+            pidf.to_str().unwrap(),
+            &b.id,
+        ],
+        &CmdOpts {
+            stdout_to: Some(outf.clone()),
+            ..Default::default()
+        },
     );
     o.assert_ok();
-    let pid: i32 = fs::read_to_string(&pidf).expect("pid file").trim().parse().expect("pid");
+    let pid: i32 = fs::read_to_string(&pidf)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid");
     assert!(pid > 0);
     assert_eq!(wait_file(&outf), "exec-output\n");
 }

@@ -28,26 +28,42 @@ fn hostname_and_domainname() {
 #[test]
 fn namespaces_are_new() {
     let ctx = Ctx::new("nsnew");
-    let b = sh(&ctx, "for n in pid net ipc uts mnt; do readlink /proc/self/ns/$n; done");
+    let b = sh(
+        &ctx,
+        "for n in pid net ipc uts mnt; do readlink /proc/self/ns/$n; done",
+    );
     let out = b.run_ok();
     let inner = lines(&out);
     for (i, n) in ["pid", "net", "ipc", "uts", "mnt"].iter().enumerate() {
         let host = fs::read_link(format!("/proc/self/ns/{n}")).unwrap();
-        assert_ne!(inner[i], host.to_string_lossy(), "{n} namespace should be new: {out}");
+        assert_ne!(
+            inner[i],
+            host.to_string_lossy(),
+            "{n} namespace should be new: {out}"
+        );
     }
 }
 
 #[test]
 fn absent_namespace_is_shared_with_host() {
     let ctx = Ctx::new("nsshared");
-    let mut b = sh(&ctx, "readlink /proc/self/ns/net; readlink /proc/self/ns/ipc");
+    let mut b = sh(
+        &ctx,
+        "readlink /proc/self/ns/net; readlink /proc/self/ns/ipc",
+    );
     b.remove_namespace("network").remove_namespace("ipc");
     let out = b.run_ok();
     assert_eq!(
         lines(&out),
         vec![
-            fs::read_link("/proc/self/ns/net").unwrap().to_string_lossy().as_ref(),
-            fs::read_link("/proc/self/ns/ipc").unwrap().to_string_lossy().as_ref()
+            fs::read_link("/proc/self/ns/net")
+                .unwrap()
+                .to_string_lossy()
+                .as_ref(),
+            fs::read_link("/proc/self/ns/ipc")
+                .unwrap()
+                .to_string_lossy()
+                .as_ref()
         ]
     );
 }
@@ -61,7 +77,10 @@ fn pid_namespace_init_is_pid_1() {
     assert_eq!(l[0], "1", "{out}");
     // sh, ls, grep, wc (a pipeline) at most: no host processes visible.
     let n: u32 = l[1].trim().parse().unwrap();
-    assert!(n <= 4, "only the container's processes should be visible, saw {n}");
+    assert!(
+        n <= 4,
+        "only the container's processes should be visible, saw {n}"
+    );
 }
 
 #[test]
@@ -77,7 +96,10 @@ fn join_existing_uts_namespace_by_path() {
     let ready = ctx.dir.join("ready");
     let mut child = Command::new("unshare")
         .args(["--uts", "/bin/busybox", "sh", "-c"])
-        .arg(format!("hostname joined-uts && echo ok > {} && exec /bin/busybox sleep 1000", ready.display()))
+        .arg(format!(
+            "hostname joined-uts && echo ok > {} && exec /bin/busybox sleep 1000",
+            ready.display()
+        ))
         .stdin(Stdio::null())
         .spawn()
         .expect("unshare");
@@ -96,28 +118,53 @@ fn join_existing_uts_namespace_by_path() {
     let _ = child.kill();
     let _ = child.wait();
     o.assert_ok();
-    assert_eq!(lines(&o.stdout), vec!["joined-uts", target.to_string_lossy().as_ref()], "{}", o.describe());
+    assert_eq!(
+        lines(&o.stdout),
+        vec!["joined-uts", target.to_string_lossy().as_ref()],
+        "{}",
+        o.describe()
+    );
 }
 
 #[test]
 fn user_namespace_with_mappings() {
     let ctx = Ctx::new("userns");
-    let mut b = sh(&ctx, "cat /proc/self/uid_map /proc/self/gid_map; id -u; id -g; touch /out/made-by-root");
+    let mut b = sh(
+        &ctx,
+        "cat /proc/self/uid_map /proc/self/gid_map; id -u; id -g; touch /out/made-by-root",
+    );
     let out = b.bind_host_dir("/out");
-    b.config["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "user"}));
-    b.set("/linux/uidMappings", json!([{"containerID": 0, "hostID": 100000, "size": 65536}]));
-    b.set("/linux/gidMappings", json!([{"containerID": 0, "hostID": 200000, "size": 65536}]));
+    b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "user"}));
+    b.set(
+        "/linux/uidMappings",
+        json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
+    );
+    b.set(
+        "/linux/gidMappings",
+        json!([{"containerID": 0, "hostID": 200000, "size": 65536}]),
+    );
     // The mapped root must own the rootfs (as podman/docker arrange).
     b.chown_rootfs(100000, 200000);
     let o = b.run();
     o.assert_ok();
-    let norm: Vec<Vec<String>> = o.stdout.lines().map(|l| l.split_whitespace().map(str::to_string).collect()).collect();
+    let norm: Vec<Vec<String>> = o
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect();
     assert_eq!(norm[0], vec!["0", "100000", "65536"], "{}", o.describe());
     assert_eq!(norm[1], vec!["0", "200000", "65536"], "{}", o.describe());
     assert_eq!(norm[2], vec!["0"]);
     assert_eq!(norm[3], vec!["0"]);
     let md = fs::metadata(out.join("made-by-root")).expect("file created in user ns");
-    assert_eq!((md.uid(), md.gid()), (100000, 200000), "container root must map to host 100000:200000");
+    assert_eq!(
+        (md.uid(), md.gid()),
+        (100000, 200000),
+        "container root must map to host 100000:200000"
+    );
 }
 
 #[test]
@@ -131,7 +178,10 @@ fn bind_mount_read_only() {
     let l = lines(&out);
     assert_eq!(l[0], "from-host");
     assert_eq!(l[1], "denied", "write to a ro bind mount must fail");
-    assert!(l[2].split(',').any(|o| o == "ro"), "mount options should contain ro: {out}");
+    assert!(
+        l[2].split(',').any(|o| o == "ro"),
+        "mount options should contain ro: {out}"
+    );
     assert!(!host.join("new").exists());
 }
 
@@ -162,17 +212,24 @@ fn bind_mount_relative_source_is_relative_to_bundle() {
 fn tmpfs_mount_with_options() {
     let ctx = Ctx::new("tmpfs");
     let mut b = sh(&ctx, "grep ' /scratch ' /proc/self/mountinfo; stat -c %a /scratch; echo x > /scratch/f && echo wrote");
-    b.add_mount(json!({"destination": "/scratch", "type": "tmpfs", "source": "tmpfs",
-        "options": ["nosuid", "nodev", "noexec", "size=1m", "mode=1777"]}));
+    b.add_mount(
+        json!({"destination": "/scratch", "type": "tmpfs", "source": "tmpfs",
+        "options": ["nosuid", "nodev", "noexec", "size=1m", "mode=1777"]}),
+    );
     let out = b.run_ok();
     let l = lines(&out);
-    let (pre, post) = l[0].split_once(" - ").unwrap_or_else(|| panic!("no /scratch mount: {out}"));
+    let (pre, post) = l[0]
+        .split_once(" - ")
+        .unwrap_or_else(|| panic!("no /scratch mount: {out}"));
     let mopts: Vec<&str> = pre.split(' ').nth(5).unwrap().split(',').collect();
     for o in ["nosuid", "nodev", "noexec"] {
         assert!(mopts.contains(&o), "{o} missing in {out}");
     }
     assert!(post.starts_with("tmpfs "), "{out}");
-    assert!(post.contains("size=1024k"), "size=1m should give size=1024k: {out}");
+    assert!(
+        post.contains("size=1024k"),
+        "size=1m should give size=1024k: {out}"
+    );
     assert_eq!(l[1], "1777");
     assert_eq!(l[2], "wrote");
 }
@@ -182,7 +239,9 @@ fn readonly_root() {
     let ctx = Ctx::new("roroot");
     let mut b = sh(&ctx, "if touch /newfile 2>/dev/null; then echo WRITABLE; else echo denied; fi; echo ok > /tmp2/x && echo tmpok");
     b.set("/root/readonly", json!(true));
-    b.add_mount(json!({"destination": "/tmp2", "type": "tmpfs", "source": "tmpfs", "options": ["size=1m"]}));
+    b.add_mount(
+        json!({"destination": "/tmp2", "type": "tmpfs", "source": "tmpfs", "options": ["size=1m"]}),
+    );
     assert_eq!(lines(&b.run_ok()), vec!["denied", "tmpok"]);
     assert!(!b.rootfs().join("newfile").exists());
 }
@@ -191,26 +250,51 @@ fn readonly_root() {
 fn process_user_uid_gid_groups_umask() {
     let ctx = Ctx::new("user");
     let mut b = sh(&ctx, "grep -E '^(Uid|Gid|Groups|Umask):' /proc/self/status; umask; touch /tmp/f; stat -c '%u %g %a' /tmp/f");
-    b.set("/process/user", json!({"uid": 1000, "gid": 1001, "additionalGids": [2000, 3000], "umask": 23}));
+    b.set(
+        "/process/user",
+        json!({"uid": 1000, "gid": 1001, "additionalGids": [2000, 3000], "umask": 23}),
+    );
     let out = b.run_ok();
     let f = |k: &str| status_field(&out, k).unwrap_or_else(|| panic!("{k} missing: {out}"));
-    assert_eq!(f("Uid").split_whitespace().collect::<Vec<_>>(), vec!["1000"; 4], "{out}");
-    assert_eq!(f("Gid").split_whitespace().collect::<Vec<_>>(), vec!["1001"; 4], "{out}");
+    assert_eq!(
+        f("Uid").split_whitespace().collect::<Vec<_>>(),
+        vec!["1000"; 4],
+        "{out}"
+    );
+    assert_eq!(
+        f("Gid").split_whitespace().collect::<Vec<_>>(),
+        vec!["1001"; 4],
+        "{out}"
+    );
     let groups_line = f("Groups");
-    let mut groups: Vec<&str> = groups_line.split_whitespace().filter(|g| *g != "1001").collect();
+    let mut groups: Vec<&str> = groups_line
+        .split_whitespace()
+        .filter(|g| *g != "1001")
+        .collect();
     groups.sort();
     assert_eq!(groups, vec!["2000", "3000"], "additionalGids: {out}");
     assert_eq!(f("Umask"), "0027", "{out}");
-    assert!(out.lines().any(|l| l == "1000 1001 640"), "file created with umask 027 by 1000:1001: {out}");
+    assert!(
+        out.lines().any(|l| l == "1000 1001 640"),
+        "file created with umask 027 by 1000:1001: {out}"
+    );
 }
 
 #[test]
 fn env_and_cwd() {
     let ctx = Ctx::new("envcwd");
-    let mut b = sh(&ctx, "echo \"$FOO|$EMPTY|$WITH_EQ\"; pwd; ls -ld . | cut -c1");
-    b.add_env("FOO=bar baz").add_env("EMPTY=").add_env("WITH_EQ=a=b");
+    let mut b = sh(
+        &ctx,
+        "echo \"$FOO|$EMPTY|$WITH_EQ\"; pwd; ls -ld . | cut -c1",
+    );
+    b.add_env("FOO=bar baz")
+        .add_env("EMPTY=")
+        .add_env("WITH_EQ=a=b");
     b.set("/process/cwd", json!("/does/not/exist/yet"));
-    assert_eq!(lines(&b.run_ok()), vec!["bar baz||a=b", "/does/not/exist/yet", "d"]);
+    assert_eq!(
+        lines(&b.run_ok()),
+        vec!["bar baz||a=b", "/does/not/exist/yet", "d"]
+    );
 }
 
 #[test]
@@ -226,7 +310,11 @@ fn capabilities_sets() {
     let out = b.run_ok();
     let want = cap_mask(&[0, 10, 18]);
     for k in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
-        assert_eq!(status_field(&out, k).as_deref(), Some(want.as_str()), "{k}: {out}");
+        assert_eq!(
+            status_field(&out, k).as_deref(),
+            Some(want.as_str()),
+            "{k}: {out}"
+        );
     }
 }
 
@@ -238,11 +326,19 @@ fn capabilities_default_root_bounding() {
     // runc spec default: AUDIT_WRITE(29) KILL(5) NET_BIND_SERVICE(10)
     let want = cap_mask(&[5, 10, 29]);
     for k in ["CapPrm", "CapEff", "CapBnd"] {
-        assert_eq!(status_field(&out, k).as_deref(), Some(want.as_str()), "{k}: {out}");
+        assert_eq!(
+            status_field(&out, k).as_deref(),
+            Some(want.as_str()),
+            "{k}: {out}"
+        );
     }
     // No inheritable set given, so the kernel cannot raise ambient caps.
     for k in ["CapInh", "CapAmb"] {
-        assert_eq!(status_field(&out, k).as_deref(), Some(cap_mask(&[]).as_str()), "{k}: {out}");
+        assert_eq!(
+            status_field(&out, k).as_deref(),
+            Some(cap_mask(&[]).as_str()),
+            "{k}: {out}"
+        );
     }
 }
 
@@ -250,15 +346,28 @@ fn capabilities_default_root_bounding() {
 fn capabilities_are_enforced() {
     let ctx = Ctx::new("capsenf");
     // Without CAP_CHOWN root cannot chown a file to another user.
-    let mut b = sh(&ctx, "touch /tmp/f; if chown 1234 /tmp/f 2>/dev/null; then echo chowned; else echo denied; fi");
+    let mut b = sh(
+        &ctx,
+        "touch /tmp/f; if chown 1234 /tmp/f 2>/dev/null; then echo chowned; else echo denied; fi",
+    );
     let caps = json!(["CAP_KILL"]);
-    b.set("/process/capabilities", json!({"bounding": caps, "effective": caps, "permitted": caps}));
+    b.set(
+        "/process/capabilities",
+        json!({"bounding": caps, "effective": caps, "permitted": caps}),
+    );
     assert_eq!(b.run_ok(), "denied\n");
 }
 
 fn limits_line(out: &str, name: &str) -> Vec<String> {
-    let l = out.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} not in {out}"));
-    l[name.len()..].split_whitespace().take(2).map(str::to_string).collect()
+    let l = out
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("{name} not in {out}"));
+    l[name.len()..]
+        .split_whitespace()
+        .take(2)
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -266,8 +375,14 @@ fn rlimits() {
     let ctx = Ctx::new("rlimits");
     let mut b = sh(&ctx, "cat /proc/self/limits");
     // At or below this host's hard limits (no CAP_SYS_RESOURCE here).
-    let mut nofile = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    let mut nproc = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut nofile = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let mut nproc = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     unsafe {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut nofile);
         libc::getrlimit(libc::RLIMIT_NPROC, &mut nproc);
@@ -283,9 +398,21 @@ fn rlimits() {
         ]),
     );
     let out = b.run_ok();
-    assert_eq!(limits_line(&out, "Max open files"), vec!["512".to_string(), nf_hard.to_string()], "{out}");
-    assert_eq!(limits_line(&out, "Max processes"), vec!["777".to_string(), np_hard.to_string()], "{out}");
-    assert_eq!(limits_line(&out, "Max core file size"), vec!["0", "0"], "{out}");
+    assert_eq!(
+        limits_line(&out, "Max open files"),
+        vec!["512".to_string(), nf_hard.to_string()],
+        "{out}"
+    );
+    assert_eq!(
+        limits_line(&out, "Max processes"),
+        vec!["777".to_string(), np_hard.to_string()],
+        "{out}"
+    );
+    assert_eq!(
+        limits_line(&out, "Max core file size"),
+        vec!["0", "0"],
+        "{out}"
+    );
 }
 
 #[test]
@@ -319,13 +446,20 @@ fn device_node_created() {
         ]),
     );
     let out = b.run_ok();
-    assert_eq!(lines(&out), vec!["character special file a e5 666 0 0", "block special file 7 c8 600 1000 1000"]);
+    assert_eq!(
+        lines(&out),
+        vec![
+            "character special file a e5 666 0 0",
+            "block special file 7 c8 600 1000 1000"
+        ]
+    );
 }
 
 #[test]
 fn default_devices() {
     let ctx = Ctx::new("defdev");
-    let script = "for d in null zero full random urandom tty; do stat -c \"$d %F %t:%T %a\" /dev/$d; done; \
+    let script =
+        "for d in null zero full random urandom tty; do stat -c \"$d %F %t:%T %a\" /dev/$d; done; \
         for l in fd stdin stdout stderr; do echo \"$l $(readlink /dev/$l)\"; done; \
         stat -L -c 'ptmx %F %t:%T' /dev/ptmx; \
         head -c 4 /dev/zero | od -An -tx1 | tr -d ' '; \
@@ -364,17 +498,30 @@ fn masked_paths() {
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
         .expect("a maskable /proc file");
-    let mut b = sh(&ctx, &format!("wc -c < {procfile}; ls -A /data/dir | wc -l; cat /data/file; echo end"));
+    let mut b = sh(
+        &ctx,
+        &format!("wc -c < {procfile}; ls -A /data/dir | wc -l; cat /data/file; echo end"),
+    );
     let host = b.bind_host_dir("/data");
     fs::create_dir(host.join("dir")).unwrap();
     fs::write(host.join("dir/inside"), "x").unwrap();
     fs::write(host.join("file"), "visible-file-content").unwrap();
-    b.config["linux"]["maskedPaths"].as_array_mut().unwrap().extend([json!("/data/dir"), json!("/data/file")]);
+    b.config["linux"]["maskedPaths"]
+        .as_array_mut()
+        .unwrap()
+        .extend([json!("/data/dir"), json!("/data/file")]);
     let out = b.run_ok();
-    assert_eq!(lines(&out), vec!["0", "0", "end"], "masked file and dir must read empty: {out}");
+    assert_eq!(
+        lines(&out),
+        vec!["0", "0", "end"],
+        "masked file and dir must read empty: {out}"
+    );
     // Masking happens inside the container only.
     assert!(host.join("dir/inside").exists());
-    assert_eq!(fs::read_to_string(host.join("file")).unwrap(), "visible-file-content");
+    assert_eq!(
+        fs::read_to_string(host.join("file")).unwrap(),
+        "visible-file-content"
+    );
     drop(secret);
 }
 
@@ -388,8 +535,14 @@ fn readonly_paths() {
     );
     let host = b.bind_host_dir("/data");
     fs::write(host.join("existing"), "readable\n").unwrap();
-    b.config["linux"]["readonlyPaths"].as_array_mut().unwrap().push(json!("/data"));
-    assert_eq!(lines(&b.run_ok()), vec!["denied", "sprout-test", "denied", "readable"]);
+    b.config["linux"]["readonlyPaths"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("/data"));
+    assert_eq!(
+        lines(&b.run_ok()),
+        vec!["denied", "sprout-test", "denied", "readable"]
+    );
     assert!(!host.join("f").exists());
 }
 
@@ -398,15 +551,28 @@ fn sysctl_in_container_netns() {
     let ctx = Ctx::new("sysctl");
     let host_before = fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap();
     let want = if host_before.trim() == "1" { "0" } else { "1" };
-    let mut b = sh(&ctx, "cat /proc/sys/net/ipv4/ip_forward /proc/sys/kernel/shmmni");
-    b.set("/linux/sysctl", json!({"net.ipv4.ip_forward": want, "kernel.shmmni": "1234"}));
+    let mut b = sh(
+        &ctx,
+        "cat /proc/sys/net/ipv4/ip_forward /proc/sys/kernel/shmmni",
+    );
+    b.set(
+        "/linux/sysctl",
+        json!({"net.ipv4.ip_forward": want, "kernel.shmmni": "1234"}),
+    );
     assert_eq!(lines(&b.run_ok()), vec![want, "1234"]);
-    assert_eq!(fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap(), host_before, "host sysctl changed");
+    assert_eq!(
+        fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap(),
+        host_before,
+        "host sysctl changed"
+    );
 }
 
 fn root_mount_tags(out: &str) -> String {
     // optional fields of the "/" mount (shared:N / master:N), "" when private
-    let l = out.lines().find(|l| l.split(' ').nth(4) == Some("/")).unwrap_or_else(|| panic!("no / in {out}"));
+    let l = out
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some("/"))
+        .unwrap_or_else(|| panic!("no / in {out}"));
     let pre = l.split(" - ").next().unwrap();
     pre.split(' ').skip(6).collect::<Vec<_>>().join(" ")
 }
@@ -422,9 +588,15 @@ fn rootfs_propagation() {
         let out = b.run_ok();
         let tags = root_mount_tags(&out);
         if check.is_empty() {
-            assert!(tags.is_empty(), "rootfsPropagation private: / should have no propagation tags, got {tags:?}");
+            assert!(
+                tags.is_empty(),
+                "rootfsPropagation private: / should have no propagation tags, got {tags:?}"
+            );
         } else {
-            assert!(tags.contains(check), "rootfsPropagation {prop}: / should be tagged {check}, got {tags:?}");
+            assert!(
+                tags.contains(check),
+                "rootfsPropagation {prop}: / should be tagged {check}, got {tags:?}"
+            );
         }
     }
 }
@@ -439,7 +611,11 @@ fn hook(dir: &str, name: &str) -> Value {
 }
 
 fn order(p: &std::path::Path) -> Vec<String> {
-    fs::read_to_string(p).unwrap_or_default().lines().map(str::to_string).collect()
+    fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 fn hooks_bundle<'a>(ctx: &'a Ctx, log: &std::path::Path) -> Bundle<'a> {
@@ -448,7 +624,14 @@ fn hooks_bundle<'a>(ctx: &'a Ctx, log: &std::path::Path) -> Bundle<'a> {
     // Same absolute path inside and outside, so hooks work in either namespace.
     b.add_mount(json!({"destination": d, "type": "bind", "source": d, "options": ["rbind", "rw"]}));
     let mut hooks = serde_json::Map::new();
-    for h in ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"] {
+    for h in [
+        "prestart",
+        "createRuntime",
+        "createContainer",
+        "startContainer",
+        "poststart",
+        "poststop",
+    ] {
         hooks.insert(h.to_string(), json!([hook(&d, h)]));
     }
     b.set("/hooks", Value::Object(hooks));
@@ -463,15 +646,26 @@ fn hooks_run_by_create() {
     let log = ctx.scratch("hooklog");
     let b = hooks_bundle(&ctx, &log);
     b.create().assert_ok();
-    assert_eq!(order(&log.join("order")), vec!["prestart", "createRuntime", "createContainer"], "hooks run by create");
+    assert_eq!(
+        order(&log.join("order")),
+        vec!["prestart", "createRuntime", "createContainer"],
+        "hooks run by create"
+    );
     b.start().assert_ok();
     wait_for("process and poststart", POLL_TIMEOUT, || {
         let o = order(&log.join("order"));
         (o.contains(&"process".to_string()) && o.contains(&"poststart".to_string())).then_some(())
     });
     let o = order(&log.join("order"));
-    let pos = |n: &str| o.iter().position(|x| x == n).unwrap_or_else(|| panic!("{n} missing in {o:?}"));
-    assert!(pos("startContainer") < pos("process"), "startContainer must run before the process: {o:?}");
+    let pos = |n: &str| {
+        o.iter()
+            .position(|x| x == n)
+            .unwrap_or_else(|| panic!("{n} missing in {o:?}"))
+    };
+    assert!(
+        pos("startContainer") < pos("process"),
+        "startContainer must run before the process: {o:?}"
+    );
     assert!(
         pos("startContainer") < pos("poststart"),
         "poststart must run after the user process was executed, so after startContainer: {o:?}"
@@ -495,7 +689,11 @@ fn hooks_order_and_state_on_stdin() {
     b.wait_status("stopped");
     b.delete().assert_ok();
     let o = order(&log.join("order"));
-    let pos = |n: &str| o.iter().position(|x| x == n).unwrap_or_else(|| panic!("{n} missing in {o:?}"));
+    let pos = |n: &str| {
+        o.iter()
+            .position(|x| x == n)
+            .unwrap_or_else(|| panic!("{n} missing in {o:?}"))
+    };
     assert_eq!(o.len(), 7, "each hook once plus the process: {o:?}");
     assert!(pos("prestart") < pos("createRuntime"), "{o:?}");
     assert!(pos("createRuntime") < pos("createContainer"), "{o:?}");
@@ -503,13 +701,25 @@ fn hooks_order_and_state_on_stdin() {
     assert!(pos("startContainer") < pos("process"), "{o:?}");
     assert_eq!(o.last().map(String::as_str), Some("poststop"), "{o:?}");
 
-    for h in ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"] {
+    for h in [
+        "prestart",
+        "createRuntime",
+        "createContainer",
+        "startContainer",
+        "poststart",
+        "poststop",
+    ] {
         let text = fs::read_to_string(log.join(format!("{h}.json"))).unwrap();
-        let st: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{h}: state on stdin not JSON ({e}): {text:?}"));
+        let st: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{h}: state on stdin not JSON ({e}): {text:?}"));
         assert_eq!(st["id"], json!(b.id), "{h}: {st}");
         assert!(st["ociVersion"].is_string(), "{h}: {st}");
         assert!(st["status"].is_string(), "{h}: {st}");
-        assert_eq!(fs::canonicalize(st["bundle"].as_str().unwrap_or("")).ok(), fs::canonicalize(&b.dir).ok(), "{h}: {st}");
+        assert_eq!(
+            fs::canonicalize(st["bundle"].as_str().unwrap_or("")).ok(),
+            fs::canonicalize(&b.dir).ok(),
+            "{h}: {st}"
+        );
         match h {
             "poststop" => {}
             // These run inside the container's namespaces; a pid as seen
@@ -570,7 +780,10 @@ fn failing_create_runtime_hook_fails_create_and_leaves_nothing() {
 fn failing_hook_leaves_nothing(name: &str, hook: &str) {
     let ctx = Ctx::new(name);
     let mut b = sh(&ctx, "true");
-    b.set(&format!("/hooks/{hook}"), json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 3"]}]));
+    b.set(
+        &format!("/hooks/{hook}"),
+        json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 3"]}]),
+    );
     let pidfile = ctx.dir.join("hookfail.pid");
     let o = b.create_with(&["--pid-file", pidfile.to_str().unwrap()]);
     o.assert_fail();
@@ -592,11 +805,18 @@ fn failing_create_container_hook_fails_create_and_leaves_nothing() {
 fn hook_timeout_is_enforced() {
     let ctx = Ctx::new("hooktimeout");
     let mut b = sh(&ctx, "true");
-    b.set("/hooks/createRuntime", json!([{"path": "/bin/sleep", "args": ["sleep", "30"], "timeout": 1}]));
+    b.set(
+        "/hooks/createRuntime",
+        json!([{"path": "/bin/sleep", "args": ["sleep", "30"], "timeout": 1}]),
+    );
     let start = std::time::Instant::now();
     let o = b.create();
     o.assert_fail();
-    assert!(start.elapsed() < Duration::from_secs(15), "hook timeout of 1s not enforced: {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "hook timeout of 1s not enforced: {:?}",
+        start.elapsed()
+    );
     ctx.assert_no_trace(&o, &b, &[], None);
 }
 
@@ -611,7 +831,13 @@ fn default_mounts_present() {
             .rfind(|l| l.split(' ').nth(4) == Some(dest))
             .unwrap_or_else(|| panic!("{dest} not mounted:\n{out}"));
         let (pre, post) = l.split_once(" - ").unwrap();
-        let opts = pre.split(' ').nth(5).unwrap().split(',').map(str::to_string).collect();
+        let opts = pre
+            .split(' ')
+            .nth(5)
+            .unwrap()
+            .split(',')
+            .map(str::to_string)
+            .collect();
         (opts, post.split(' ').next().unwrap().to_string())
     };
     for (dest, fstype) in [
@@ -626,13 +852,26 @@ fn default_mounts_present() {
         assert_eq!(t, fstype, "{dest}");
     }
     let (sys_opts, _) = find("/sys");
-    assert!(sys_opts.contains(&"ro".to_string()), "/sys must be ro: {sys_opts:?}");
+    assert!(
+        sys_opts.contains(&"ro".to_string()),
+        "/sys must be ro: {sys_opts:?}"
+    );
     let (shm_opts, _) = find("/dev/shm");
     for o in ["nosuid", "nodev", "noexec"] {
-        assert!(shm_opts.contains(&o.to_string()), "/dev/shm {o}: {shm_opts:?}");
+        assert!(
+            shm_opts.contains(&o.to_string()),
+            "/dev/shm {o}: {shm_opts:?}"
+        );
     }
     // The cgroup mount: something is mounted at /sys/fs/cgroup or below, read-only.
-    let cg: Vec<&str> = out.lines().filter(|l| l.split(' ').nth(4).is_some_and(|m| m.starts_with("/sys/fs/cgroup"))).collect();
+    let cg: Vec<&str> = out
+        .lines()
+        .filter(|l| {
+            l.split(' ')
+                .nth(4)
+                .is_some_and(|m| m.starts_with("/sys/fs/cgroup"))
+        })
+        .collect();
     assert!(!cg.is_empty(), "no cgroup mount:\n{out}");
 }
 
@@ -642,9 +881,14 @@ fn bind_mount_type_none_with_options() {
     let ctx = Ctx::new("bindnone");
     let host = ctx.scratch("none");
     fs::write(host.join("f"), "typed-none\n").unwrap();
-    let mut b = sh(&ctx, "cat /n/f; grep ' /n ' /proc/self/mountinfo | cut -d' ' -f6");
-    b.add_mount(json!({"destination": "/n", "type": "none", "source": host.to_str().unwrap(),
-        "options": ["rbind", "rprivate", "nosuid", "nodev", "ro"]}));
+    let mut b = sh(
+        &ctx,
+        "cat /n/f; grep ' /n ' /proc/self/mountinfo | cut -d' ' -f6",
+    );
+    b.add_mount(
+        json!({"destination": "/n", "type": "none", "source": host.to_str().unwrap(),
+        "options": ["rbind", "rprivate", "nosuid", "nodev", "ro"]}),
+    );
     let out = b.run_ok();
     let l = lines(&out);
     assert_eq!(l[0], "typed-none");
@@ -660,7 +904,9 @@ fn bind_mount_without_type() {
     let host = ctx.scratch("notype");
     fs::write(host.join("f"), "no-type\n").unwrap();
     let mut b = sh(&ctx, "cat /nt/f");
-    b.add_mount(json!({"destination": "/nt", "source": host.to_str().unwrap(), "options": ["rbind", "ro"]}));
+    b.add_mount(
+        json!({"destination": "/nt", "source": host.to_str().unwrap(), "options": ["rbind", "ro"]}),
+    );
     assert_eq!(b.run_ok(), "no-type\n");
 }
 
@@ -679,7 +925,10 @@ fn cgroup_file(id: &str, names: &[&str]) -> Option<String> {
 fn resources_memory_and_pids_limits() {
     let ctx = Ctx::new("resources");
     let mut b = ctx.bundle(&["sleep", "1000"]);
-    b.set("/linux/resources/memory", json!({"limit": 64 * 1024 * 1024}));
+    b.set(
+        "/linux/resources/memory",
+        json!({"limit": 64 * 1024 * 1024}),
+    );
     b.set("/linux/resources/pids", json!({"limit": 123}));
     b.create().assert_ok();
     assert_eq!(
@@ -687,29 +936,56 @@ fn resources_memory_and_pids_limits() {
         Some("67108864"),
         "memory limit in the container's cgroup"
     );
-    assert_eq!(cgroup_file(&b.id, &["pids.max"]).as_deref(), Some("123"), "pids limit in the container's cgroup");
+    assert_eq!(
+        cgroup_file(&b.id, &["pids.max"]).as_deref(),
+        Some("123"),
+        "pids limit in the container's cgroup"
+    );
 }
 
 #[test]
 fn cgroup_namespace() {
     let ctx = Ctx::new("cgroupns");
     let mut b = sh(&ctx, "cat /proc/self/cgroup; readlink /proc/self/ns/cgroup");
-    b.config["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "cgroup"}));
+    b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "cgroup"}));
     let out = b.run_ok();
     let host_ns = fs::read_link("/proc/self/ns/cgroup").unwrap();
     let l = lines(&out);
-    assert_ne!(*l.last().unwrap(), host_ns.to_string_lossy(), "cgroup namespace should be new");
+    assert_ne!(
+        *l.last().unwrap(),
+        host_ns.to_string_lossy(),
+        "cgroup namespace should be new"
+    );
     for line in &l[..l.len() - 1] {
         let path = line.splitn(3, ':').nth(2).unwrap_or("");
-        assert_eq!(path, "/", "inside a cgroup namespace the container's cgroup is the root: {out}");
+        assert_eq!(
+            path, "/",
+            "inside a cgroup namespace the container's cgroup is the root: {out}"
+        );
     }
 }
 
 #[test]
 fn args_are_passed_verbatim() {
     let ctx = Ctx::new("argv");
-    let b = ctx.bundle(&["sh", "-c", "for a in \"$@\"; do echo \"[$a]\"; done", "sh", "a b", "", "*", "$HOME", "ü\"'"]);
-    assert_eq!(lines(&b.run_ok()), vec!["[a b]", "[]", "[*]", "[$HOME]", "[ü\"']"]);
+    let b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "for a in \"$@\"; do echo \"[$a]\"; done",
+        "sh",
+        "a b",
+        "",
+        "*",
+        "$HOME",
+        "ü\"'",
+    ]);
+    assert_eq!(
+        lines(&b.run_ok()),
+        vec!["[a b]", "[]", "[*]", "[$HOME]", "[ü\"']"]
+    );
 }
 
 /// runc sets HOME from /etc/passwd when process.env has none; Kubernetes

@@ -9,19 +9,33 @@ use std::time::Duration;
 const SLEEP: &[&str] = &["sleep", "1000"];
 
 fn assert_state_fields(st: &Value, b: &Bundle, status: &str) {
-    assert!(st["ociVersion"].as_str().is_some_and(|v| v.starts_with("1.")), "state.ociVersion: {st}");
+    assert!(
+        st["ociVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("1.")),
+        "state.ociVersion: {st}"
+    );
     assert_eq!(st["id"], json!(b.id), "state.id: {st}");
     assert_eq!(st["status"], json!(status), "state.status: {st}");
     // go-runc (containerd) decodes "created" as an RFC 3339 time.
     if let Some(c) = st.get("created") {
-        let c = c.as_str().unwrap_or_else(|| panic!("state.created should be a string: {st}"));
+        let c = c
+            .as_str()
+            .unwrap_or_else(|| panic!("state.created should be a string: {st}"));
         let b = c.as_bytes();
         assert!(
-            c.len() >= 20 && b[4] == b'-' && b[7] == b'-' && b[10] == b'T' && b[13] == b':' && (c.ends_with('Z') || c[19..].contains(['+', '-'])),
+            c.len() >= 20
+                && b[4] == b'-'
+                && b[7] == b'-'
+                && b[10] == b'T'
+                && b[13] == b':'
+                && (c.ends_with('Z') || c[19..].contains(['+', '-'])),
             "state.created should be RFC 3339: {c:?}"
         );
     }
-    let bundle = st["bundle"].as_str().unwrap_or_else(|| panic!("state.bundle missing: {st}"));
+    let bundle = st["bundle"]
+        .as_str()
+        .unwrap_or_else(|| panic!("state.bundle missing: {st}"));
     assert_eq!(
         fs::canonicalize(bundle).ok(),
         fs::canonicalize(&b.dir).ok(),
@@ -39,7 +53,10 @@ fn create_does_not_run_process_until_start() {
     let st = b.state();
     assert_state_fields(&st, &b, "created");
     let pid = st["pid"].as_i64().expect("state.pid") as i32;
-    assert!(pid > 0 && pid_alive(pid), "created container's pid {pid} should be a live process: {st}");
+    assert!(
+        pid > 0 && pid_alive(pid),
+        "created container's pid {pid} should be a live process: {st}"
+    );
     // Give a wrongly-started process a moment to write the marker.
     std::thread::sleep(Duration::from_millis(300));
     assert!(!out.join("marker").exists(), "process ran before start");
@@ -53,7 +70,11 @@ fn create_does_not_run_process_until_start() {
     b.delete().assert_ok();
     let o = ctx.rt(&["state", &b.id]);
     o.assert_fail();
-    assert!(ctx.root_entries().is_empty(), "state left after delete: {:?}", ctx.root_entries());
+    assert!(
+        ctx.root_entries().is_empty(),
+        "state left after delete: {:?}",
+        ctx.root_entries()
+    );
     for c in cgroup_dirs(&b.id) {
         assert!(!c.exists(), "cgroup {} left after delete", c.display());
     }
@@ -68,12 +89,19 @@ fn start_then_running_state_has_pid() {
     b.start().assert_ok();
     let st = b.state();
     assert_state_fields(&st, &b, "running");
-    assert_eq!(st["pid"].as_i64().unwrap() as i32, pid_created, "pid changed between create and start");
+    assert_eq!(
+        st["pid"].as_i64().unwrap() as i32,
+        pid_created,
+        "pid changed between create and start"
+    );
     // `start` may return just before the init process execs: poll.
     let want = "sleep\u{0}1000\u{0}";
     let mut last = String::new();
     let ok = (0..3000).any(|_| {
-        last = String::from_utf8_lossy(&fs::read(format!("/proc/{pid_created}/cmdline")).unwrap_or_default()).into_owned();
+        last = String::from_utf8_lossy(
+            &fs::read(format!("/proc/{pid_created}/cmdline")).unwrap_or_default(),
+        )
+        .into_owned();
         let hit = last == want;
         if !hit {
             std::thread::sleep(Duration::from_millis(10));
@@ -82,14 +110,24 @@ fn start_then_running_state_has_pid() {
     });
     assert!(ok, "the state pid {pid_created} should become the container process (sleep 1000), cmdline: {last:?}");
     // The container's cgroup exists and holds the pid, under our own cgroup.
-    let dirs: Vec<_> = cgroup_dirs(&b.id).into_iter().filter(|d| d.exists()).collect();
-    assert!(!dirs.is_empty(), "no cgroup directory for relative cgroupsPath sprout-test/{}", b.id);
+    let dirs: Vec<_> = cgroup_dirs(&b.id)
+        .into_iter()
+        .filter(|d| d.exists())
+        .collect();
+    assert!(
+        !dirs.is_empty(),
+        "no cgroup directory for relative cgroupsPath sprout-test/{}",
+        b.id
+    );
     let own_cg = fs::read_to_string("/proc/self/cgroup").unwrap();
     let cg = fs::read_to_string(format!("/proc/{pid_created}/cgroup")).unwrap();
     for l in own_cg.lines() {
         let (pre, path) = l.rsplit_once(':').unwrap();
         let want = format!("{pre}:{}/sprout-test/{}", path.trim_end_matches('/'), b.id);
-        assert!(cg.lines().any(|x| x == want), "container cgroup should nest under ours: want {want:?} in\n{cg}");
+        assert!(
+            cg.lines().any(|x| x == want),
+            "container cgroup should nest under ours: want {want:?} in\n{cg}"
+        );
     }
 }
 
@@ -101,7 +139,9 @@ fn kill_test(sig: &str) {
     let pid = b.pid();
     b.kill(sig).assert_ok();
     b.wait_status("stopped");
-    wait_for("init process to go away", POLL_TIMEOUT, || (!pid_alive(pid) || is_zombie(pid)).then_some(()));
+    wait_for("init process to go away", POLL_TIMEOUT, || {
+        (!pid_alive(pid) || is_zombie(pid)).then_some(())
+    });
     b.delete().assert_ok();
     assert!(ctx.root_entries().is_empty());
 }
@@ -157,7 +197,9 @@ fn delete_force_running() {
     let pid = b.pid();
     ctx.rt(&["delete", "--force", &b.id]).assert_ok();
     ctx.rt(&["state", &b.id]).assert_fail();
-    wait_for("process killed by delete --force", POLL_TIMEOUT, || (!pid_alive(pid) || is_zombie(pid)).then_some(()));
+    wait_for("process killed by delete --force", POLL_TIMEOUT, || {
+        (!pid_alive(pid) || is_zombie(pid)).then_some(())
+    });
     assert!(ctx.root_entries().is_empty());
 }
 
@@ -166,7 +208,12 @@ fn run_returns_exit_code() {
     let ctx = Ctx::new("runexit");
     let b = ctx.bundle(&["sh", "-c", "echo hello; exit 3"]);
     let o = b.run();
-    assert_eq!(o.code, Some(3), "run should return the process's exit code: {}", o.describe());
+    assert_eq!(
+        o.code,
+        Some(3),
+        "run should return the process's exit code: {}",
+        o.describe()
+    );
     assert_eq!(o.stdout, "hello\n", "{}", o.describe());
 }
 
@@ -176,7 +223,10 @@ fn run_returns_zero_and_cleans_up() {
     let b = ctx.bundle(&["true"]);
     b.run().assert_ok();
     // Without -d, run deletes the container when it exits.
-    assert!(ctx.rt(&["state", &b.id]).code != Some(0), "container should be gone after run");
+    assert!(
+        ctx.rt(&["state", &b.id]).code != Some(0),
+        "container should be gone after run"
+    );
     for c in cgroup_dirs(&b.id) {
         assert!(!c.exists(), "cgroup {} left after run", c.display());
     }
@@ -192,7 +242,12 @@ fn run_killed_by_signal_returns_128_plus_sig() {
     b.wait_status("running");
     b.kill("KILL").assert_ok();
     let o = running.wait(CMD_TIMEOUT);
-    assert_eq!(o.code, Some(137), "run of a SIGKILLed process should exit 128+9: {}", o.describe());
+    assert_eq!(
+        o.code,
+        Some(137),
+        "run of a SIGKILLed process should exit 128+9: {}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -202,7 +257,12 @@ fn run_self_signal_without_pid_ns() {
     let mut b = ctx.bundle(&["sh", "-c", "kill -TERM $$; sleep 5"]);
     b.remove_namespace("pid");
     let o = b.run();
-    assert_eq!(o.code, Some(143), "run of a SIGTERMed process should exit 128+15: {}", o.describe());
+    assert_eq!(
+        o.code,
+        Some(143),
+        "run of a SIGTERMed process should exit 128+15: {}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -216,8 +276,16 @@ fn run_detached() {
     wait_file(&out.join("up"));
     let st = b.state();
     assert_state_fields(&st, &b, "running");
-    let pid: i32 = fs::read_to_string(&pidfile).expect("pid file").trim().parse().expect("pid file holds a pid");
-    assert_eq!(pid as i64, st["pid"].as_i64().unwrap(), "pid file should match state.pid");
+    let pid: i32 = fs::read_to_string(&pidfile)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid file holds a pid");
+    assert_eq!(
+        pid as i64,
+        st["pid"].as_i64().unwrap(),
+        "pid file should match state.pid"
+    );
     b.kill("KILL").assert_ok();
     b.wait_status("stopped");
     b.delete().assert_ok();
@@ -229,8 +297,13 @@ fn pid_file_on_create() {
     let b = ctx.bundle(SLEEP);
     let pidfile = ctx.dir.join("sub").join("c.pid");
     fs::create_dir_all(pidfile.parent().unwrap()).unwrap();
-    b.create_with(&["--pid-file", pidfile.to_str().unwrap()]).assert_ok();
-    let pid: i32 = fs::read_to_string(&pidfile).expect("pid file").trim().parse().expect("pid");
+    b.create_with(&["--pid-file", pidfile.to_str().unwrap()])
+        .assert_ok();
+    let pid: i32 = fs::read_to_string(&pidfile)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid");
     assert_eq!(pid, b.pid());
     // Relative pid file path: relative to the cwd of the runtime invocation.
     let b2 = ctx.bundle(SLEEP);
@@ -238,10 +311,17 @@ fn pid_file_on_create() {
     let bd = b2.bundle_arg();
     ctx.rt_opts(
         &["create", "--bundle", &bd, "--pid-file", "rel.pid", &b2.id],
-        &CmdOpts { cwd: Some(ctx.dir.clone()), ..Default::default() },
+        &CmdOpts {
+            cwd: Some(ctx.dir.clone()),
+            ..Default::default()
+        },
     )
     .assert_ok();
-    let pid2: i32 = fs::read_to_string(ctx.dir.join("rel.pid")).expect("relative pid file").trim().parse().unwrap();
+    let pid2: i32 = fs::read_to_string(ctx.dir.join("rel.pid"))
+        .expect("relative pid file")
+        .trim()
+        .parse()
+        .unwrap();
     assert_eq!(pid2, b2.pid());
 }
 
@@ -259,11 +339,27 @@ fn exec_args_env_cwd_user() {
     let b = running(&ctx);
     let o = b.exec(
         &["-e", "FOO=bar baz", "--cwd", "/tmp", "-u", "1000:1000"],
-        &["sh", "-c", "echo \"$FOO\"; pwd; id -u; id -g; hostname; cat /proc/1/cmdline | tr '\\0' ' '"],
+        &[
+            "sh",
+            "-c",
+            "echo \"$FOO\"; pwd; id -u; id -g; hostname; cat /proc/1/cmdline | tr '\\0' ' '",
+        ],
     );
     o.assert_ok();
     let lines: Vec<&str> = o.stdout.lines().collect();
-    assert_eq!(lines, vec!["bar baz", "/tmp", "1000", "1000", "exec-host", "sleep 1000 "], "{}", o.describe());
+    assert_eq!(
+        lines,
+        vec![
+            "bar baz",
+            "/tmp",
+            "1000",
+            "1000",
+            "exec-host",
+            "sleep 1000 "
+        ],
+        "{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -295,7 +391,12 @@ fn exec_process_json() {
     .unwrap();
     let o = b.exec(&["-p", p.to_str().unwrap()], &[]);
     o.assert_ok();
-    assert_eq!(o.stdout, "from-process-json\n/home/user\n1000\n", "{}", o.describe());
+    assert_eq!(
+        o.stdout,
+        "from-process-json\n/home/user\n1000\n",
+        "{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -312,7 +413,11 @@ fn exec_detached_with_pid_file() {
     );
     o.assert_ok();
     wait_file(&out.join("inner"));
-    let pid: i32 = fs::read_to_string(&pidfile).expect("exec pid file").trim().parse().expect("pid");
+    let pid: i32 = fs::read_to_string(&pidfile)
+        .expect("exec pid file")
+        .trim()
+        .parse()
+        .expect("pid");
     assert!(pid_alive(pid), "exec -d process should still be running");
     let init = b.pid();
     assert_eq!(
@@ -342,28 +447,68 @@ fn exec_gets_container_security_settings() {
     b.set("/process/noNewPrivileges", json!(true));
     b.create().assert_ok();
     b.start().assert_ok();
-    let o = b.exec(&[], &["sh", "-c", "grep -E '^(CapBnd|CapEff|NoNewPrivs)' /proc/self/status"]);
+    let o = b.exec(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "grep -E '^(CapBnd|CapEff|NoNewPrivs)' /proc/self/status",
+        ],
+    );
     o.assert_ok();
     let want = cap_mask(&[5, 10, 29]);
-    assert_eq!(status_field(&o.stdout, "CapBnd").as_deref(), Some(want.as_str()), "{}", o.describe());
-    assert_eq!(status_field(&o.stdout, "CapEff").as_deref(), Some(want.as_str()), "{}", o.describe());
-    assert_eq!(status_field(&o.stdout, "NoNewPrivs").as_deref(), Some("1"), "{}", o.describe());
+    assert_eq!(
+        status_field(&o.stdout, "CapBnd").as_deref(),
+        Some(want.as_str()),
+        "{}",
+        o.describe()
+    );
+    assert_eq!(
+        status_field(&o.stdout, "CapEff").as_deref(),
+        Some(want.as_str()),
+        "{}",
+        o.describe()
+    );
+    assert_eq!(
+        status_field(&o.stdout, "NoNewPrivs").as_deref(),
+        Some("1"),
+        "{}",
+        o.describe()
+    );
 }
 
 #[test]
 fn exec_in_user_namespace_container() {
     let ctx = Ctx::new("execuserns");
     let mut b = ctx.bundle(SLEEP);
-    b.config["linux"]["namespaces"].as_array_mut().unwrap().push(json!({"type": "user"}));
-    b.set("/linux/uidMappings", json!([{"containerID": 0, "hostID": 100000, "size": 65536}]));
-    b.set("/linux/gidMappings", json!([{"containerID": 0, "hostID": 100000, "size": 65536}]));
+    b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "user"}));
+    b.set(
+        "/linux/uidMappings",
+        json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
+    );
+    b.set(
+        "/linux/gidMappings",
+        json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
+    );
     b.chown_rootfs(100000, 100000);
     b.create().assert_ok();
     b.start().assert_ok();
     let o = b.exec(&[], &["sh", "-c", "cat /proc/self/uid_map; id -u"]);
     o.assert_ok();
-    let v: Vec<Vec<&str>> = o.stdout.lines().map(|l| l.split_whitespace().collect()).collect();
-    assert_eq!(v, vec![vec!["0", "100000", "65536"], vec!["0"]], "{}", o.describe());
+    let v: Vec<Vec<&str>> = o
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        v,
+        vec![vec!["0", "100000", "65536"], vec!["0"]],
+        "{}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -430,11 +575,22 @@ fn list_formats() {
     o.assert_ok();
     let mut lines = o.stdout.lines();
     let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
-    assert_eq!(header, vec!["ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER"], "{}", o.describe());
+    assert_eq!(
+        header,
+        vec!["ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER"],
+        "{}",
+        o.describe()
+    );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
     assert_eq!(rows.len(), 2, "{}", o.describe());
-    let ra = rows.iter().find(|r| r[0] == a.id).unwrap_or_else(|| panic!("{} missing: {}", a.id, o.describe()));
-    let rb = rows.iter().find(|r| r[0] == b.id).unwrap_or_else(|| panic!("{} missing: {}", b.id, o.describe()));
+    let ra = rows
+        .iter()
+        .find(|r| r[0] == a.id)
+        .unwrap_or_else(|| panic!("{} missing: {}", a.id, o.describe()));
+    let rb = rows
+        .iter()
+        .find(|r| r[0] == b.id)
+        .unwrap_or_else(|| panic!("{} missing: {}", b.id, o.describe()));
     assert_eq!(ra[1], a.pid().to_string());
     assert_eq!(ra[2], "created");
     assert_eq!(rb[2], "running");
@@ -451,7 +607,9 @@ fn list_formats() {
     let o = ctx.rt(&["list", "--format", "json"]);
     o.assert_ok();
     let v = o.json();
-    let arr = v.as_array().unwrap_or_else(|| panic!("list --format json should be an array: {}", o.describe()));
+    let arr = v
+        .as_array()
+        .unwrap_or_else(|| panic!("list --format json should be an array: {}", o.describe()));
     assert_eq!(arr.len(), 2);
     for (bb, status) in [(&a, "created"), (&b, "running")] {
         let e = arr.iter().find(|e| e["id"] == json!(bb.id)).expect("entry");
@@ -477,14 +635,32 @@ fn state_of_unknown_container_fails() {
 fn spec_output_is_runnable() {
     let ctx = Ctx::new("spec");
     let b = ctx.bundle(&["true"]); // provides rootfs/ next to where spec writes
-    let o = ctx.rt_opts(&["spec"], &CmdOpts { cwd: Some(b.dir.clone()), no_root: true, ..Default::default() });
+    let o = ctx.rt_opts(
+        &["spec"],
+        &CmdOpts {
+            cwd: Some(b.dir.clone()),
+            no_root: true,
+            ..Default::default()
+        },
+    );
     o.assert_ok();
-    let text = fs::read_to_string(b.dir.join("config.json")).expect("spec writes config.json in the cwd");
+    let text =
+        fs::read_to_string(b.dir.join("config.json")).expect("spec writes config.json in the cwd");
     let mut v: Value = serde_json::from_str(&text).expect("spec output is JSON");
-    assert!(v["ociVersion"].as_str().is_some_and(|s| s.starts_with("1.")), "{v}");
+    assert!(
+        v["ociVersion"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("1.")),
+        "{v}"
+    );
     assert_eq!(v["root"]["path"], json!("rootfs"));
     assert!(v["process"]["args"].is_array());
-    let ns: Vec<&str> = v["linux"]["namespaces"].as_array().unwrap().iter().filter_map(|n| n["type"].as_str()).collect();
+    let ns: Vec<&str> = v["linux"]["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["type"].as_str())
+        .collect();
     for t in ["pid", "network", "ipc", "uts", "mount"] {
         assert!(ns.contains(&t), "spec namespaces {ns:?} should contain {t}");
     }
@@ -502,42 +678,92 @@ fn spec_output_is_runnable() {
 fn spec_bundle_flag_and_refuses_overwrite() {
     let ctx = Ctx::new("spec2");
     let d = ctx.scratch("specdir");
-    let o = ctx.rt_opts(&["spec", "--bundle", d.to_str().unwrap()], &CmdOpts { no_root: true, ..Default::default() });
+    let o = ctx.rt_opts(
+        &["spec", "--bundle", d.to_str().unwrap()],
+        &CmdOpts {
+            no_root: true,
+            ..Default::default()
+        },
+    );
     o.assert_ok();
-    let before = fs::read(d.join("config.json")).expect("spec --bundle writes <bundle>/config.json");
+    let before =
+        fs::read(d.join("config.json")).expect("spec --bundle writes <bundle>/config.json");
     fs::write(d.join("config.json"), b"{\"mine\":1}").unwrap();
-    let o = ctx.rt_opts(&["spec", "--bundle", d.to_str().unwrap()], &CmdOpts { no_root: true, ..Default::default() });
+    let o = ctx.rt_opts(
+        &["spec", "--bundle", d.to_str().unwrap()],
+        &CmdOpts {
+            no_root: true,
+            ..Default::default()
+        },
+    );
     o.assert_fail();
-    assert_eq!(fs::read(d.join("config.json")).unwrap(), b"{\"mine\":1}", "existing config.json must not be overwritten");
+    assert_eq!(
+        fs::read(d.join("config.json")).unwrap(),
+        b"{\"mine\":1}",
+        "existing config.json must not be overwritten"
+    );
     assert!(!before.is_empty());
 }
 
 #[test]
 fn features_json() {
     let ctx = Ctx::new("features");
-    let o = ctx.rt_opts(&["features"], &CmdOpts { no_root: true, ..Default::default() });
+    let o = ctx.rt_opts(
+        &["features"],
+        &CmdOpts {
+            no_root: true,
+            ..Default::default()
+        },
+    );
     o.assert_ok();
     let v = o.json();
-    let min = v["ociVersionMin"].as_str().unwrap_or_else(|| panic!("ociVersionMin: {v}"));
-    let max = v["ociVersionMax"].as_str().unwrap_or_else(|| panic!("ociVersionMax: {v}"));
+    let min = v["ociVersionMin"]
+        .as_str()
+        .unwrap_or_else(|| panic!("ociVersionMin: {v}"));
+    let max = v["ociVersionMax"]
+        .as_str()
+        .unwrap_or_else(|| panic!("ociVersionMax: {v}"));
     assert!(min.starts_with("1.") && max.starts_with("1."), "{v}");
-    let hooks: Vec<&str> = v["hooks"].as_array().map(|a| a.iter().filter_map(|h| h.as_str()).collect()).unwrap_or_default();
-    for h in ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"] {
+    let hooks: Vec<&str> = v["hooks"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|h| h.as_str()).collect())
+        .unwrap_or_default();
+    for h in [
+        "prestart",
+        "createRuntime",
+        "createContainer",
+        "startContainer",
+        "poststart",
+        "poststop",
+    ] {
         assert!(hooks.contains(&h), "features.hooks should list {h}: {v}");
     }
     let ns = &v["linux"]["namespaces"];
     for t in ["pid", "network", "ipc", "uts", "mount", "user"] {
-        assert!(ns.as_array().is_some_and(|a| a.contains(&json!(t))), "features.linux.namespaces should list {t}: {v}");
+        assert!(
+            ns.as_array().is_some_and(|a| a.contains(&json!(t))),
+            "features.linux.namespaces should list {t}: {v}"
+        );
     }
 }
 
 #[test]
 fn version_flag() {
     let ctx = Ctx::new("version");
-    let o = ctx.rt_opts(&["--version"], &CmdOpts { no_root: true, ..Default::default() });
+    let o = ctx.rt_opts(
+        &["--version"],
+        &CmdOpts {
+            no_root: true,
+            ..Default::default()
+        },
+    );
     o.assert_ok();
     let first = o.stdout.lines().next().unwrap_or("");
-    assert!(first.contains(" version "), "first line should be '<name> version <x>': {}", o.describe());
+    assert!(
+        first.contains(" version "),
+        "first line should be '<name> version <x>': {}",
+        o.describe()
+    );
     assert!(
         o.stdout.lines().any(|l| l.starts_with("spec: 1.")),
         "a 'spec: 1.x' line (docker/containerd parse it): {}",
@@ -562,14 +788,33 @@ fn pid_file_on_foreground_run_and_exec() {
     b.write_config();
     let bd = b.bundle_arg();
     let run_pid = ctx.dir.join("run.pid");
-    let running = ctx.spawn(&["run", "--bundle", &bd, "--pid-file", run_pid.to_str().unwrap(), &b.id]);
+    let running = ctx.spawn(&[
+        "run",
+        "--bundle",
+        &bd,
+        "--pid-file",
+        run_pid.to_str().unwrap(),
+        &b.id,
+    ]);
     let inner = wait_file(&out.join("init"));
     let from_file = wait_file(&run_pid);
-    assert_eq!(from_file.trim(), inner.trim(), "run --pid-file should hold the container process's pid");
+    assert_eq!(
+        from_file.trim(),
+        inner.trim(),
+        "run --pid-file should hold the container process's pid"
+    );
     let exec_pid = ctx.dir.join("exec.pid");
-    let o = b.exec(&["--pid-file", exec_pid.to_str().unwrap()], &["sh", "-c", "echo $$"]);
+    let o = b.exec(
+        &["--pid-file", exec_pid.to_str().unwrap()],
+        &["sh", "-c", "echo $$"],
+    );
     o.assert_ok();
-    assert_eq!(fs::read_to_string(&exec_pid).expect("exec --pid-file").trim(), o.stdout.trim());
+    assert_eq!(
+        fs::read_to_string(&exec_pid)
+            .expect("exec --pid-file")
+            .trim(),
+        o.stdout.trim()
+    );
     b.kill("KILL").assert_ok();
     let o = running.wait(CMD_TIMEOUT);
     assert_eq!(o.code, Some(137), "{}", o.describe());
@@ -581,17 +826,38 @@ fn bundle_defaults_to_cwd_and_relative_bundle() {
     let b = ctx.bundle(SLEEP);
     b.write_config();
     // No --bundle: the current directory is the bundle.
-    ctx.rt_opts(&["create", &b.id], &CmdOpts { cwd: Some(b.dir.clone()), ..Default::default() }).assert_ok();
+    ctx.rt_opts(
+        &["create", &b.id],
+        &CmdOpts {
+            cwd: Some(b.dir.clone()),
+            ..Default::default()
+        },
+    )
+    .assert_ok();
     let st = b.state();
-    assert_eq!(st["bundle"], json!(b.bundle_arg()), "bundle should be the absolute cwd: {st}");
+    assert_eq!(
+        st["bundle"],
+        json!(b.bundle_arg()),
+        "bundle should be the absolute cwd: {st}"
+    );
     // A relative --bundle is resolved against the cwd and stored absolute.
     let b2 = ctx.bundle(SLEEP);
     b2.write_config();
     let rel = b2.dir.file_name().unwrap().to_str().unwrap().to_string();
-    ctx.rt_opts(&["create", "--bundle", &rel, &b2.id], &CmdOpts { cwd: Some(ctx.dir.clone()), ..Default::default() })
-        .assert_ok();
+    ctx.rt_opts(
+        &["create", "--bundle", &rel, &b2.id],
+        &CmdOpts {
+            cwd: Some(ctx.dir.clone()),
+            ..Default::default()
+        },
+    )
+    .assert_ok();
     let st = b2.state();
-    assert_eq!(st["bundle"], json!(b2.bundle_arg()), "relative --bundle should be stored absolute: {st}");
+    assert_eq!(
+        st["bundle"],
+        json!(b2.bundle_arg()),
+        "relative --bundle should be stored absolute: {st}"
+    );
 }
 
 #[test]
@@ -602,7 +868,11 @@ fn list_empty_root() {
     assert_eq!(o.stdout.trim(), "", "{}", o.describe());
     let o = ctx.rt(&["list"]);
     o.assert_ok();
-    assert!(o.stdout.lines().count() <= 1, "only a header: {}", o.describe());
+    assert!(
+        o.stdout.lines().count() <= 1,
+        "only a header: {}",
+        o.describe()
+    );
 }
 
 #[test]
@@ -628,7 +898,11 @@ fn external_death_is_noticed() {
 fn long_docker_style_id() {
     let ctx = Ctx::new("longid");
     // 64 hex characters, like docker/containerd ids.
-    let seed = format!("{:08x}{:08x}", std::process::id(), ctx.new_id().len() as u32 + rand_u32());
+    let seed = format!(
+        "{:08x}{:08x}",
+        std::process::id(),
+        ctx.new_id().len() as u32 + rand_u32()
+    );
     let id: String = seed.chars().cycle().take(64).collect();
     let b = ctx.bundle_with_id(&id, SLEEP);
     b.create().assert_ok();
@@ -642,7 +916,9 @@ fn long_docker_style_id() {
 }
 
 fn rand_u32() -> u32 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
     t.subsec_nanos() ^ (t.as_secs() as u32)
 }
 
@@ -656,7 +932,10 @@ fn same_id_under_different_roots_is_independent() {
     // Same id under another --root: a different cgroup path is needed, as
     // the cgroup is host-wide.
     let mut b2 = bctx.bundle_with_id(&id, SLEEP);
-    b2.set("/linux/cgroupsPath", json!(format!("sprout-test/{id}-other")));
+    b2.set(
+        "/linux/cgroupsPath",
+        json!(format!("sprout-test/{id}-other")),
+    );
     b2.create().assert_ok();
     assert_eq!(a.rt(&["list", "-q"]).stdout.trim(), id);
     assert_eq!(bctx.rt(&["list", "-q"]).stdout.trim(), id);
@@ -719,13 +998,22 @@ fn concurrent_creates_same_id_exactly_one_wins() {
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let ok: Vec<&Output> = results.iter().filter(|o| o.ok()).collect();
-    assert_eq!(ok.len(), 1, "exactly one create of the same id may succeed: {:?}", results.iter().map(|o| o.describe()).collect::<Vec<_>>());
+    assert_eq!(
+        ok.len(),
+        1,
+        "exactly one create of the same id may succeed: {:?}",
+        results.iter().map(|o| o.describe()).collect::<Vec<_>>()
+    );
     let st = ctx.state(&id);
     assert_eq!(st["status"], json!("created"));
     assert!(pid_alive(st["pid"].as_i64().unwrap() as i32));
     // The losers left no process behind.
     for o in results.iter().filter(|o| !o.ok()) {
         let procs = find_test_processes(&o.marker, "-", &[]);
-        assert!(procs.is_empty(), "a failed create left processes {procs:?}:{}", o.describe());
+        assert!(
+            procs.is_empty(),
+            "a failed create left processes {procs:?}:{}",
+            o.describe()
+        );
     }
 }

@@ -13,7 +13,11 @@ pub fn unique(tag: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
-    format!("sprout-cgtest-{tag}-{}-{}-{nanos}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "sprout-cgtest-{tag}-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Why these tests cannot run here, if they cannot.
@@ -47,7 +51,11 @@ pub fn read(p: impl AsRef<Path>) -> String {
 }
 
 pub fn spawn_sleep() -> Child {
-    Command::new("sleep").arg("1000").stdin(Stdio::null()).spawn().expect("spawn sleep")
+    Command::new("sleep")
+        .arg("1000")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn sleep")
 }
 
 /// Kill and reap a child we spawned, if still there (test cleanup on failure paths).

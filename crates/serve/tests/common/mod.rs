@@ -31,7 +31,10 @@ pub struct Resp {
 
 impl Resp {
     pub fn header(&self, k: &str) -> Option<&str> {
-        self.headers.iter().find(|(h, _)| h.eq_ignore_ascii_case(k)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(h, _)| h.eq_ignore_ascii_case(k))
+            .map(|(_, v)| v.as_str())
     }
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
@@ -39,16 +42,26 @@ impl Resp {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Daemon {
     pub fn config(name: &str, extra: &str) -> Daemon {
-        let dir = PathBuf::from(format!("/tmp/sprout-serve-test-{name}-{}", std::process::id()));
+        let dir = PathBuf::from(format!(
+            "/tmp/sprout-serve-test-{name}-{}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let port = free_port();
-        let run_dir = PathBuf::from(format!("/run/sprout-serve-test-{name}-{}", std::process::id()));
+        let run_dir = PathBuf::from(format!(
+            "/run/sprout-serve-test-{name}-{}",
+            std::process::id()
+        ));
         let cgroup_name = format!("sprout-serve-test-{name}-{}", std::process::id());
         let cfg = dir.join("config.toml");
         std::fs::write(
@@ -61,7 +74,14 @@ impl Daemon {
             ),
         )
         .unwrap();
-        Daemon { child: None, port, cfg, dir, run_dir, cgroup_name }
+        Daemon {
+            child: None,
+            port,
+            cfg,
+            dir,
+            run_dir,
+            cgroup_name,
+        }
     }
 
     pub fn start(name: &str, extra: &str) -> Daemon {
@@ -71,7 +91,11 @@ impl Daemon {
     }
 
     pub fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("daemon.log")).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("daemon.log"))
+            .unwrap();
         let child = Command::new(BIN)
             .arg("--config")
             .arg(&self.cfg)
@@ -91,7 +115,11 @@ impl Daemon {
             if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
                 panic!("daemon exited: {st}: {}", self.log());
             }
-            assert!(t.elapsed() < Duration::from_secs(20), "daemon did not come up: {}", self.log());
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "daemon did not come up: {}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -128,7 +156,12 @@ impl Daemon {
     }
 
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
-        Command::new(BIN).arg("--config").arg(&self.cfg).args(args).output().unwrap()
+        Command::new(BIN)
+            .arg("--config")
+            .arg(&self.cfg)
+            .args(args)
+            .output()
+            .unwrap()
     }
 
     /// Register handler `name` with f.py = `code` and extra files.
@@ -141,7 +174,11 @@ impl Daemon {
             std::fs::write(src.join(f), c).unwrap();
         }
         let out = self.cli(&["handler", "add", name, src.to_str().unwrap()]);
-        assert!(out.status.success(), "handler add: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "handler add: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     pub fn try_req(&self, method: &str, path: &str, body: &[u8]) -> std::io::Result<Resp> {
@@ -167,11 +204,16 @@ impl Daemon {
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
             .collect();
-        Ok(Resp { status, headers, body: body.to_string() })
+        Ok(Resp {
+            status,
+            headers,
+            body: body.to_string(),
+        })
     }
 
     pub fn post(&self, handler: &str, body: &str) -> Resp {
-        self.try_req("POST", &format!("/run/{handler}"), body.as_bytes()).unwrap()
+        self.try_req("POST", &format!("/run/{handler}"), body.as_bytes())
+            .unwrap()
     }
 
     pub fn get(&self, path: &str) -> Resp {
@@ -194,7 +236,10 @@ impl Daemon {
             }) else {
                 continue;
             };
-            let d = Path::new("/sys/fs/cgroup").join(ctrl).join(p.trim_start_matches('/')).join(&self.cgroup_name);
+            let d = Path::new("/sys/fs/cgroup")
+                .join(ctrl)
+                .join(p.trim_start_matches('/'))
+                .join(&self.cgroup_name);
             if d.exists() {
                 out.push(d);
             }

@@ -120,14 +120,18 @@ pub fn new_mounts_since(before: &[String]) -> Vec<String> {
     mount_snapshot()
         .into_iter()
         .filter(|m| !before.contains(m))
-        .filter(|m| !m.starts_with("/tmp/sprout-sectest/") && !m.starts_with("/run/sprout-sectest/"))
+        .filter(|m| {
+            !m.starts_with("/tmp/sprout-sectest/") && !m.starts_with("/run/sprout-sectest/")
+        })
         .collect()
 }
 
 /// True when something is mounted at or below `dir`.
 pub fn has_mounts_below(dir: &Path) -> bool {
     let d = dir.to_string_lossy().to_string();
-    mount_points().iter().any(|m| m == &d || m.starts_with(&format!("{d}/")))
+    mount_points()
+        .iter()
+        .any(|m| m == &d || m.starts_with(&format!("{d}/")))
 }
 
 /// Remove a directory tree, but never when anything is mounted below it
@@ -137,7 +141,10 @@ pub fn safe_remove_dir(dir: &Path) {
         return;
     }
     if has_mounts_below(dir) {
-        eprintln!("NOT removing {} : something is still mounted below it", dir.display());
+        eprintln!(
+            "NOT removing {} : something is still mounted below it",
+            dir.display()
+        );
         return;
     }
     let _ = fs::remove_dir_all(dir);
@@ -197,7 +204,10 @@ fn run_dirs() -> &'static RunDirs {
 pub fn busybox_applets() -> &'static Vec<String> {
     static APPLETS: OnceLock<Vec<String>> = OnceLock::new();
     APPLETS.get_or_init(|| {
-        let out = Command::new("/bin/busybox").arg("--list").output().expect("run busybox --list");
+        let out = Command::new("/bin/busybox")
+            .arg("--list")
+            .output()
+            .expect("run busybox --list");
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(|s| s.trim().to_string())
@@ -213,7 +223,11 @@ fn write_etc(root: &Path) {
         "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
     )
     .unwrap();
-    fs::write(root.join("etc/group"), "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n").unwrap();
+    fs::write(
+        root.join("etc/group"),
+        "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n",
+    )
+    .unwrap();
 }
 
 /// Build a busybox rootfs at `root`: bin/busybox + one symlink per applet,
@@ -270,7 +284,11 @@ impl Output {
     }
     /// Panic with full details unless the command exited 0.
     pub fn assert_ok(&self) -> &Self {
-        assert!(self.ok(), "command failed (expected exit 0): {}", self.describe());
+        assert!(
+            self.ok(),
+            "command failed (expected exit 0): {}",
+            self.describe()
+        );
         self
     }
     /// Panic unless the command exited non-zero (a crash by signal also fails this).
@@ -292,8 +310,17 @@ impl Output {
     /// (case-insensitively) at least one of `keywords`.
     pub fn assert_one_line_error(&self, keywords: &[&str]) -> &Self {
         let e = self.stderr.trim();
-        assert!(!e.is_empty(), "expected an error message on stderr: {}", self.describe());
-        assert_eq!(e.lines().count(), 1, "error message should be ONE line: {}", self.describe());
+        assert!(
+            !e.is_empty(),
+            "expected an error message on stderr: {}",
+            self.describe()
+        );
+        assert_eq!(
+            e.lines().count(),
+            1,
+            "error message should be ONE line: {}",
+            self.describe()
+        );
         let low = e.to_lowercase();
         assert!(
             keywords.iter().any(|k| low.contains(&k.to_lowercase())),
@@ -392,13 +419,23 @@ impl Ctx {
     pub fn new(name: &str) -> Ctx {
         let rd = run_dirs();
         let n = next();
-        let short: String = name.chars().filter(|c| c.is_ascii_alphanumeric()).take(12).collect();
+        let short: String = name
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .take(12)
+            .collect();
         let tag = format!("{short}{n}");
         let root = rd.run.join(&tag);
         let dir = rd.tmp.join(&tag);
         fs::create_dir_all(&dir).unwrap();
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
-        Ctx { name: name.to_string(), bin: runtime_bin(), root, dir, tag }
+        Ctx {
+            name: name.to_string(),
+            bin: runtime_bin(),
+            root,
+            dir,
+            tag,
+        }
     }
 
     /// Like [`Ctx::new`] but driving `bin` instead of SPROUT_BIN.
@@ -426,7 +463,12 @@ impl Ctx {
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
         clone_rootfs(&dir.join("rootfs"));
         let config = default_config(&id, args);
-        Bundle { ctx: self, id, dir, config }
+        Bundle {
+            ctx: self,
+            id,
+            dir,
+            config,
+        }
     }
 
     /// A fresh scratch directory (outside any bundle) with mode 0777.
@@ -437,7 +479,11 @@ impl Ctx {
         p
     }
 
-    fn command(&self, args: &[&str], opts: &CmdOpts) -> (Command, String, String, PathBuf, PathBuf) {
+    fn command(
+        &self,
+        args: &[&str],
+        opts: &CmdOpts,
+    ) -> (Command, String, String, PathBuf, PathBuf) {
         let bin = self.bin.clone();
         let mut cmd = Command::new(&bin);
         let mut line = bin.display().to_string();
@@ -506,7 +552,13 @@ impl Ctx {
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot execute runtime {} : {e}", self.bin.display()));
-        Spawned { child, out_path, err_path, cmdline, marker }
+        Spawned {
+            child,
+            out_path,
+            err_path,
+            cmdline,
+            marker,
+        }
     }
 
     pub fn spawn(&self, args: &[&str]) -> Spawned {
@@ -556,7 +608,11 @@ impl Ctx {
     /// Entries of this test's state directory (`--root`), if any.
     pub fn root_entries(&self) -> Vec<String> {
         fs::read_dir(&self.root)
-            .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -565,12 +621,25 @@ impl Ctx {
     /// root, no cgroup for `bundle_id`, no process from that invocation or
     /// with the bundle's container marker, and the pid file (if any) does
     /// not name a live process.
-    pub fn assert_no_trace(&self, failed: &Output, bundle: &Bundle, allowed: &[&str], pid_file: Option<&Path>) {
+    pub fn assert_no_trace(
+        &self,
+        failed: &Output,
+        bundle: &Bundle,
+        allowed: &[&str],
+        pid_file: Option<&Path>,
+    ) {
         let mut problems = Vec::new();
-        let extra: Vec<String> =
-            self.root_entries().into_iter().filter(|e| !allowed.contains(&e.as_str())).collect();
+        let extra: Vec<String> = self
+            .root_entries()
+            .into_iter()
+            .filter(|e| !allowed.contains(&e.as_str()))
+            .collect();
         if !extra.is_empty() {
-            problems.push(format!("state left under --root {}: {:?}", self.root.display(), extra));
+            problems.push(format!(
+                "state left under --root {}: {:?}",
+                self.root.display(),
+                extra
+            ));
         }
         for m in mount_points() {
             for d in [&bundle.dir, &self.root] {
@@ -600,7 +669,12 @@ impl Ctx {
                 }
             }
         }
-        assert!(problems.is_empty(), "left behind after failure: {:?}{}", problems, failed.describe());
+        assert!(
+            problems.is_empty(),
+            "left behind after failure: {:?}{}",
+            problems,
+            failed.describe()
+        );
     }
 }
 
@@ -611,7 +685,13 @@ impl Drop for Ctx {
             let leftovers = self.root_entries();
             if !leftovers.is_empty() {
                 for id in &leftovers {
-                    let _ = self.rt_opts(&["delete", "--force", id], &CmdOpts { timeout: Some(Duration::from_secs(20)), ..Default::default() });
+                    let _ = self.rt_opts(
+                        &["delete", "--force", id],
+                        &CmdOpts {
+                            timeout: Some(Duration::from_secs(20)),
+                            ..Default::default()
+                        },
+                    );
                 }
             }
             safe_remove_dir(&self.root);
@@ -622,7 +702,13 @@ impl Drop for Ctx {
 
 pub fn is_zombie(pid: i32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
         .unwrap_or(true)
 }
 
@@ -635,12 +721,18 @@ pub fn find_marked_processes(call: &str, id: &str) -> Vec<(i32, String)> {
     let mut out = Vec::new();
     if let Ok(rd) = fs::read_dir("/proc") {
         for e in rd.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
             if pid == me || is_zombie(pid) {
                 continue;
             }
-            let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else { continue };
-            let hit = env.split(|c| *c == 0).any(|v| v == a.as_bytes() || v == b.as_bytes());
+            let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            let hit = env
+                .split(|c| *c == 0)
+                .any(|v| v == a.as_bytes() || v == b.as_bytes());
             if hit {
                 let cmd = fs::read(format!("/proc/{pid}/cmdline"))
                     .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
@@ -660,7 +752,9 @@ pub fn cgroup_dirs(id: &str) -> Vec<PathBuf> {
     let mi = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mut out = Vec::new();
     for line in mi.lines() {
-        let Some((pre, post)) = line.split_once(" - ") else { continue };
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
         let mut pf = post.split(' ');
         let fstype = pf.next().unwrap_or("");
         let _src = pf.next();
@@ -672,7 +766,10 @@ pub fn cgroup_dirs(id: &str) -> Vec<PathBuf> {
         let mnt = PathBuf::from(unescape_mountinfo(f[4]));
         let mroot = f[3];
         let own_path = match fstype {
-            "cgroup2" => own.lines().find(|l| l.starts_with("0::")).map(|l| l[3..].to_string()),
+            "cgroup2" => own
+                .lines()
+                .find(|l| l.starts_with("0::"))
+                .map(|l| l[3..].to_string()),
             "cgroup" => {
                 let opts: Vec<&str> = sopts.split(',').collect();
                 own.lines().find_map(|l| {
@@ -690,7 +787,11 @@ pub fn cgroup_dirs(id: &str) -> Vec<PathBuf> {
             _ => continue,
         };
         let Some(own_path) = own_path else { continue };
-        let rel = own_path.strip_prefix(mroot).unwrap_or(&own_path).trim_start_matches('/').to_string();
+        let rel = own_path
+            .strip_prefix(mroot)
+            .unwrap_or(&own_path)
+            .trim_start_matches('/')
+            .to_string();
         out.push(mnt.join(&rel).join("sprout-sectest").join(id));
         out.push(mnt.join("sprout-sectest").join(id));
     }
@@ -848,17 +949,27 @@ impl<'a> Bundle<'a> {
     }
 
     pub fn add_env(&mut self, kv: &str) -> &mut Self {
-        self.config["process"]["env"].as_array_mut().unwrap().push(json!(kv));
+        self.config["process"]["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!(kv));
         self
     }
 
     pub fn remove_namespace(&mut self, typ: &str) -> &mut Self {
-        self.config["linux"]["namespaces"].as_array_mut().unwrap().retain(|n| n["type"] != typ);
+        self.config["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n["type"] != typ);
         self
     }
 
     pub fn write_config(&self) {
-        fs::write(self.dir.join("config.json"), serde_json::to_vec_pretty(&self.config).unwrap()).unwrap();
+        fs::write(
+            self.dir.join("config.json"),
+            serde_json::to_vec_pretty(&self.config).unwrap(),
+        )
+        .unwrap();
     }
 
     pub fn bundle_arg(&self) -> String {
@@ -943,7 +1054,10 @@ impl Drop for Bundle<'_> {
     fn drop(&mut self) {
         let o = self.ctx.rt_opts(
             &["delete", "--force", &self.id],
-            &CmdOpts { timeout: Some(Duration::from_secs(20)), ..Default::default() },
+            &CmdOpts {
+                timeout: Some(Duration::from_secs(20)),
+                ..Default::default()
+            },
         );
         let _ = o;
         rmdir_leaked_cgroups(&self.id);
@@ -974,8 +1088,10 @@ pub fn wait_file(p: &Path) -> String {
 
 /// Field `key` of /proc/<pid>/status-like text (e.g. "CapEff").
 pub fn status_field(text: &str, key: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}:")).map(|v| v.trim().to_string()))
+    text.lines().find_map(|l| {
+        l.strip_prefix(&format!("{key}:"))
+            .map(|v| v.trim().to_string())
+    })
 }
 
 /// Shortcut for an `OsStr` from a `&str`.
@@ -1002,7 +1118,11 @@ pub fn probe_bin() -> PathBuf {
                 .arg(&src)
                 .output()
                 .unwrap_or_else(|e| panic!("cannot run {cc} to build the probe: {e}"));
-            assert!(o.status.success(), "building the probe failed: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(
+                o.status.success(),
+                "building the probe failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
             out
         })
         .clone()
@@ -1019,8 +1139,15 @@ impl Bundle<'_> {
 
 /// SHA-256 of a file (via sha256sum, always on Debian).
 pub fn file_hash(p: &Path) -> String {
-    let o = Command::new("sha256sum").arg(p).output().expect("sha256sum");
-    String::from_utf8_lossy(&o.stdout).split_whitespace().next().unwrap_or("").to_string()
+    let o = Command::new("sha256sum")
+        .arg(p)
+        .output()
+        .expect("sha256sum");
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_string()
 }
 
 /// (st_dev, st_ino) of a path.
@@ -1039,9 +1166,15 @@ impl Rng {
     }
     /// Seed from SECTEST_SEED or the clock (always printed by the caller).
     pub fn seed_from_env() -> u64 {
-        std::env::var("SECTEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-        })
+        std::env::var("SECTEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+            })
     }
     pub fn next(&mut self) -> u64 {
         let mut x = self.0;
@@ -1062,7 +1195,12 @@ pub fn high_fd(path: &Path, flags: i32) -> std::os::fd::OwnedFd {
     use std::os::fd::FromRawFd;
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
     let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) };
-    assert!(fd >= 0, "open {}: {}", path.display(), std::io::Error::last_os_error());
+    assert!(
+        fd >= 0,
+        "open {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
     let hi = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 100) };
     assert!(hi >= 0);
     unsafe { libc::close(fd) };

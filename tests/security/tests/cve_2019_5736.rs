@@ -11,8 +11,8 @@
 //! unchanged and that the attacker never held it. A positive control proves the attacker and the
 //! checks do detect a successful overwrite.
 
-use sprout_security_tests::*;
 use serde_json::json;
+use sprout_security_tests::*;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -35,7 +35,13 @@ fn setup(name: &str) -> Setup {
     ctx.bin = copy.clone();
     let hash = file_hash(&copy);
     let (dev, ino) = dev_ino(&copy);
-    Setup { ctx, copy, hash, dev, ino }
+    Setup {
+        ctx,
+        copy,
+        hash,
+        dev,
+        ino,
+    }
 }
 
 /// Start the attacker in the container (detached exec); returns the host path of its log.
@@ -44,7 +50,14 @@ fn start_attacker(b: &Bundle, out: &Path, dev: u64, ino: u64, secs: f64) -> Path
 }
 
 /// `stop`: SIGSTOP every new process (only with the container's own pid namespace!).
-fn start_attacker_opt(b: &Bundle, out: &Path, dev: u64, ino: u64, secs: f64, stop: bool) -> PathBuf {
+fn start_attacker_opt(
+    b: &Bundle,
+    out: &Path,
+    dev: u64,
+    ino: u64,
+    secs: f64,
+    stop: bool,
+) -> PathBuf {
     let log = out.join("attack.log");
     let (d, i, s) = (dev.to_string(), ino.to_string(), format!("{secs}"));
     let mut args = vec!["/probe", "attack", &d, &i, &s, "/out/attack.log"];
@@ -54,7 +67,10 @@ fn start_attacker_opt(b: &Bundle, out: &Path, dev: u64, ino: u64, secs: f64, sto
     let o = b.exec(&["-d"], &args);
     o.assert_ok();
     wait_for("attacker start", Duration::from_secs(10), || {
-        fs::read_to_string(&log).ok().filter(|s| s.contains("START")).map(|_| ())
+        fs::read_to_string(&log)
+            .ok()
+            .filter(|s| s.contains("START"))
+            .map(|_| ())
     });
     log
 }
@@ -76,7 +92,10 @@ fn bundle_with_attacker<'a>(ctx: &'a Ctx, args: &[&str]) -> (Bundle<'a>, PathBuf
 /// distro image has), so that the kernel can actually run the runtime binary inside the container
 /// (a busybox-only rootfs would fail the exec with ENOENT and hide the attack).
 fn add_runtime_libs(b: &Bundle, bin: &Path) {
-    let o = std::process::Command::new("ldd").arg(bin).output().expect("ldd");
+    let o = std::process::Command::new("ldd")
+        .arg(bin)
+        .output()
+        .expect("ldd");
     for l in String::from_utf8_lossy(&o.stdout).lines() {
         let path = l.split_whitespace().find(|w| w.starts_with('/'));
         if let Some(p) = path {
@@ -85,7 +104,9 @@ fn add_runtime_libs(b: &Bundle, bin: &Path) {
             fs::copy(p, &dst).unwrap();
             // Same path through the usrmerge symlinks too (/lib64 -> usr/lib64 on the host).
             let real = fs::canonicalize(p).unwrap();
-            let dst2 = b.rootfs().join(real.to_string_lossy().trim_start_matches('/'));
+            let dst2 = b
+                .rootfs()
+                .join(real.to_string_lossy().trim_start_matches('/'));
             fs::create_dir_all(dst2.parent().unwrap()).unwrap();
             let _ = fs::copy(&real, &dst2);
         }
@@ -94,10 +115,15 @@ fn add_runtime_libs(b: &Bundle, bin: &Path) {
 
 fn assert_not_escaped(s: &Setup, log: &str, what: &str) {
     let after = file_hash(&s.copy);
-    let got: Vec<&str> = log.lines().filter(|l| l.starts_with("GOT_EXE") || l.starts_with("ESCAPED")).collect();
+    let got: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("GOT_EXE") || l.starts_with("ESCAPED"))
+        .collect();
     assert_eq!(after, s.hash, "{what}: the runtime binary copy {} was MODIFIED from inside the container; attacker log:\n{log}", s.copy.display());
     assert!(got.is_empty(), "{what}: the attacker got hold of the runtime binary through /proc/<pid>/exe: {got:?}\nfull log:\n{log}");
-    let escaped = log.lines().any(|l| l.starts_with("END ") && !l.ends_with("escaped=0"));
+    let escaped = log
+        .lines()
+        .any(|l| l.starts_with("END ") && !l.ends_with("escaped=0"));
     assert!(!escaped, "{what}: attacker reports success:\n{log}");
 }
 
@@ -118,9 +144,19 @@ fn positive_control_attacker_detects_a_writable_exe() {
     // The victim runs for a moment, then exits: the attacker holds its exe and then writes it.
     b.exec(&["-d"], &["/victim", "spin", "1"]).assert_ok();
     let log = wait_attacker_end(&log, 6.0);
-    assert!(log.contains("GOT_EXE"), "positive control: attacker never saw the victim's exe:\n{log}");
-    assert!(log.contains("ESCAPED"), "positive control: attacker could not write the victim:\n{log}");
-    assert_ne!(file_hash(&victim), before, "positive control: victim unchanged although the attacker reports success");
+    assert!(
+        log.contains("GOT_EXE"),
+        "positive control: attacker never saw the victim's exe:\n{log}"
+    );
+    assert!(
+        log.contains("ESCAPED"),
+        "positive control: attacker could not write the victim:\n{log}"
+    );
+    assert_ne!(
+        file_hash(&victim),
+        before,
+        "positive control: victim unchanged although the attacker reports success"
+    );
 }
 
 /// The init before execve (container in the `created` state) is a runtime process inside the
@@ -159,7 +195,10 @@ fn exec_child_binary_not_reachable() {
         n += 1;
     }
     let log = wait_attacker_end(&log, secs);
-    let denied = log.lines().filter(|l| l.starts_with("SEEN ") && l.ends_with(&format!(" {}", libc::EACCES))).count();
+    let denied = log
+        .lines()
+        .filter(|l| l.starts_with("SEEN ") && l.ends_with(&format!(" {}", libc::EACCES)))
+        .count();
     eprintln!("{n} execs; the attacker saw {denied} processes whose exe it could not open (non-dumpable exec children)");
     assert_not_escaped(&s, &log, "exec");
 }
@@ -167,6 +206,7 @@ fn exec_child_binary_not_reachable() {
 /// The original exploit: the program the host runs with `exec` is a script whose interpreter is
 /// /proc/self/exe, so the kernel runs the runtime's own binary inside the container.
 #[test]
+#[ignore = "OPEN: CVE-2019-5736 route (b) (docs/security.md, finding 1): the process entering the container is still backed by the host binary; run with --ignored"]
 fn exec_of_proc_self_exe_script() {
     let s = setup("5736sheb");
     let (b, out) = bundle_with_attacker(&s.ctx, &["sleep", "60"]);
@@ -181,12 +221,22 @@ fn exec_of_proc_self_exe_script() {
     let mut outs = Vec::new();
     while t.elapsed() < Duration::from_secs(4) {
         let o = b.exec(&[], &["/evil", "state", "x"]);
-        outs.push(format!("exit {:?} stderr {:?}", o.code, o.stderr.lines().next().unwrap_or("")));
+        outs.push(format!(
+            "exit {:?} stderr {:?}",
+            o.code,
+            o.stderr.lines().next().unwrap_or("")
+        ));
     }
     // No runtime process may run now (a running one makes the binary ETXTBSY): just wait.
     let log = wait_attacker_end(&log, secs);
     eprintln!("exec /evil results: {:?}", &outs[..outs.len().min(3)]);
-    eprintln!("attacker log (shebang):\n{}", log.lines().filter(|l| !l.starts_with("SEEN") || l.contains("target")).collect::<Vec<_>>().join("\n"));
+    eprintln!(
+        "attacker log (shebang):\n{}",
+        log.lines()
+            .filter(|l| !l.starts_with("SEEN") || l.contains("target"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     assert_not_escaped(&s, &log, "exec of a #!/proc/self/exe script");
 }
 
@@ -194,6 +244,7 @@ fn exec_of_proc_self_exe_script() {
 /// container shares the host's pid namespace here (else the attacker dies with the init), so the
 /// attacker does not freeze processes ("nostop": it must never signal host processes).
 #[test]
+#[ignore = "OPEN: CVE-2019-5736 route (b) (docs/security.md, finding 1): the process entering the container is still backed by the host binary; run with --ignored"]
 fn init_of_proc_self_exe_script() {
     let s = setup("5736shinit");
     let (mut b, out) = bundle_with_attacker(&s.ctx, &["/evil"]);
@@ -208,17 +259,29 @@ fn init_of_proc_self_exe_script() {
     std::thread::sleep(Duration::from_millis(500));
     let _ = b.start();
     let log = wait_attacker_end(&log, secs);
-    eprintln!("attacker log (init shebang):\n{}", log.lines().filter(|l| !l.starts_with("SEEN") || l.contains("target")).collect::<Vec<_>>().join("\n"));
+    eprintln!(
+        "attacker log (init shebang):\n{}",
+        log.lines()
+            .filter(|l| !l.starts_with("SEEN") || l.contains("target"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     assert_not_escaped(&s, &log, "init running a #!/proc/self/exe script");
 }
 
 /// Same exec storm in a container that holds CAP_SYS_PTRACE (debug containers often do): the
 /// exec child must still be out of reach once its capabilities are the container's.
 #[test]
+#[ignore = "OPEN: CVE-2019-5736 route (c) (docs/security.md, finding 1): the process entering the container is still backed by the host binary; run with --ignored"]
 fn exec_child_binary_not_reachable_with_sys_ptrace() {
     let s = setup("5736ptrace");
     let (mut b, out) = bundle_with_attacker(&s.ctx, &["sleep", "60"]);
-    let caps = json!(["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE", "CAP_SYS_PTRACE"]);
+    let caps = json!([
+        "CAP_AUDIT_WRITE",
+        "CAP_KILL",
+        "CAP_NET_BIND_SERVICE",
+        "CAP_SYS_PTRACE"
+    ]);
     for k in ["bounding", "effective", "permitted"] {
         b.set(&format!("/process/capabilities/{k}"), caps.clone());
     }

@@ -7,8 +7,8 @@
 //! namespace would propagate back to the host and show up in our mountinfo); inside the
 //! container, the mount is where the symlink leads *within* the rootfs.
 
-use sprout_security_tests::*;
 use serde_json::json;
+use sprout_security_tests::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,11 +17,20 @@ use std::time::Duration;
 
 fn host_untouched(target: &Path) -> Result<(), String> {
     let t = target.to_string_lossy().to_string();
-    let mounted: Vec<String> = mount_points().into_iter().filter(|m| m == &t || m.starts_with(&format!("{t}/"))).collect();
+    let mounted: Vec<String> = mount_points()
+        .into_iter()
+        .filter(|m| m == &t || m.starts_with(&format!("{t}/")))
+        .collect();
     if !mounted.is_empty() {
         return Err(format!("host path {t} has mounts: {mounted:?}"));
     }
-    let entries: Vec<String> = fs::read_dir(target).map(|r| r.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
+    let entries: Vec<String> = fs::read_dir(target)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
     if !entries.is_empty() {
         return Err(format!("host path {t} was written to: {entries:?}"));
     }
@@ -32,7 +41,10 @@ fn host_untouched(target: &Path) -> Result<(), String> {
 /// can be removed. Only paths below this test's own scratch dir are touched.
 fn unmount_below(dir: &Path) {
     let d = dir.to_string_lossy().to_string();
-    let mut ms: Vec<String> = mount_points().into_iter().filter(|m| m.starts_with(&format!("{d}/"))).collect();
+    let mut ms: Vec<String> = mount_points()
+        .into_iter()
+        .filter(|m| m.starts_with(&format!("{d}/")))
+        .collect();
     ms.sort_by_key(|m| std::cmp::Reverse(m.len()));
     for m in ms {
         let c = std::ffi::CString::new(m).unwrap();
@@ -48,11 +60,21 @@ struct Case<'a> {
 
 /// A bundle whose rootfs has `link` (a path in the rootfs) as a symlink to `to`, plus a bind
 /// mount of a host dir holding a marker file, and a tmpfs, both with destinations through the link.
-fn case<'a>(ctx: &'a Ctx, link: &str, to: &dyn Fn(&Path) -> String, dests: &[&str], shared: bool) -> Case<'a> {
+fn case<'a>(
+    ctx: &'a Ctx,
+    link: &str,
+    to: &dyn Fn(&Path) -> String,
+    dests: &[&str],
+    shared: bool,
+) -> Case<'a> {
     let host_target = ctx.scratch("host-target");
     let src = ctx.scratch("src");
     fs::write(src.join("marker"), "from-the-bind-source").unwrap();
-    let mut b = ctx.bundle(&["sh", "-c", "cat /proc/self/mountinfo; echo ===; for d in $DESTS; do ls -a $d; done"]);
+    let mut b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "cat /proc/self/mountinfo; echo ===; for d in $DESTS; do ls -a $d; done",
+    ]);
     let l = b.rootfs().join(link.trim_start_matches('/'));
     fs::create_dir_all(l.parent().unwrap()).unwrap();
     std::os::unix::fs::symlink(to(&host_target), &l).unwrap();
@@ -67,7 +89,11 @@ fn case<'a>(ctx: &'a Ctx, link: &str, to: &dyn Fn(&Path) -> String, dests: &[&st
     if shared {
         b.set("/linux/rootfsPropagation", json!("rshared"));
     }
-    Case { b, host_target, src }
+    Case {
+        b,
+        host_target,
+        src,
+    }
 }
 
 fn check(c: &Case, what: &str) {
@@ -90,14 +116,26 @@ fn check(c: &Case, what: &str) {
 #[test]
 fn absolute_symlink_destination() {
     let ctx = Ctx::new("30465abs");
-    let c = case(&ctx, "/mnt", &|t| t.to_string_lossy().into_owned(), &["/mnt", "/mnt/sub"], false);
+    let c = case(
+        &ctx,
+        "/mnt",
+        &|t| t.to_string_lossy().into_owned(),
+        &["/mnt", "/mnt/sub"],
+        false,
+    );
     check(&c, "rootfs/mnt -> <host dir> (absolute)");
 }
 
 #[test]
 fn relative_dotdot_symlink_destination() {
     let ctx = Ctx::new("30465rel");
-    let c = case(&ctx, "/mnt", &|t| format!("../../../../../../../../../..{}", t.display()), &["/mnt", "/mnt/sub"], false);
+    let c = case(
+        &ctx,
+        "/mnt",
+        &|t| format!("../../../../../../../../../..{}", t.display()),
+        &["/mnt", "/mnt/sub"],
+        false,
+    );
     check(&c, "rootfs/mnt -> ../../..<host dir>");
 }
 
@@ -111,7 +149,9 @@ fn symlinked_parent_to_host_root() {
     let d1 = format!("/a{ht}");
     let d2 = format!("/a{ht}/t");
     c.b.add_mount(json!({"destination": d1, "type": "bind", "source": c.src.to_string_lossy(), "options": ["rbind", "rw"]}));
-    c.b.add_mount(json!({"destination": d2, "type": "tmpfs", "source": "tmpfs", "options": ["size=1234k"]}));
+    c.b.add_mount(
+        json!({"destination": d2, "type": "tmpfs", "source": "tmpfs", "options": ["size=1234k"]}),
+    );
     c.b.add_env(&format!("DESTS={d1}"));
     check(&c, "rootfs/a -> / then /a/<host dir>");
 }
@@ -119,7 +159,13 @@ fn symlinked_parent_to_host_root() {
 #[test]
 fn absolute_symlink_destination_rshared() {
     let ctx = Ctx::new("30465shr");
-    let c = case(&ctx, "/mnt", &|t| t.to_string_lossy().into_owned(), &["/mnt", "/mnt/sub"], true);
+    let c = case(
+        &ctx,
+        "/mnt",
+        &|t| t.to_string_lossy().into_owned(),
+        &["/mnt", "/mnt/sub"],
+        true,
+    );
     check(&c, "rootfs/mnt -> <host dir>, rootfsPropagation rshared");
 }
 
@@ -129,7 +175,10 @@ fn absolute_symlink_destination_rshared() {
 #[test]
 fn racing_symlink_swap() {
     let ctx = Ctx::new("30465race");
-    let iters: usize = std::env::var("SECTEST_RACE_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(25);
+    let iters: usize = std::env::var("SECTEST_RACE_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(25);
     let host_target = ctx.scratch("host-target");
     let src = ctx.scratch("src");
     fs::write(src.join("marker"), "x").unwrap();
@@ -165,7 +214,11 @@ fn racing_symlink_swap() {
         let o = b.run();
         stop.store(true, Ordering::Relaxed);
         flipper.join().unwrap();
-        if o.ok() { ran += 1 } else { refused += 1 }
+        if o.ok() {
+            ran += 1
+        } else {
+            refused += 1
+        }
         if let Err(e) = host_untouched(&host_target) {
             escaped.push(format!("iteration {i}: {e}"));
         }
@@ -175,7 +228,10 @@ fn racing_symlink_swap() {
         let _ = fs::remove_file(&mnt);
     }
     eprintln!("race: {iters} runs, {ran} ran, {refused} refused");
-    assert!(escaped.is_empty(), "mount landed on the host path: {escaped:?}");
+    assert!(
+        escaped.is_empty(),
+        "mount landed on the host path: {escaped:?}"
+    );
 }
 
 /// root.path with '..' components or through a symlink: followed as the host's admin wrote it
@@ -202,14 +258,24 @@ fn root_path_dotdot_and_symlink() {
     // either answer is safe as long as a run leaves nothing outside the real rootfs.
     let before = mount_snapshot();
     let o = b2.run();
-    eprintln!("root.path through a symlink: {}", if o.ok() { "ran".to_string() } else { format!("refused: {}", o.stderr.trim()) });
+    eprintln!(
+        "root.path through a symlink: {}",
+        if o.ok() {
+            "ran".to_string()
+        } else {
+            format!("refused: {}", o.stderr.trim())
+        }
+    );
     assert!(new_mounts_since(&before).is_empty());
     // Undo so the Bundle guard removes a normal tree.
     fs::remove_file(b2.dir.join("rootfs")).unwrap();
     fs::rename(&real, b2.rootfs()).unwrap();
 
     // Resolving to the host's root: by '..' and by a symlink.
-    for (label, path) in [("dotdot", "rootfs/../../../../../../../../../../.."), ("symlink", "hostroot")] {
+    for (label, path) in [
+        ("dotdot", "rootfs/../../../../../../../../../../.."),
+        ("symlink", "hostroot"),
+    ] {
         let mut b3 = ctx.bundle(&["true"]);
         b3.config["mounts"] = json!([]);
         let _ = std::os::unix::fs::symlink("/", b3.dir.join("hostroot"));
@@ -218,7 +284,10 @@ fn root_path_dotdot_and_symlink() {
         let o = b3.run();
         let _ = fs::remove_file(b3.dir.join("hostroot"));
         let new = new_mounts_since(&before);
-        assert!(new.is_empty(), "root.path {label}: host mounts appeared: {new:?}");
+        assert!(
+            new.is_empty(),
+            "root.path {label}: host mounts appeared: {new:?}"
+        );
         assert!(!o.ok(), "root.path {path:?} ({label}) resolves to the host's / and was accepted (a container whose rootfs is the host's root):{}", o.describe());
     }
 }

@@ -7,8 +7,8 @@
 //! SECTEST_FAULT_ITERS (default 60), SECTEST_PARALLEL_N (default 200; the `--ignored` long test
 //! runs 2000).
 
-use sprout_security_tests::*;
 use serde_json::json;
+use sprout_security_tests::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,7 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn env_usize(k: &str, d: usize) -> usize {
-    std::env::var(k).ok().and_then(|s| s.parse().ok()).unwrap_or(d)
+    std::env::var(k)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(d)
 }
 
 /// Everything a container `id` (whose runtime calls used `markers`) could have left behind.
@@ -79,7 +82,8 @@ fn sigkill_at_random_points_then_delete_force_cleans_up() {
     let mut problems = Vec::new();
     let mut stats = std::collections::BTreeMap::<&str, (usize, usize)>::new();
     for i in 0..iters {
-        let op = ["create", "start", "exec", "delete", "run", "create-seccomp"][rng.below(6) as usize];
+        let op =
+            ["create", "start", "exec", "delete", "run", "create-seccomp"][rng.below(6) as usize];
         let delay = Duration::from_micros(rng.below(20_000));
         let mut b = ctx.bundle(&["sleep", "100"]);
         if op == "create-seccomp" {
@@ -91,7 +95,9 @@ fn sigkill_at_random_points_then_delete_force_cleans_up() {
         let ba = b.bundle_arg();
         let mut markers = Vec::new();
         let (marker, killed) = match op {
-            "create" | "create-seccomp" => spawn_and_kill(&ctx, &["create", "--bundle", &ba, &b.id], delay),
+            "create" | "create-seccomp" => {
+                spawn_and_kill(&ctx, &["create", "--bundle", &ba, &b.id], delay)
+            }
             "run" => spawn_and_kill(&ctx, &["run", "--bundle", &ba, &b.id], delay),
             "start" => {
                 markers.push(b.create().marker.clone());
@@ -118,17 +124,25 @@ fn sigkill_at_random_points_then_delete_force_cleans_up() {
         }
         let d = ctx.rt(&["delete", "--force", &b.id]);
         if !d.ok() {
-            problems.push(format!("#{i} {op} killed after {delay:?}: delete --force failed:{}", d.describe()));
+            problems.push(format!(
+                "#{i} {op} killed after {delay:?}: delete --force failed:{}",
+                d.describe()
+            ));
         }
         markers.push(d.marker.clone());
         // The container state must be gone (not listed).
         let l = ctx.rt(&["list", "--format", "json"]);
         if l.ok() && l.stdout.contains(&b.id) {
-            problems.push(format!("#{i} {op}: still listed after delete --force: {}", l.stdout));
+            problems.push(format!(
+                "#{i} {op}: still listed after delete --force: {}",
+                l.stdout
+            ));
         }
         let left = leaks(&ctx, &b, &markers, &mounts_before);
         if !left.is_empty() {
-            problems.push(format!("#{i} {op} killed after {delay:?} (killed mid-run: {killed}): {left:?}"));
+            problems.push(format!(
+                "#{i} {op} killed after {delay:?} (killed mid-run: {killed}): {left:?}"
+            ));
             // Clean what we can so later iterations start clean: kill our marked processes, rmdir cgroups.
             for m in &markers {
                 for (pid, _) in find_marked_processes(m, &b.id) {
@@ -143,7 +157,12 @@ fn sigkill_at_random_points_then_delete_force_cleans_up() {
         }
     }
     eprintln!("ops (run, killed mid-run): {stats:?}");
-    assert!(problems.is_empty(), "seed {seed}: {} of {iters} iterations left something behind:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "seed {seed}: {} of {iters} iterations left something behind:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }
 
 fn parallel(n: usize, threads: usize) {
@@ -161,13 +180,24 @@ fn parallel(n: usize, threads: usize) {
             while !done.load(Ordering::Relaxed) {
                 let o = ctx.rt(&["list", "--format", "json"]);
                 n += 1;
-                let ok = o.ok() && (o.stdout.trim().is_empty() || o.stdout.trim() == "null" || serde_json::from_str::<serde_json::Value>(&o.stdout).map(|v| v.is_array() || v.is_null()).unwrap_or(false));
+                let ok = o.ok()
+                    && (o.stdout.trim().is_empty()
+                        || o.stdout.trim() == "null"
+                        || serde_json::from_str::<serde_json::Value>(&o.stdout)
+                            .map(|v| v.is_array() || v.is_null())
+                            .unwrap_or(false));
                 if !ok {
-                    failures.lock().unwrap().push(format!("list --format json unparseable:{}", o.describe()));
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("list --format json unparseable:{}", o.describe()));
                 }
                 let o = ctx.rt(&["list"]);
                 if !o.ok() || !o.stdout.starts_with("ID") {
-                    failures.lock().unwrap().push(format!("list failed:{}", o.describe()));
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("list failed:{}", o.describe()));
                 }
             }
             n
@@ -185,19 +215,31 @@ fn parallel(n: usize, threads: usize) {
                 let steps = [b.create(), b.start()];
                 for o in &steps {
                     if !o.ok() {
-                        failures.lock().unwrap().push(format!("#{i}:{}", o.describe()));
+                        failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("#{i}:{}", o.describe()));
                     }
                 }
                 let d = ctx.rt(&["delete", "--force", &b.id]);
                 if !d.ok() {
-                    failures.lock().unwrap().push(format!("#{i} delete --force:{}", d.describe()));
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("#{i} delete --force:{}", d.describe()));
                 }
                 let mut markers: Vec<String> = steps.iter().map(|o| o.marker.clone()).collect();
                 markers.push(d.marker.clone());
                 let left = leaks(&ctx, &b, &markers, &[]);
-                let left: Vec<_> = left.into_iter().filter(|l| !l.starts_with("new host mounts")).collect();
+                let left: Vec<_> = left
+                    .into_iter()
+                    .filter(|l| !l.starts_with("new host mounts"))
+                    .collect();
                 if !left.is_empty() {
-                    failures.lock().unwrap().push(format!("#{i} leaked: {left:?}"));
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("#{i} leaked: {left:?}"));
                 }
             })
         })
@@ -207,12 +249,27 @@ fn parallel(n: usize, threads: usize) {
     }
     done.store(true, Ordering::Relaxed);
     let lists = lister.join().unwrap();
-    let new: Vec<String> = new_mounts_since(&mounts_before).into_iter().filter(|m| !m.starts_with("/tmp/") && !m.starts_with("/run/")).collect();
-    eprintln!("{n} containers, {threads} threads, {:.1}s, {lists} list calls during it", t0.elapsed().as_secs_f64());
+    let new: Vec<String> = new_mounts_since(&mounts_before)
+        .into_iter()
+        .filter(|m| !m.starts_with("/tmp/") && !m.starts_with("/run/"))
+        .collect();
+    eprintln!(
+        "{n} containers, {threads} threads, {:.1}s, {lists} list calls during it",
+        t0.elapsed().as_secs_f64()
+    );
     let f = failures.lock().unwrap();
-    assert!(f.is_empty(), "{} failures (first 10):\n{}", f.len(), f.iter().take(10).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(
+        f.is_empty(),
+        "{} failures (first 10):\n{}",
+        f.len(),
+        f.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
+    );
     assert!(new.is_empty(), "host mounts appeared: {new:?}");
-    assert!(ctx.root_entries().is_empty(), "state left: {:?}", ctx.root_entries());
+    assert!(
+        ctx.root_entries().is_empty(),
+        "state left: {:?}",
+        ctx.root_entries()
+    );
 }
 
 #[test]
@@ -236,24 +293,45 @@ fn fork_bomb_contained_by_pids_limit() {
     b.set("/linux/resources/pids", json!({"limit": limit}));
     b.create().assert_ok();
     b.start().assert_ok();
-    let pids_dir = cgroup_dirs(&b.id).into_iter().find(|d| d.join("pids.current").exists()).expect("the container's pids cgroup");
+    let pids_dir = cgroup_dirs(&b.id)
+        .into_iter()
+        .find(|d| d.join("pids.current").exists())
+        .expect("the container's pids cgroup");
     let mut max_seen = 0;
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(3) {
-        let cur: u64 = fs::read_to_string(pids_dir.join("pids.current")).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+        let cur: u64 = fs::read_to_string(pids_dir.join("pids.current"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
         max_seen = max_seen.max(cur);
         std::thread::sleep(Duration::from_millis(20));
     }
     let events = fs::read_to_string(pids_dir.join("pids.events")).unwrap_or_default();
-    eprintln!("pids.current peaked at {max_seen} (limit {limit}); pids.events: {}", events.trim());
-    assert!(max_seen <= limit, "pids.current {max_seen} exceeded the limit {limit}");
-    assert!(max_seen >= limit - 2, "the bomb never reached the limit ({max_seen}): not a test of containment");
+    eprintln!(
+        "pids.current peaked at {max_seen} (limit {limit}); pids.events: {}",
+        events.trim()
+    );
+    assert!(
+        max_seen <= limit,
+        "pids.current {max_seen} exceeded the limit {limit}"
+    );
+    assert!(
+        max_seen >= limit - 2,
+        "the bomb never reached the limit ({max_seen}): not a test of containment"
+    );
     // The host can still fork.
-    assert!(std::process::Command::new("true").status().unwrap().success());
+    assert!(std::process::Command::new("true")
+        .status()
+        .unwrap()
+        .success());
     let d = ctx.rt(&["delete", "--force", &b.id]);
     d.assert_ok();
     let left = leaks(&ctx, &b, &[d.marker.clone()], &mount_snapshot());
-    assert!(left.is_empty(), "after delete --force of the fork bomb: {left:?}");
+    assert!(
+        left.is_empty(),
+        "after delete --force of the fork bomb: {left:?}"
+    );
 }
 
 /// A tmpfs we mount ourselves in a private directory, unmounted on drop.
@@ -268,7 +346,15 @@ impl TinyFs {
         let tgt = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
         let fst = std::ffi::CString::new("tmpfs").unwrap();
         let data = std::ffi::CString::new(opts).unwrap();
-        let r = unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), fst.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, data.as_ptr().cast()) };
+        let r = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                tgt.as_ptr(),
+                fst.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                data.as_ptr().cast(),
+            )
+        };
         assert_eq!(r, 0, "mount tmpfs: {}", std::io::Error::last_os_error());
         TinyFs { dir }
     }
@@ -283,7 +369,10 @@ impl TinyFs {
         if leave == 0 {
             // Top up whatever is left, byte-exact.
             use std::io::Write;
-            if let Ok(mut f) = fs::OpenOptions::new().append(true).open(self.dir.join("filler")) {
+            if let Ok(mut f) = fs::OpenOptions::new()
+                .append(true)
+                .open(self.dir.join("filler"))
+            {
                 while f.write(&[0u8; 512]).map(|n| n > 0).unwrap_or(false) {}
             }
         }
@@ -292,7 +381,13 @@ impl TinyFs {
         let mut v = Vec::new();
         fn walk(p: &Path, base: &Path, v: &mut Vec<String>) {
             for e in fs::read_dir(p).into_iter().flatten().flatten() {
-                v.push(e.path().strip_prefix(base).unwrap().to_string_lossy().into_owned());
+                v.push(
+                    e.path()
+                        .strip_prefix(base)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
                 if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                     walk(&e.path(), base, v);
                 }
@@ -335,8 +430,11 @@ fn root_on_full_tmpfs() {
         let before = fsys.entries();
         let mut b = ctx.bundle(&["sleep", "100"]);
         // A seccomp profile too, so the cache write also meets the full disk.
-        b.set("/linux/seccomp", json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"],
-            "syscalls": [{"names": ["kexec_load"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]}));
+        b.set(
+            "/linux/seccomp",
+            json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["kexec_load"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]}),
+        );
         b.write_config();
         let root = fsys.dir.join("state");
         let ba = b.bundle_arg();
@@ -357,22 +455,46 @@ fn root_on_full_tmpfs() {
             outcomes.push(format!("{what}: refused: {}", o.stderr.trim()));
             let e = o.stderr.trim();
             let low = e.to_lowercase();
-            if e.lines().count() != 1 || !["space", "enospc", "inode", "quota"].iter().any(|k| low.contains(k)) {
-                problems.push(format!("{what}: error is not one clear line naming the full disk:{}", o.describe()));
+            if e.lines().count() != 1
+                || !["space", "enospc", "inode", "quota"]
+                    .iter()
+                    .any(|k| low.contains(k))
+            {
+                problems.push(format!(
+                    "{what}: error is not one clear line naming the full disk:{}",
+                    o.describe()
+                ));
             }
             // delete --force of the failed id must still succeed (runc: --force ignores "does not exist").
             let d = rootctx.rt(&["delete", "--force", &b.id]);
             markers.push(d.marker.clone());
             if !d.ok() {
-                problems.push(format!("{what}: delete --force after the failed create: exit {:?} {}", d.code, d.stderr.trim()));
+                problems.push(format!(
+                    "{what}: delete --force after the failed create: exit {:?} {}",
+                    d.code,
+                    d.stderr.trim()
+                ));
             }
         }
         // Nothing left: no new entries on the tmpfs other than the (empty) state directory and
         // the seccomp cache directory, no cgroup, no process, no mount.
-        let after: Vec<String> = fsys.entries().into_iter().filter(|e| !before.contains(e)).collect();
-        let unexpected: Vec<&String> = after.iter().filter(|e| !matches!(e.as_str(), "state" | "state/cache" | "state/cache/seccomp") && !(e.starts_with("state/cache/seccomp/") && e.len() == "state/cache/seccomp/".len() + 64)).collect();
+        let after: Vec<String> = fsys
+            .entries()
+            .into_iter()
+            .filter(|e| !before.contains(e))
+            .collect();
+        let unexpected: Vec<&String> = after
+            .iter()
+            .filter(|e| {
+                !matches!(e.as_str(), "state" | "state/cache" | "state/cache/seccomp")
+                    && !(e.starts_with("state/cache/seccomp/")
+                        && e.len() == "state/cache/seccomp/".len() + 64)
+            })
+            .collect();
         if !unexpected.is_empty() {
-            problems.push(format!("{what}: left on the state filesystem: {unexpected:?}"));
+            problems.push(format!(
+                "{what}: left on the state filesystem: {unexpected:?}"
+            ));
         }
         let mut left = Vec::new();
         for c in cgroup_dirs(&b.id) {
@@ -385,7 +507,10 @@ fn root_on_full_tmpfs() {
                 left.push(format!("process {p:?}"));
             }
         }
-        let newm: Vec<String> = new_mounts_since(&mounts_before).into_iter().filter(|m| !m.starts_with("/tmp/") && !m.starts_with("/run/")).collect();
+        let newm: Vec<String> = new_mounts_since(&mounts_before)
+            .into_iter()
+            .filter(|m| !m.starts_with("/tmp/") && !m.starts_with("/run/"))
+            .collect();
         left.extend(newm);
         if !left.is_empty() {
             problems.push(format!("{what}: left behind: {left:?}"));
@@ -397,5 +522,10 @@ fn root_on_full_tmpfs() {
         drop(fsys);
     }
     eprintln!("{}", outcomes.join("\n"));
-    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }

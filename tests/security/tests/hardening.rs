@@ -3,8 +3,8 @@
 //! that LSM (CVE-2019-16884 class: a requested confinement must never be silently dropped).
 //! Each has a control showing the check detects the unfenced case.
 
-use sprout_security_tests::*;
 use serde_json::json;
+use sprout_security_tests::*;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
@@ -18,16 +18,30 @@ fn masked_paths_unreadable() {
     let out = b.run_ok();
     for l in out.lines() {
         let (p, n) = l.rsplit_once(' ').unwrap();
-        assert_eq!(n.trim(), "0", "masked path {p} is readable (or listable) in the container:\n{out}");
+        assert_eq!(
+            n.trim(),
+            "0",
+            "masked path {p} is readable (or listable) in the container:\n{out}"
+        );
     }
     // /proc/kcore exists only with CONFIG_PROC_KCORE (absent on this host kernel); timer_list always.
-    assert!(out.contains("/proc/timer_list") && out.contains("/proc/keys"), "{out}");
+    assert!(
+        out.contains("/proc/timer_list") && out.contains("/proc/keys"),
+        "{out}"
+    );
     // Control: without maskedPaths the same files do have content.
     let mut c = ctx.bundle(&["sh", "-c", script]);
     c.set("/linux/maskedPaths", json!([]));
     let out = c.run_ok();
-    let tl = out.lines().find(|l| l.starts_with("/proc/timer_list")).unwrap();
-    assert_ne!(tl.rsplit_once(' ').unwrap().1, "0", "control: unmasked /proc/timer_list should be readable: {out}");
+    let tl = out
+        .lines()
+        .find(|l| l.starts_with("/proc/timer_list"))
+        .unwrap();
+    assert_ne!(
+        tl.rsplit_once(' ').unwrap().1,
+        "0",
+        "control: unmasked /proc/timer_list should be readable: {out}"
+    );
 }
 
 #[test]
@@ -39,17 +53,29 @@ fn readonly_paths_and_sys_unwritable() {
     b.install_probe();
     let out = b.run_ok();
     for l in out.lines().filter(|l| l.starts_with('/')) {
-        assert!(!l.ends_with(" OK"), "writable in the container (opened O_WRONLY): {l}\n{out}");
+        assert!(
+            !l.ends_with(" OK"),
+            "writable in the container (opened O_WRONLY): {l}\n{out}"
+        );
     }
     assert!(out.contains("/proc/sysrq-trigger ERR"), "{out}");
-    assert!(out.contains("/sys/kernel/mm/transparent_hugepage/enabled ERR 30"), "/sys must be read-only (EROFS):\n{out}");
-    assert!(out.contains("/proc/sys/kernel/hostname ERR 30"), "/proc/sys must be read-only (EROFS):\n{out}");
+    assert!(
+        out.contains("/sys/kernel/mm/transparent_hugepage/enabled ERR 30"),
+        "/sys must be read-only (EROFS):\n{out}"
+    );
+    assert!(
+        out.contains("/proc/sys/kernel/hostname ERR 30"),
+        "/proc/sys must be read-only (EROFS):\n{out}"
+    );
     // Control: the same open works on a writable procfs path (without readonlyPaths).
     let mut c = ctx.bundle(&["/probe", "open", "/proc/sys/kernel/hostname", "w"]);
     c.install_probe();
     c.set("/linux/readonlyPaths", json!([]));
     let out = c.run_ok();
-    assert!(out.contains("OK"), "control: /proc/sys/kernel/hostname writable without readonlyPaths: {out}");
+    assert!(
+        out.contains("OK"),
+        "control: /proc/sys/kernel/hostname writable without readonlyPaths: {out}"
+    );
 }
 
 /// mknod a host disk's block node (and /dev/mem) inside: the devices cgroup must deny opening
@@ -67,18 +93,35 @@ fn device_nodes_outside_allowlist_not_openable() {
     );
     let mut b = ctx.bundle(&["sh", "-c", &script]);
     b.install_probe();
-    let caps = json!(["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE", "CAP_MKNOD", "CAP_SYS_RAWIO", "CAP_SYSLOG"]);
+    let caps = json!([
+        "CAP_AUDIT_WRITE",
+        "CAP_KILL",
+        "CAP_NET_BIND_SERVICE",
+        "CAP_MKNOD",
+        "CAP_SYS_RAWIO",
+        "CAP_SYSLOG"
+    ]);
     for k in ["bounding", "effective", "permitted"] {
         b.set(&format!("/process/capabilities/{k}"), caps.clone());
     }
     let out = b.run_ok();
     eprintln!("{out}");
     for dev in ["disk", "mem", "kmsg"] {
-        let l = out.lines().find(|l| l.starts_with(dev)).unwrap_or_else(|| panic!("{dev}: {out}"));
+        let l = out
+            .lines()
+            .find(|l| l.starts_with(dev))
+            .unwrap_or_else(|| panic!("{dev}: {out}"));
         assert!(l.contains("ERR 1 "), "{dev} (not in the allowlist) must be denied with EPERM by the devices cgroup: {l}\n{out}");
     }
-    assert!(out.lines().any(|l| l == "null OK"), "control: /dev/null's node (allowed) should open: {out}");
-    assert_eq!(out.lines().filter(|l| *l == "OK").count(), 4, "mknod itself should work with CAP_MKNOD: {out}");
+    assert!(
+        out.lines().any(|l| l == "null OK"),
+        "control: /dev/null's node (allowed) should open: {out}"
+    );
+    assert_eq!(
+        out.lines().filter(|l| *l == "OK").count(),
+        4,
+        "mknod itself should work with CAP_MKNOD: {out}"
+    );
 }
 
 fn suid_probe(b: &Bundle) {
@@ -96,26 +139,43 @@ fn setuid_binary_no_gain_with_no_new_privileges() {
     b.set("/process/user", json!({"uid": 1000, "gid": 1000}));
     b.set("/process/noNewPrivileges", json!(true));
     let out = b.run_ok();
-    assert!(out.contains("EUID 1000"), "setuid-root binary gained privileges despite noNewPrivileges: {out}");
+    assert!(
+        out.contains("EUID 1000"),
+        "setuid-root binary gained privileges despite noNewPrivileges: {out}"
+    );
     // Control: without noNewPrivileges the same binary runs with euid 0.
     let mut c = ctx.bundle(&["/suidprobe", "ids"]);
     suid_probe(&c);
     c.set("/process/user", json!({"uid": 1000, "gid": 1000}));
     c.set("/process/noNewPrivileges", json!(false));
     let out = c.run_ok();
-    assert!(out.contains("EUID 0"), "control: setuid bit should work without noNewPrivileges: {out}");
+    assert!(
+        out.contains("EUID 0"),
+        "control: setuid bit should work without noNewPrivileges: {out}"
+    );
     // exec: config nnp true, and --no-new-privs on a container without it.
     let mut d = ctx.bundle(&["sleep", "60"]);
     suid_probe(&d);
     d.set("/process/noNewPrivileges", json!(false));
     d.create().assert_ok();
     d.start().assert_ok();
-    let o = d.exec(&["--user", "1000:1000", "--no-new-privs"], &["/suidprobe", "ids"]);
+    let o = d.exec(
+        &["--user", "1000:1000", "--no-new-privs"],
+        &["/suidprobe", "ids"],
+    );
     o.assert_ok();
-    assert!(o.stdout.contains("EUID 1000"), "exec --no-new-privs: setuid gained: {}", o.stdout);
+    assert!(
+        o.stdout.contains("EUID 1000"),
+        "exec --no-new-privs: setuid gained: {}",
+        o.stdout
+    );
     let o = d.exec(&["--user", "1000:1000"], &["/suidprobe", "ids"]);
     o.assert_ok();
-    assert!(o.stdout.contains("EUID 0"), "control (exec without nnp): {}", o.stdout);
+    assert!(
+        o.stdout.contains("EUID 0"),
+        "control (exec without nnp): {}",
+        o.stdout
+    );
 }
 
 /// AppArmor is not enabled on this host: asking for a profile must fail clearly, before anything
@@ -134,7 +194,10 @@ fn apparmor_profile_without_apparmor_fails_clearly() {
     let o = b.run();
     o.assert_fail();
     o.assert_one_line_error(&["apparmor"]);
-    assert!(!marker.join("ran").exists(), "the process ran (unconfined) although a profile was requested");
+    assert!(
+        !marker.join("ran").exists(),
+        "the process ran (unconfined) although a profile was requested"
+    );
     ctx.assert_no_trace(&o, &b, &[], None);
     // exec --apparmor likewise.
     let c = ctx.bundle(&["sleep", "60"]);
@@ -145,12 +208,17 @@ fn apparmor_profile_without_apparmor_fails_clearly() {
     o.assert_one_line_error(&["apparmor"]);
     // SELinux label on a host without SELinux: the same rule.
     let mut d = ctx.bundle(&["true"]);
-    d.set("/process/selinuxLabel", json!("system_u:system_r:container_t:s0"));
+    d.set(
+        "/process/selinuxLabel",
+        json!("system_u:system_r:container_t:s0"),
+    );
     let o = d.run();
     o.assert_fail();
     o.assert_one_line_error(&["selinux"]);
 }
 
 fn sprout_apparmor_enabled() -> bool {
-    fs::read("/sys/module/apparmor/parameters/enabled").map(|b| b.first() == Some(&b'Y')).unwrap_or(false)
+    fs::read("/sys/module/apparmor/parameters/enabled")
+        .map(|b| b.first() == Some(&b'Y'))
+        .unwrap_or(false)
 }

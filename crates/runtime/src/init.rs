@@ -217,8 +217,10 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
             .map_err(|e| Error::os("bringing up lo in the new network namespace", e))?;
     }
 
+    // A mount namespace joined by path is the container's too: the rootfs is set up in it, as
+    // runc does.
     let has_mount_ns = plan.new_mount || plan.join_mount;
-    if plan.new_mount {
+    if has_mount_ns {
         rootfs::prepare_root(
             ctx.rootfs,
             linux.and_then(|l| l.rootfs_propagation().as_deref()),
@@ -289,16 +291,16 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
         }
     }
 
-    if plan.new_mount && !ctx.no_pivot {
+    if has_mount_ns && !ctx.no_pivot {
         rootfs::pivot(ctx.rootfs)?;
-    } else if plan.new_mount {
+    } else if has_mount_ns {
         rootfs::move_and_chroot(ctx.rootfs)?;
     } else if !has_mount_ns {
         let c = cstr(ctx.rootfs);
         cvt(unsafe { libc::chroot(c.as_ptr()) }).map_err(|e| Error::os("chroot", e))?;
         cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
     }
-    if plan.new_mount {
+    if has_mount_ns {
         rootfs::apply_root_propagation(linux.and_then(|l| l.rootfs_propagation().as_deref()))?;
     }
     tr.mark("pivot_root");
@@ -311,7 +313,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
             .iter()
             .flatten()
             .any(|m| matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2")));
-        if !(plan.new_mount && needs_cg) {
+        if !(has_mount_ns && needs_cg) {
             cvt(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) })
                 .map_err(|e| Error::os("unshare cgroup namespace", e))?;
         }
@@ -322,7 +324,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
         if let Some(s) = l.sysctl() {
             rootfs::set_sysctls(s)?;
         }
-        if plan.new_mount {
+        if has_mount_ns {
             if let Some(m) = l.masked_paths() {
                 rootfs::mask_paths(m)?;
             }
@@ -337,7 +339,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
         .as_ref()
         .and_then(|r| r.readonly())
         .unwrap_or(false)
-        && plan.new_mount
+        && has_mount_ns
     {
         rootfs::readonly_root()?;
     }

@@ -78,6 +78,16 @@ impl Plan {
                         LinuxNamespaceType::User => p.joins.insert(0, (t, fd)),
                         _ => {
                             if t == LinuxNamespaceType::Mount {
+                                // The rootfs is set up (and pivot_root'ed) in a joined mount
+                                // namespace; in our own one that would move the host's processes.
+                                let ours = std::fs::metadata("/proc/self/ns/mnt").ok();
+                                let theirs = std::fs::metadata(path).ok();
+                                if let (Some(a), Some(b)) = (ours, theirs) {
+                                    use std::os::unix::fs::MetadataExt;
+                                    if a.ino() == b.ino() && a.dev() == b.dev() {
+                                        bail!("linux.namespaces: {} is the runtime's own mount namespace; a container cannot share it", path.display());
+                                    }
+                                }
                                 p.join_mount = true;
                             }
                             p.joins.push((t, fd))

@@ -139,7 +139,14 @@ pub fn create(
         process.selinux_label().as_deref(),
     )?;
     let linux = spec.linux().as_ref();
-    let plan = Plan::from_spec(linux.and_then(|l| l.namespaces().as_deref()).unwrap_or(&[]))?;
+    let mut plan = Plan::from_spec(linux.and_then(|l| l.namespaces().as_deref()).unwrap_or(&[]))?;
+    let time_offsets = linux.and_then(|l| l.time_offsets().as_ref()).filter(|o| !o.is_empty());
+    if time_offsets.is_some() {
+        if !plan.new_time {
+            return Err(Error::msg("linux.timeOffsets: needs a new time namespace in linux.namespaces"));
+        }
+        plan.defer_time_ns();
+    }
     let terminal = process.terminal().unwrap_or(false);
     // A foreground `run` with a terminal and no --console-socket keeps the pty master itself.
     let mut console_rx = None;

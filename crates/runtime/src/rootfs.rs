@@ -925,14 +925,18 @@ pub fn move_and_chroot(rootfs: &Path) -> Result<()> {
 pub fn mask_paths(paths: &[String]) -> Result<()> {
     for p in paths {
         let c = cstr_s(p);
-        // Try the file case first: most masked paths are files.
-        match mount(Some(c"/dev/null"), &c, None, libc::MS_BIND, None) {
-            Ok(()) => continue,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
-            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {}
-            Err(e) => return Err(Error::os(format!("linux.maskedPaths: {p}"), e)),
+        // One stat decides: a failed mount(2) is not cheap (the kernel waits for an RCU grace
+        // period to free the half-made mount), so never try the wrong kind first.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::stat(c.as_ptr(), &mut st) } < 0 {
+            continue; // missing: nothing to mask
         }
-        match mount(Some(c"tmpfs"), &c, Some(c"tmpfs"), libc::MS_RDONLY, None) {
+        let r = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            mount(Some(c"tmpfs"), &c, Some(c"tmpfs"), libc::MS_RDONLY, None)
+        } else {
+            mount(Some(c"/dev/null"), &c, None, libc::MS_BIND, None)
+        };
+        match r {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(Error::os(format!("linux.maskedPaths: {p}"), e)),

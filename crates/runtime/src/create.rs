@@ -140,10 +140,14 @@ pub fn create(
     )?;
     let linux = spec.linux().as_ref();
     let mut plan = Plan::from_spec(linux.and_then(|l| l.namespaces().as_deref()).unwrap_or(&[]))?;
-    let time_offsets = linux.and_then(|l| l.time_offsets().as_ref()).filter(|o| !o.is_empty());
+    let time_offsets = linux
+        .and_then(|l| l.time_offsets().as_ref())
+        .filter(|o| !o.is_empty());
     if time_offsets.is_some() {
         if !plan.new_time {
-            return Err(Error::msg("linux.timeOffsets: needs a new time namespace in linux.namespaces"));
+            return Err(Error::msg(
+                "linux.timeOffsets: needs a new time namespace in linux.namespaces",
+            ));
         }
         plan.defer_time_ns();
     }

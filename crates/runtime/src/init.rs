@@ -177,7 +177,10 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
         let _ = HOST_PID.set(host_pid());
     }
     plan.join_and_unshare(false)?;
-    if let Some(off) = linux.and_then(|l| l.time_offsets().as_ref()).filter(|o| !o.is_empty()) {
+    if let Some(off) = linux
+        .and_then(|l| l.time_offsets().as_ref())
+        .filter(|o| !o.is_empty())
+    {
         crate::namespaces::enter_time_ns_with_offsets(off)?;
     }
     let in_new_userns = plan.new_user;

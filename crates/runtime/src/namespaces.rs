@@ -212,18 +212,28 @@ pub fn path_of(pid: i32, t: LinuxNamespaceType) -> std::ffi::CString {
 }
 
 /// Child side of `Plan::defer_time_ns`: a new time namespace with the spec's offsets.
-pub fn enter_time_ns_with_offsets(offsets: &std::collections::HashMap<String, oci_spec::runtime::LinuxTimeOffset>) -> Result<()> {
-    cvt(unsafe { libc::unshare(clone_flag(LinuxNamespaceType::Time)) }).map_err(|e| Error::os("unshare time namespace", e))?;
+pub fn enter_time_ns_with_offsets(
+    offsets: &std::collections::HashMap<String, oci_spec::runtime::LinuxTimeOffset>,
+) -> Result<()> {
+    cvt(unsafe { libc::unshare(clone_flag(LinuxNamespaceType::Time)) })
+        .map_err(|e| Error::os("unshare time namespace", e))?;
     let mut text = String::new();
     for (clock, off) in offsets {
         let name = match clock.as_str() {
             "monotonic" | "boottime" => clock.as_str(),
             other => bail!("linux.timeOffsets: unknown clock {other:?} (monotonic or boottime)"),
         };
-        text.push_str(&format!("{name} {} {}\n", off.secs().unwrap_or(0), off.nanosecs().unwrap_or(0)));
+        text.push_str(&format!(
+            "{name} {} {}\n",
+            off.secs().unwrap_or(0),
+            off.nanosecs().unwrap_or(0)
+        ));
     }
-    std::fs::write("/proc/self/timens_offsets", text).map_err(|e| Error::os("linux.timeOffsets: writing timens_offsets", e))?;
-    let f = std::fs::File::open("/proc/self/ns/time_for_children").map_err(|e| Error::os("linux.timeOffsets", e))?;
-    cvt(unsafe { libc::setns(f.as_raw_fd(), clone_flag(LinuxNamespaceType::Time)) }).map_err(|e| Error::os("entering the time namespace", e))?;
+    std::fs::write("/proc/self/timens_offsets", text)
+        .map_err(|e| Error::os("linux.timeOffsets: writing timens_offsets", e))?;
+    let f = std::fs::File::open("/proc/self/ns/time_for_children")
+        .map_err(|e| Error::os("linux.timeOffsets", e))?;
+    cvt(unsafe { libc::setns(f.as_raw_fd(), clone_flag(LinuxNamespaceType::Time)) })
+        .map_err(|e| Error::os("entering the time namespace", e))?;
     Ok(())
 }

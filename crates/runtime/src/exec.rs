@@ -266,36 +266,10 @@ fn exec_child(
             )));
         }
         init::check_cwd_inside(process.cwd())?;
-        if let Some(r) = process.rlimits() {
-            sprout_process::set_rlimits(r)?;
-        }
-        if let Some(o) = process.oom_score_adj() {
-            sprout_process::set_oom_score_adj(o)?;
-        }
-        sprout_process::set_exec_lsm_labels(
-            process.apparmor_profile().as_deref(),
-            process.selinux_label().as_deref(),
-        )?;
+        init::apply_process_attrs(process, None)?;
         let exec = init::prepare_exec(process)?;
-        // Before seccomp, which may not allow close_range (CVE-2024-21626: no host fd survives).
-        sys::cloexec_from(3 + preserve_fds)
-            .map_err(|e| Error::os("marking fds close-on-exec", e))?;
-        for fd in 3..3 + preserve_fds as i32 {
-            let _ = sys::set_cloexec(fd, false);
-        }
-        // The channel must stay open until execve (it is close-on-exec): its EOF is the success.
-        let _ = sys::set_cloexec(chan.raw(), true);
-        let nnp = process.no_new_privileges().unwrap_or(false);
-        if let (Some(sc), false) = (seccomp, nnp) {
-            sc.load()?;
-        }
-        sprout_process::finalize_privileges(process.user(), process.capabilities().as_ref())?;
-        if nnp {
-            sprout_process::set_no_new_privs()?;
-            if let Some(sc) = seccomp {
-                sc.load()?;
-            }
-        }
+        // The channel is close-on-exec (lock_down marks every fd): its EOF is the success.
+        init::lock_down(process, seccomp, chan, preserve_fds, true)?;
         Ok(exec)
     })();
     match r {

@@ -384,23 +384,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     let exec = prepare_exec(process)?;
     apply_process_attrs(process, linux.and_then(|l| l.personality().as_ref()))?;
     go.wait(ctx)?;
-    // Nothing of the host may reach the container: every fd past stdio and the preserved ones is
-    // closed at execve (CVE-2024-21626). Done before seccomp, which may not allow close_range.
-    crate::sys::cloexec_from(3 + ctx.preserve_fds)
-        .map_err(|e| Error::os("marking fds close-on-exec", e))?;
-    if ctx.preserve_fds > 0 {
-        for fd in 3..3 + ctx.preserve_fds as RawFd {
-            let _ = crate::sys::set_cloexec(fd, false);
-        }
-    }
-    if let (Some(sc), false) = (ctx.seccomp, exec.nnp) {
-        // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: load it while we have it.
-        load_seccomp(ctx.chan, sc)?;
-    }
-    sprout_process::finalize_privileges(process.user(), process.capabilities().as_ref())?;
-    if exec.nnp {
-        sprout_process::set_no_new_privs()?;
-    }
+    lock_down(process, ctx.seccomp, ctx.chan, ctx.preserve_fds, false)?;
     tr.mark("process");
     ctx.chan
         .send(sync::READY, tr.buf.as_bytes())
@@ -408,7 +392,40 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     Ok(exec)
 }
 
-fn apply_process_attrs(
+/// The last steps before execve, shared by the init and `exec`: close-on-exec for every host fd,
+/// seccomp (before dropping capabilities when no_new_privs is off, since loading then needs
+/// CAP_SYS_ADMIN), capabilities and identity, no_new_privs. With no_new_privs the filter is
+/// loaded here only if `nnp_filter_now` (the init loads it later, after the exec fifo).
+pub fn lock_down(
+    process: &Process,
+    seccomp: Option<&sprout_seccomp::Prepared>,
+    chan: &Channel,
+    preserve_fds: u32,
+    nnp_filter_now: bool,
+) -> Result<()> {
+    // Nothing of the host may reach the container: every fd past stdio and the preserved ones is
+    // closed at execve (CVE-2024-21626). Done before seccomp, which may not allow close_range.
+    crate::sys::cloexec_from(3 + preserve_fds)
+        .map_err(|e| Error::os("marking fds close-on-exec", e))?;
+    for fd in 3..3 + preserve_fds as RawFd {
+        let _ = crate::sys::set_cloexec(fd, false);
+    }
+    let nnp = process.no_new_privileges().unwrap_or(false);
+    if let (Some(sc), false) = (seccomp, nnp) {
+        load_seccomp(chan, sc)?;
+    }
+    sprout_process::finalize_privileges(process.user(), process.capabilities().as_ref())?;
+    if nnp {
+        sprout_process::set_no_new_privs()?;
+        if let (Some(sc), true) = (seccomp, nnp_filter_now) {
+            load_seccomp(chan, sc)?;
+        }
+    }
+    Ok(())
+}
+
+/// Process attributes from the config (personality is container-wide: the init only).
+pub fn apply_process_attrs(
     process: &Process,
     personality: Option<&oci_spec::runtime::LinuxPersonality>,
 ) -> Result<()> {

@@ -360,7 +360,7 @@ const FWD: [i32; 8] = [
     libc::SIGCONT,
 ];
 
-fn forwarded_set() -> libc::sigset_t {
+pub(crate) fn forwarded_set() -> libc::sigset_t {
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);

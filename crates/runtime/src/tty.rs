@@ -73,21 +73,8 @@ fn copy_winsize(master: RawFd) {
 pub fn proxy_and_wait(pidfd: &OwnedFd, pid: i32, master: OwnedFd) -> Result<i32> {
     let _raw = RawMode::enter();
     copy_winsize(master.as_raw_fd());
-    const FWD: [i32; 7] = [
-        libc::SIGINT,
-        libc::SIGTERM,
-        libc::SIGHUP,
-        libc::SIGQUIT,
-        libc::SIGUSR1,
-        libc::SIGUSR2,
-        libc::SIGWINCH,
-    ];
     unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in FWD {
-            libc::sigaddset(&mut set, s);
-        }
+        let set = crate::lifecycle::forwarded_set();
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         let sfd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
         let m = master.as_raw_fd();

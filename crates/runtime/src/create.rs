@@ -188,24 +188,28 @@ pub fn create(
         &opts.id,
         opts.systemd_cgroup,
     )?;
-    // If we are killed from here on, `delete --force` must still find the cgroup (and, once
-    // written again after clone, the init): a minimal state goes down first.
-    let mut early = State {
+    // The whole state is known now; it is written before the cgroup directories are made and
+    // once more after clone with the init's pid, so that `delete --force` can undo a create
+    // killed at any point (cgroup_pending: the directories may be half made).
+    let mut st = State {
         id: opts.id.clone(),
         pid: 0,
         pid_start: 0,
         bundle: config.bundle.clone(),
         rootfs: config.rootfs.clone(),
-        created: String::new(),
+        created: sys::now_rfc3339(),
         owner: String::new(),
-        annotations: Default::default(),
+        annotations: spec.annotations().clone().unwrap_or_default(),
         cgroup: Some(cg.clone()),
         own_pid_ns: plan.new_pid,
         systemd_cgroup: opts.systemd_cgroup,
-        has_hooks: false,
         cgroup_pending: true,
+        has_hooks: spec.hooks().as_ref().is_some_and(|h| {
+            h.poststart().as_ref().is_some_and(|v| !v.is_empty())
+                || h.poststop().as_ref().is_some_and(|v| !v.is_empty())
+        }),
     };
-    store.save(&early)?;
+    store.save(&st)?;
     cg.create()?;
     cleanup.cgroup = Some(cg.clone());
     if let Some(res) = linux.and_then(|l| l.resources().as_ref()) {
@@ -291,30 +295,12 @@ pub fn create(
     drop(console);
     trace.mark("clone");
     let pid_start = sys::proc_start_time(pid).map(|s| s.0).unwrap_or(0);
-    let mut st = State {
-        id: opts.id.clone(),
-        pid,
-        pid_start,
-        bundle: config.bundle.clone(),
-        rootfs: config.rootfs.clone(),
-        created: sys::now_rfc3339(),
-        owner: String::new(),
-        annotations: spec.annotations().clone().unwrap_or_default(),
-        cgroup: Some(cg.clone()),
-        own_pid_ns: plan.new_pid,
-        systemd_cgroup: opts.systemd_cgroup,
-        cgroup_pending: false,
-        has_hooks: hooks.is_some_and(|h| {
-            h.poststart().as_ref().is_some_and(|v| !v.is_empty())
-                || h.poststop().as_ref().is_some_and(|v| !v.is_empty())
-        }),
-    };
     cleanup.child = Some(pidfd);
-    early.pid = pid;
-    early.pid_start = pid_start;
-    early.cgroup = Some(cg.clone());
-    early.cgroup_pending = false;
-    store.save(&early)?;
+    st.pid = pid;
+    st.pid_start = pid_start;
+    st.cgroup = Some(cg.clone());
+    st.cgroup_pending = false;
+    store.save(&st)?;
 
     // Id maps (the child asks first if it made its user namespace with unshare), then the cgroup,
     // then GO.
@@ -380,12 +366,10 @@ pub fn create(
 
     std::fs::write(dir.join(state::CONFIG_FILE), &config.raw)
         .map_err(|e| Error::os("saving config", e))?;
-    store.save(&st)?;
     if let Some(p) = &opts.pid_file {
         write_pid_file(p, pid)?;
     }
     trace.mark("state_save");
-    st.owner.clear();
     cleanup.armed = false;
     let pidfd = cleanup.child.take().expect("pidfd");
     Ok(Created {

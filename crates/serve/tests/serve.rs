@@ -362,10 +362,7 @@ with zipfile.ZipFile("{}/tinypkg-1.0-py3-none-any.whl", "w") as z:
 #[test]
 fn install_cache_and_package_zygote() {
     need_root!();
-    let wheels = std::path::PathBuf::from(format!(
-        "/tmp/sprout-serve-test-wheels-{}",
-        std::process::id()
-    ));
+    let wheels = std::path::PathBuf::from(format!("/tmp/serve-test-wheels-{}", std::process::id()));
     make_wheel(&wheels);
     let d = Daemon::start(
         "pkgs",

@@ -51,10 +51,7 @@ fn free_port() -> u16 {
 
 impl Daemon {
     pub fn config(name: &str, extra: &str) -> Daemon {
-        let dir = PathBuf::from(format!(
-            "/tmp/sprout-serve-test-{name}-{}",
-            std::process::id()
-        ));
+        let dir = PathBuf::from(format!("/tmp/serve-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let port = free_port();
@@ -91,12 +88,18 @@ impl Daemon {
     }
 
     pub fn spawn(&mut self) {
+        self.spawn_with(Path::new(BIN), &[]);
+    }
+
+    /// Start the daemon as `bin PRE_ARGS... --config CFG` (e.g. `sprout serve`).
+    pub fn spawn_with(&mut self, bin: &Path, pre_args: &[&str]) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.join("daemon.log"))
             .unwrap();
-        let child = Command::new(BIN)
+        let child = Command::new(bin)
+            .args(pre_args)
             .arg("--config")
             .arg(&self.cfg)
             .stdin(Stdio::null())

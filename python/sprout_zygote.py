@@ -17,6 +17,10 @@ Started by the sprout-serve engine with `python3 -I -S sprout_zygote.py MODE FD`
                setgroups/setresgid/setresuid, sets no_new_privs, loads the seccomp filter
                and imports the handler: packages the zygote imported are already in memory
                (shared copy-on-write).
+               A "zygote" message (carrying the child zygote's control socket, its root dir fd
+               and its cgroup.procs fds) forks a child zygote: it joins its cgroup, chroots
+               into its root (our packages + more), imports only the extra packages and serves
+               forks on its own socket (the import-cache tree of SOCK).
 
 Wire format on every socket: 4-byte little-endian length + UTF-8 JSON. File descriptors ride
 (SCM_RIGHTS) on the first byte of a message.
@@ -323,25 +327,9 @@ def become_sandbox(sysc, setup, root_fd, bpf):
     _mark("seccomp")
 
 
-def zygote(ctl):
-    import signal
-    import socket
-
-    setup, fds = recv_msg(ctl, 16)
-    root_fd, cg_fds = fds[0], fds[1:]
-    for fd in cg_fds:
-        os.write(fd, b"0")
-        os.close(fd)
-    os.fchdir(root_fd)
-    os.chroot(".")
-    os.chdir("/")
-    os.close(root_fd)
-    sysc = _Sys()
-    bpf = bytes.fromhex(setup.get("seccomp", ""))
-    for p in reversed(setup.get("paths", [])):
-        sys.path.insert(0, p)
+def _import_all(names):
     imported, failed = [], []
-    for name in setup.get("preload", []):
+    for name in names:
         try:
             __import__(name)
             imported.append(name)
@@ -351,19 +339,83 @@ def zygote(ctl):
 
     gc.collect()
     gc.freeze()  # keep pre-imported objects out of the children's GC scans (fewer COW faults)
+    return imported, failed
+
+
+def _enter_root(root_fd):
+    # fchdir to a directory outside the current root, then chroot there: how a (root) zygote
+    # moves into the root of a child zygote with more packages.
+    os.fchdir(root_fd)
+    os.chroot(".")
+    os.chdir("/")
+    os.close(root_fd)
+
+
+def zygote(ctl):
+    import signal
+
+    setup, fds = recv_msg(ctl, 16)
+    root_fd, cg_fds = fds[0], fds[1:]
+    for fd in cg_fds:
+        os.write(fd, b"0")
+        os.close(fd)
+    _enter_root(root_fd)
+    sysc = _Sys()
+    bpf = bytes.fromhex(setup.get("seccomp", ""))
+    for p in reversed(setup.get("paths", [])):
+        sys.path.insert(0, p)
+    imported, failed = _import_all(setup.get("preload", []))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # auto-reap forked children
-    send_msg(ctl, {"ready": True, "imported": imported, "failed": failed})
+    send_msg(ctl, {"ready": True, "imported": imported, "failed": failed, "pid": os.getpid()})
+    zygote_loop(ctl, sysc, bpf)
+
+
+def child_zygote(msg, fds):
+    """A zygote forked from this one (SOCK's zygote tree): it joins its own cgroup first (what
+    it imports is charged there; what it shares with us stays ours), moves into a root that
+    also has its extra packages, imports only those and serves forks on its own socket."""
+    ctl_fd, root_fd, cg_fds = fds[0], fds[1], fds[2:]
+    for fd in cg_fds:
+        os.write(fd, b"0")
+        os.close(fd)
+    import socket
+
+    ctl = socket.socket(fileno=ctl_fd)
+    try:
+        _enter_root(root_fd)
+        for p in reversed(msg.get("paths", [])):
+            if p not in sys.path:
+                sys.path.insert(0, p)
+        imported, failed = _import_all(msg.get("preload", []))
+        send_msg(ctl, {"ready": True, "imported": imported, "failed": failed, "pid": os.getpid()})
+    except BaseException as e:  # noqa: BLE001
+        try:
+            send_msg(ctl, {"ready": False, "error": "child zygote: %s" % e})
+        finally:
+            os._exit(1)
+    return ctl
+
+
+def zygote_loop(ctl, sysc, bpf):
+    import signal
+    import socket
+
     while True:
         try:
             msg, fds = recv_msg(ctl, 16)
         except EOFError:
             os._exit(0)
-        if msg.get("op") != "fork" or len(fds) < 1:
+        op = msg.get("op")
+        if op not in ("fork", "zygote") or len(fds) < (2 if op == "zygote" else 1):
             for fd in fds:
                 os.close(fd)
             send_msg(ctl, {"error": "bad zygote request"})
             continue
         pid = os.fork()
+        if pid == 0 and op == "zygote":
+            ctl.close()
+            zygote_loop(child_zygote(msg, fds), sysc, bpf)
+            os._exit(0)
         if pid == 0:
             # Join the sandbox's cgroup first: pages this child dirties before that would be
             # charged to the zygote's cgroup for as long as the sandbox lives.

@@ -63,10 +63,16 @@ pub struct Sandbox {
     frozen: bool,
     last_used: Instant,
     mem: u64,
+    /// Package-set key of its handler (the zygote it keeps in use).
+    zkey: String,
 }
 
 struct Zygote {
     key: String,
+    /// Package keys (`name-version`), sorted.
+    pkgs: Vec<String>,
+    /// The zygote this one was forked from (None: exec'd, the root zygote).
+    parent: Option<String>,
     ctl: Mutex<UnixStream>,
     pid: i32,
     cg: Mutex<Option<PoolCg>>,
@@ -74,18 +80,22 @@ struct Zygote {
     forks: AtomicU64,
     /// Forked, in their cgroup and namespaces, waiting for a handler.
     spares: Mutex<Vec<(UnixStream, PoolCg)>>,
+    /// Last fork taken for a sandbox (or when it became ready): the LRU clock for eviction.
     last_take: Mutex<Instant>,
     imported: Vec<String>,
+    /// Memory charged to its cgroup plus its spares' (refreshed by housekeeping).
     mem: AtomicU64,
 }
 
 enum Job {
     Destroy(Box<Sandbox>),
     Detach(PathBuf),
+    DropZygote(Arc<Zygote>),
 }
 
 enum ZSlot {
-    Starting,
+    /// Being started, forked from the zygote with this key (None: exec'd).
+    Starting(Option<String>),
     Ready(Arc<Zygote>),
     Failed(Instant, String),
 }
@@ -126,6 +136,7 @@ pub struct Engine {
     /// SPROUT_SERVE_TRACE=1: per-start phase timings on stderr.
     trace: bool,
     stopping: std::sync::atomic::AtomicBool,
+    hk_tick: AtomicU64,
 }
 
 /// The default seccomp profile: allow everything but a deny-list of syscalls a handler has
@@ -292,6 +303,7 @@ impl Engine {
             this: std::sync::OnceLock::new(),
             trace: std::env::var_os("SPROUT_SERVE_TRACE").is_some(),
             stopping: Default::default(),
+            hk_tick: AtomicU64::new(0),
             cfg,
         });
         let _ = eng.this.set(Arc::downgrade(&eng));
@@ -306,6 +318,7 @@ impl Engine {
                         Job::Detach(p) => {
                             let _ = rootfs::umount_detach(&p);
                         }
+                        Job::DropZygote(z) => e2.teardown_zygote(&z),
                     }
                 }
             })
@@ -320,7 +333,7 @@ impl Engine {
             .unwrap();
         if eng.cfg.zygotes {
             let e4 = eng.clone();
-            std::thread::spawn(move || e4.ensure_zygote(&[], &[]));
+            std::thread::spawn(move || e4.ensure_zygote(&[], &[], None));
         }
         Ok(eng)
     }
@@ -563,22 +576,14 @@ impl Engine {
             let per = st.live_per.get(&h.name).copied().unwrap_or(0);
             if per < self.cfg.max_per_handler {
                 let est = 8 << 20;
-                let over = st.live >= self.cfg.max_sandboxes || st.mem + est > budget;
-                if over {
+                if st.live >= self.cfg.max_sandboxes {
                     // LRU eviction among idle sandboxes (of any handler).
-                    if let Some(i) = st
-                        .idle
-                        .iter()
-                        .enumerate()
-                        .min_by_key(|(_, s)| s.last_used)
-                        .map(|(i, _)| i)
-                    {
-                        let sb = st.idle.swap_remove(i);
-                        self.forget(&mut st, &sb);
-                        self.metrics.evicted();
-                        self.to_janitor(sb);
+                    if self.evict_lru(&mut st, false) {
                         continue;
                     }
+                } else if st.mem + self.zygote_mem() + est > budget && self.evict_lru(&mut st, true)
+                {
+                    continue;
                 }
                 if st.live < self.cfg.max_sandboxes {
                     st.live += 1;
@@ -612,6 +617,76 @@ impl Engine {
         }
     }
 
+    /// Memory held by the import cache: every ready zygote and its spares.
+    fn zygote_mem(&self) -> u64 {
+        self.zygotes
+            .lock()
+            .unwrap()
+            .values()
+            .map(|s| match s {
+                ZSlot::Ready(z) => z.mem.load(Ordering::Relaxed),
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Evict the least recently used of the idle sandboxes and (with `zygotes`) the leaf
+    /// zygotes: ready, not the root (empty package set), no child zygote ready or starting.
+    /// One LRU over both caches, as they share the memory budget. Returns whether something
+    /// was evicted. Lock order: state, then zygotes.
+    fn evict_lru(&self, st: &mut State, zygotes: bool) -> bool {
+        let sb = st
+            .idle
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, s)| s.last_used)
+            .map(|(i, s)| (i, s.last_used));
+        let mut zs = self.zygotes.lock().unwrap();
+        let leaf = if zygotes {
+            let parents: std::collections::HashSet<&str> = zs
+                .values()
+                .filter_map(|s| match s {
+                    ZSlot::Ready(z) => z.parent.as_deref(),
+                    ZSlot::Starting(p) => p.as_deref(),
+                    ZSlot::Failed(..) => None,
+                })
+                .collect();
+            zs.values()
+                .filter_map(|s| match s {
+                    ZSlot::Ready(z) if !z.pkgs.is_empty() && !parents.contains(z.key.as_str()) => {
+                        Some((z.key.clone(), *z.last_take.lock().unwrap()))
+                    }
+                    _ => None,
+                })
+                .min_by_key(|(_, t)| *t)
+        } else {
+            None
+        };
+        match (sb, leaf) {
+            (Some((i, ts)), l) if l.as_ref().is_none_or(|(_, tz)| ts <= *tz) => {
+                drop(zs);
+                let sb = st.idle.swap_remove(i);
+                self.forget(st, &sb);
+                self.metrics.evicted();
+                self.to_janitor(sb);
+                true
+            }
+            (_, Some((key, _))) => {
+                if let Some(ZSlot::Ready(z)) = zs.remove(&key) {
+                    drop(zs);
+                    eprintln!(
+                        "sprout-serve: evicting zygote [{key}] ({} KiB)",
+                        z.mem.load(Ordering::Relaxed) >> 10
+                    );
+                    self.metrics.zygote_evicted();
+                    let _ = self.janitor.lock().unwrap().send(Job::DropZygote(z));
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn forget(&self, st: &mut State, sb: &Sandbox) {
         st.live -= 1;
         if let Some(n) = st.live_per.get_mut(&sb.handler) {
@@ -630,6 +705,10 @@ impl Engine {
 
     fn release(&self, mut sb: Sandbox) {
         sb.last_used = Instant::now();
+        // A zygote stays as recently used as the handlers of its package set.
+        if let Some(ZSlot::Ready(z)) = self.zygotes.lock().unwrap().get(&sb.zkey) {
+            *z.last_take.lock().unwrap() = sb.last_used;
+        }
         let mut st = self.st.lock().unwrap();
         st.idle.push(sb);
         drop(st);
@@ -679,6 +758,14 @@ impl Engine {
             }
         }
         self.replenish_spares();
+        self.freeze(to_freeze);
+        // Zygote memory is re-read every ~200 ms (a file read per zygote and spare).
+        if self.hk_tick.fetch_add(1, Ordering::Relaxed) % 10 == 0 {
+            self.enforce_budget();
+        }
+    }
+
+    fn freeze(&self, to_freeze: Vec<Sandbox>) {
         if to_freeze.is_empty() {
             return;
         }
@@ -788,7 +875,7 @@ impl Engine {
                     }
                     Err(e) => {
                         eprintln!("sprout-serve: zygote [{}] failed ({e}); dropping it", z.key);
-                        self.drop_zygote(&z.key);
+                        self.drop_zygote(&z);
                     }
                 }
             }
@@ -814,6 +901,7 @@ impl Engine {
             frozen: false,
             last_used: Instant::now(),
             mem: 0,
+            zkey: Self::zkey(&h.packages),
         };
         let _ = sb
             .sock
@@ -958,6 +1046,43 @@ impl Engine {
         }
     }
 
+    /// Refresh the zygotes' memory (their cgroup and their spares'), then evict LRU (idle
+    /// sandboxes and leaf zygotes) while the accounted total is over the budget.
+    fn enforce_budget(&self) {
+        let zs: Vec<Arc<Zygote>> = self
+            .zygotes
+            .lock()
+            .unwrap()
+            .values()
+            .filter_map(|s| match s {
+                ZSlot::Ready(z) => Some(z.clone()),
+                _ => None,
+            })
+            .collect();
+        for z in &zs {
+            let own =
+                z.cg.lock()
+                    .unwrap()
+                    .as_ref()
+                    .map_or(0, |c| c.memory_usage());
+            let spares: u64 = z
+                .spares
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(_, c)| c.memory_usage())
+                .sum();
+            z.mem.store(own + spares, Ordering::Relaxed);
+        }
+        let budget = self.cfg.memory_budget_mb << 20;
+        let mut st = self.st.lock().unwrap();
+        while st.mem + self.zygote_mem() > budget {
+            if !self.evict_lru(&mut st, true) {
+                break;
+            }
+        }
+    }
+
     fn replenish_spares(&self) {
         let want = self.cfg.zygote_spares;
         if want == 0 {
@@ -987,7 +1112,7 @@ impl Engine {
                     Ok(s) => z.spares.lock().unwrap().push(s),
                     Err(e) => {
                         eprintln!("sprout-serve: zygote [{}] failed ({e}); dropping it", z.key);
-                        self.drop_zygote(&z.key);
+                        self.drop_zygote(&z);
                         break;
                     }
                 }
@@ -997,40 +1122,63 @@ impl Engine {
 
     // ------------------------------------------------------------------ zygotes (import cache)
 
-    /// The ready zygote for `key`, or None (starting one in the background when missing).
+    /// The zygote to fork a sandbox of `h` from: the one for its package set when ready, else
+    /// the ready zygote with the largest subset of its packages (the root zygote, with none,
+    /// is a subset of every set): the sandbox then imports the rest itself. A missing zygote
+    /// for the exact set is started in the background, forked from that same best subset
+    /// (SOCK's zygote tree: it imports only the packages its parent lacks).
     fn zygote_ready(&self, key: &str, h: &HandlerInfo) -> Option<Arc<Zygote>> {
+        let want: Vec<&str> = h.packages.iter().map(|(k, _)| k.as_str()).collect();
         let mut zs = self.zygotes.lock().unwrap();
-        match zs.get(key) {
-            Some(ZSlot::Ready(z)) => return Some(z.clone()),
-            Some(ZSlot::Starting) => return None,
-            Some(ZSlot::Failed(t, _)) if t.elapsed() < Duration::from_secs(30) => return None,
-            _ => {}
+        if let Some(ZSlot::Ready(z)) = zs.get(key) {
+            return Some(z.clone());
         }
-        if zs
-            .values()
-            .filter(|s| matches!(s, ZSlot::Ready(_) | ZSlot::Starting))
-            .count()
-            >= self.cfg.max_zygotes
-        {
-            return None;
+        let best = Self::best_subset(&zs, &want);
+        let start = match zs.get(key) {
+            Some(ZSlot::Starting(_)) => false,
+            Some(ZSlot::Failed(t, _)) if t.elapsed() < Duration::from_secs(30) => false,
+            _ => {
+                zs.values()
+                    .filter(|s| matches!(s, ZSlot::Ready(_) | ZSlot::Starting(_)))
+                    .count()
+                    < self.cfg.max_zygotes
+            }
+        };
+        if start {
+            let parent = best.as_ref().map(|z| z.key.clone());
+            zs.insert(key.to_string(), ZSlot::Starting(parent.clone()));
+            let pkgs = h.packages.clone();
+            let preload = h.cfg.preload.clone();
+            if let Some(me) = self.this.get().and_then(|w| w.upgrade()) {
+                std::thread::spawn(move || me.ensure_zygote(&pkgs, &preload, parent));
+            }
         }
-        zs.insert(key.to_string(), ZSlot::Starting);
-        drop(zs);
-        let pkgs = h.packages.clone();
-        let preload = h.cfg.preload.clone();
-        if let Some(me) = self.this.get().and_then(|w| w.upgrade()) {
-            std::thread::spawn(move || me.ensure_zygote(&pkgs, &preload));
-        }
-        None
+        best
     }
 
-    fn ensure_zygote(&self, pkgs: &[(String, PathBuf)], extra: &[String]) {
+    /// The ready zygote whose package set is the largest subset of `want` (ties: the most
+    /// recently used).
+    fn best_subset(zs: &HashMap<String, ZSlot>, want: &[&str]) -> Option<Arc<Zygote>> {
+        zs.values()
+            .filter_map(|s| match s {
+                ZSlot::Ready(z) if z.pkgs.iter().all(|p| want.contains(&p.as_str())) => Some(z),
+                _ => None,
+            })
+            .max_by_key(|z| (z.pkgs.len(), *z.last_take.lock().unwrap()))
+            .cloned()
+    }
+
+    fn ensure_zygote(&self, pkgs: &[(String, PathBuf)], extra: &[String], parent: Option<String>) {
         let key = Self::zkey(pkgs);
         self.zygotes
             .lock()
             .unwrap()
-            .insert(key.clone(), ZSlot::Starting);
-        match self.start_zygote(&key, pkgs, extra) {
+            .insert(key.clone(), ZSlot::Starting(parent.clone()));
+        let parent = parent.and_then(|p| match self.zygotes.lock().unwrap().get(&p) {
+            Some(ZSlot::Ready(z)) => Some(z.clone()),
+            _ => None,
+        });
+        match self.start_zygote(&key, pkgs, extra, parent) {
             Ok(z) => {
                 self.zygotes
                     .lock()
@@ -1047,23 +1195,30 @@ impl Engine {
         }
     }
 
-    fn drop_zygote(&self, key: &str) {
-        let slot = self.zygotes.lock().unwrap().insert(
-            key.to_string(),
-            ZSlot::Failed(Instant::now(), "died".into()),
-        );
-        if let Some(ZSlot::Ready(z)) = slot {
-            for (sock, cg) in std::mem::take(&mut *z.spares.lock().unwrap()) {
-                drop(sock);
-                let _ = cg.mgr.kill_all(libc::SIGKILL);
-                self.pool.put(cg);
-            }
-            if let Some(cg) = z.cg.lock().unwrap().take() {
-                let _ = cg.mgr.kill_all(libc::SIGKILL);
-                self.pool.put(cg);
-            }
-            rootfs::remove_root(&z.root);
+    /// A zygote that failed: marked failed (not retried for 30 s) and torn down, unless it
+    /// was evicted or replaced meanwhile.
+    fn drop_zygote(&self, z: &Arc<Zygote>) {
+        let mut zs = self.zygotes.lock().unwrap();
+        if !matches!(zs.get(&z.key), Some(ZSlot::Ready(x)) if Arc::ptr_eq(x, z)) {
+            return;
         }
+        zs.insert(z.key.clone(), ZSlot::Failed(Instant::now(), "died".into()));
+        drop(zs);
+        self.teardown_zygote(z);
+    }
+
+    /// Kill a zygote (already out of the map) and its spares; give back their cgroups.
+    fn teardown_zygote(&self, z: &Zygote) {
+        for (sock, cg) in std::mem::take(&mut *z.spares.lock().unwrap()) {
+            drop(sock);
+            let _ = cg.mgr.kill_all(libc::SIGKILL);
+            self.pool.put(cg);
+        }
+        if let Some(cg) = z.cg.lock().unwrap().take() {
+            let _ = cg.mgr.kill_all(libc::SIGKILL);
+            self.pool.put(cg);
+        }
+        rootfs::remove_root(&z.root);
     }
 
     fn start_zygote(
@@ -1071,6 +1226,7 @@ impl Engine {
         key: &str,
         pkgs: &[(String, PathBuf)],
         extra: &[String],
+        parent: Option<Arc<Zygote>>,
     ) -> Result<Zygote, String> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut cg = self.pool.get()?;
@@ -1097,34 +1253,63 @@ impl Engine {
             rootfs::remove_root(&root);
             e
         };
-        let mut preload: Vec<String> = if pkgs.is_empty() {
-            self.cfg.zygote_preload.clone()
-        } else {
-            vec![]
+        // Forked from a parent: import only what it lacks. Exec'd: the root zygote's preload.
+        let mut preload: Vec<String> = match &parent {
+            None if pkgs.is_empty() => self.cfg.zygote_preload.clone(),
+            _ => vec![],
         };
-        for (_, d) in pkgs {
-            preload.extend(install::top_level_modules(d));
+        for (k, d) in pkgs {
+            if !parent.as_ref().is_some_and(|p| p.pkgs.contains(k)) {
+                preload.extend(install::top_level_modules(d));
+            }
         }
         preload.extend(extra.iter().cloned());
         let paths: Vec<String> = pkgs.iter().map(|(k, _)| format!("/packages/{k}")).collect();
         let (a, b) = proto::pair().map_err(|e| e.to_string())?;
-        let pid = match spawn::spawn_zygote(
-            &self.cfg.python,
-            &self.cfg.zygote_script(),
-            &b,
-            self.log_fd.as_raw_fd(),
-        ) {
-            Ok(p) => p,
-            Err(e) => return Err(fail(cg, format!("spawn zygote: {e}"))),
+        let rootfd = match open_dir_path(&root) {
+            Ok(f) => f,
+            Err(e) => return Err(fail(cg, e.to_string())),
         };
-        drop(b);
-        let rootfd = open_dir_path(&root).map_err(|e| e.to_string())?;
-        let mut fds = vec![rootfd.as_raw_fd()];
-        fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
-        let setup = json!({"paths": paths, "preload": preload, "seccomp": self.bpf_hex});
         let _ = a.set_read_timeout(Some(Duration::from_secs(120)));
-        let r = proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &fds)
-            .and_then(|_| proto::recv_json(&a));
+        let r = if let Some(p) = &parent {
+            // SOCK's zygote tree: the parent forks the child, which joins its own cgroup,
+            // chroots into its root (the parent's packages + the new ones) and imports.
+            let mut fds = vec![b.as_raw_fd(), rootfd.as_raw_fd()];
+            fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
+            let msg = json!({"op": "zygote", "paths": paths, "preload": preload});
+            let forked = {
+                let ctl = p.ctl.lock().unwrap();
+                proto::send(&ctl, &serde_json::to_vec(&msg).unwrap(), &fds)
+                    .and_then(|_| proto::recv_json(&ctl))
+            };
+            drop(b);
+            match forked {
+                Ok(v) if v.get("pid").is_some() => {
+                    p.forks.fetch_add(1, Ordering::Relaxed);
+                    proto::recv_json(&a)
+                }
+                Ok(v) => Err(std::io::Error::other(format!("parent zygote: {v}"))),
+                Err(e) => Err(std::io::Error::other(format!(
+                    "parent zygote [{}]: {e}",
+                    p.key
+                ))),
+            }
+        } else {
+            if let Err(e) = spawn::spawn_zygote(
+                &self.cfg.python,
+                &self.cfg.zygote_script(),
+                &b,
+                self.log_fd.as_raw_fd(),
+            ) {
+                return Err(fail(cg, format!("spawn zygote: {e}")));
+            }
+            drop(b);
+            let mut fds = vec![rootfd.as_raw_fd()];
+            fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
+            let setup = json!({"paths": paths, "preload": preload, "seccomp": self.bpf_hex});
+            proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &fds)
+                .and_then(|_| proto::recv_json(&a))
+        };
         drop(rootfd);
         let v = match r {
             Ok(v) if v.get("ready") == Some(&Value::Bool(true)) => v,
@@ -1141,8 +1326,14 @@ impl Engine {
             })
             .unwrap_or_default();
         let mem = cg.memory_usage();
+        let pid = v
+            .get("pid")
+            .and_then(Value::as_i64)
+            .map_or(-1, |p| p as i32);
         Ok(Zygote {
             key: key.to_string(),
+            pkgs: pkgs.iter().map(|(k, _)| k.clone()).collect(),
+            parent: parent.as_ref().map(|p| p.key.clone()),
             ctl: Mutex::new(a),
             pid,
             cg: Mutex::new(Some(cg)),
@@ -1181,13 +1372,16 @@ impl Engine {
         let frozen_mem: Vec<u64> = st.idle.iter().filter(|s| s.frozen).map(|s| s.mem).collect();
         let mem = st.mem;
         drop(st);
+        let zmem = self.zygote_mem();
         let zs = self.zygotes.lock().unwrap();
         let zygotes: Vec<Value> = zs
             .iter()
             .map(|(k, s)| match s {
-                ZSlot::Ready(z) => json!({"packages": k, "state": "ready", "pid": z.pid, "forks": z.forks.load(Ordering::Relaxed), "spares": z.spares.lock().unwrap().len(),
-                                          "imported": z.imported, "memory_bytes": z.mem.load(Ordering::Relaxed)}),
-                ZSlot::Starting => json!({"packages": k, "state": "starting"}),
+                ZSlot::Ready(z) => json!({"packages": k, "state": "ready", "pid": z.pid, "parent": z.parent,
+                                          "forks": z.forks.load(Ordering::Relaxed), "spares": z.spares.lock().unwrap().len(),
+                                          "imported": z.imported, "memory_bytes": z.mem.load(Ordering::Relaxed),
+                                          "idle_ms": z.last_take.lock().unwrap().elapsed().as_millis() as u64}),
+                ZSlot::Starting(p) => json!({"packages": k, "state": "starting", "parent": p}),
                 ZSlot::Failed(_, e) => json!({"packages": k, "state": "failed", "error": e}),
             })
             .collect();
@@ -1197,7 +1391,8 @@ impl Engine {
             "sandboxes": {"hot": hot, "warm": warm, "busy": busy, "total": hot + warm + busy},
             "handlers": per,
             "zygotes": zygotes,
-            "memory": {"accounted_bytes": mem, "budget_bytes": self.cfg.memory_budget_mb << 20,
+            "memory": {"accounted_bytes": mem + zmem, "sandbox_bytes": mem, "zygote_bytes": zmem,
+                       "budget_bytes": self.cfg.memory_budget_mb << 20,
                        "frozen_sandbox_bytes": frozen_mem},
             "cgroup_pool": {"free": self.pool.free_len(), "created": self.pool.created.load(Ordering::Relaxed)},
             "install_cache": {"packages": n, "bytes": bytes, "dir": self.cfg.package_cache},
@@ -1211,6 +1406,7 @@ impl Engine {
         let busy = (st.live - st.idle.len()) as f64;
         let mem = st.mem as f64;
         drop(st);
+        let zmem = self.zygote_mem() as f64;
         let z = self
             .zygotes
             .lock()
@@ -1223,7 +1419,8 @@ impl Engine {
             ("sprout_serve_sandboxes", "{state=\"warm\"}", warm),
             ("sprout_serve_sandboxes", "{state=\"busy\"}", busy),
             ("sprout_serve_zygotes", "", z),
-            ("sprout_serve_memory_accounted_bytes", "", mem),
+            ("sprout_serve_memory_accounted_bytes", "", mem + zmem),
+            ("sprout_serve_zygote_memory_bytes", "", zmem),
             (
                 "sprout_serve_cgroup_pool_free",
                 "",

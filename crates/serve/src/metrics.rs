@@ -27,6 +27,7 @@ struct Inner {
     latency: BTreeMap<String, Hist>,
     sandboxes_started: BTreeMap<String, u64>,
     evictions: u64,
+    zygote_evictions: u64,
     kills: BTreeMap<String, u64>,
 }
 
@@ -61,6 +62,10 @@ impl Metrics {
 
     pub fn evicted(&self) {
         self.inner.lock().unwrap().evictions += 1;
+    }
+
+    pub fn zygote_evicted(&self) {
+        self.inner.lock().unwrap().zygote_evictions += 1;
     }
 
     pub fn killed(&self, why: &str) {
@@ -126,6 +131,11 @@ impl Metrics {
             s,
             "# TYPE sprout_serve_evictions_total counter\nsprout_serve_evictions_total {}",
             m.evictions
+        );
+        let _ = writeln!(
+            s,
+            "# TYPE sprout_serve_zygote_evictions_total counter\nsprout_serve_zygote_evictions_total {}",
+            m.zygote_evictions
         );
         let mut typed = std::collections::BTreeSet::new();
         for (name, labels, v) in gauges {

@@ -332,24 +332,31 @@ fn concurrency_limit_queues() {
 }
 
 fn make_wheel(dir: &std::path::Path) {
+    make_pkg_wheel(dir, "tinypkg", "VALUE = 42\n");
+}
+
+/// A pure-Python wheel `NAME-1.0` whose `NAME/__init__.py` is `init`, into `dir`.
+fn make_pkg_wheel(dir: &std::path::Path, name: &str, init: &str) {
     std::fs::create_dir_all(dir).unwrap();
     let py = format!(
         r#"
 import zipfile, base64, hashlib
-files = {{"tinypkg/__init__.py": "VALUE = 42\n",
-         "tinypkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
-         "tinypkg-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-         "tinypkg-1.0.dist-info/top_level.txt": "tinypkg\n"}}
+n = "{name}"
+files = {{n + "/__init__.py": {init},
+         n + "-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: " + n + "\nVersion: 1.0\n",
+         n + "-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+         n + "-1.0.dist-info/top_level.txt": n + "\n"}}
 rec = []
-with zipfile.ZipFile("{}/tinypkg-1.0-py3-none-any.whl", "w") as z:
-    for n, c in files.items():
-        z.writestr(n, c)
+with zipfile.ZipFile("{dir}/" + n + "-1.0-py3-none-any.whl", "w") as z:
+    for f, c in files.items():
+        z.writestr(f, c)
         h = base64.urlsafe_b64encode(hashlib.sha256(c.encode()).digest()).rstrip(b"=").decode()
-        rec.append("%s,sha256=%s,%d" % (n, h, len(c)))
-    rec.append("tinypkg-1.0.dist-info/RECORD,,")
-    z.writestr("tinypkg-1.0.dist-info/RECORD", "\n".join(rec) + "\n")
+        rec.append("%s,sha256=%s,%d" % (f, h, len(c)))
+    rec.append(n + "-1.0.dist-info/RECORD,,")
+    z.writestr(n + "-1.0.dist-info/RECORD", "\n".join(rec) + "\n")
 "#,
-        dir.display()
+        init = serde_json::to_string(init).unwrap(),
+        dir = dir.display()
     );
     let st = std::process::Command::new("python3")
         .arg("-c")
@@ -497,8 +504,9 @@ fn restart_cleans_up_after_a_killed_engine() {
 #[test]
 fn lru_eviction_within_memory_budget() {
     need_root!();
-    // ~2 MiB per sandbox + an 8 MiB estimate for the next one: a 10 MiB budget holds two.
-    let d = Daemon::start("lru", "memory_budget_mb = 10\nfreeze_after_ms = 50\n");
+    // The root zygote (1-7 MiB, with its spares) + ~2 MiB per sandbox + an 8 MiB estimate for
+    // the next one: a 12 MiB budget keeps at most one idle sandbox besides the new one.
+    let d = Daemon::start("lru", "memory_budget_mb = 12\nfreeze_after_ms = 50\n");
     for h in ["a", "b", "c", "d"] {
         d.add(h, ECHO, &[]);
     }
@@ -510,7 +518,7 @@ fn lru_eviction_within_memory_budget() {
     let total = st["sandboxes"]["total"].as_u64().unwrap();
     assert!(total <= 2, "budget exceeded: {st}");
     assert!(
-        st["memory"]["accounted_bytes"].as_u64().unwrap() <= 10 << 20,
+        st["memory"]["accounted_bytes"].as_u64().unwrap() <= 12 << 20,
         "{st}"
     );
     let m = d.get("/metrics").body;
@@ -564,4 +572,215 @@ fn custom_base_rootfs() {
     );
     assert_eq!(r.json()["proc"], true);
     assert_eq!(d.post("os", "{}").header("x-sprout-path"), Some("hot"));
+}
+
+fn zygote<'a>(st: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    st["zygotes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|z| z["packages"] == key)
+}
+
+fn proc_field(pid: i64, field: &str) -> String {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix(field).map(|v| v.trim().to_string()))
+        .unwrap()
+}
+
+fn memory_cgroup(pid: i64) -> String {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    s.lines()
+        .find(|l| {
+            l.split(':')
+                .nth(1)
+                .is_some_and(|c| c.split(',').any(|x| x == "memory"))
+                || l.starts_with("0::")
+        })
+        .unwrap()
+        .to_string()
+}
+
+/// Which packages were already imported (inherited from the zygote) when f.py started.
+const PRE: &str =
+    "import sys\nPRE = {m: m in sys.modules for m in ('pkga', 'pkgb')}\nimport pkga\n";
+
+/// SOCK's zygote tree: the zygote for {a, b} is forked from the zygote for {a} (itself forked
+/// from the root zygote) and imports only b; sandboxes fork from the best-matching zygote.
+#[test]
+fn zygote_tree_forks_children_from_parents() {
+    need_root!();
+    let wheels = std::path::PathBuf::from(format!(
+        "/tmp/serve-test-tree-wheels-{}",
+        std::process::id()
+    ));
+    make_pkg_wheel(&wheels, "pkga", "A = 1\n");
+    make_pkg_wheel(&wheels, "pkgb", "B = 2\n");
+    let d = Daemon::start(
+        "tree",
+        &format!(
+            "pip_args = [\"--no-index\", \"--find-links\", \"{}\"]\n",
+            wheels.display()
+        ),
+    );
+    assert!(eventually(10_000, || zygote(&d.status(), "")
+        .is_some_and(|z| z["state"] == "ready")));
+    let root_pid = zygote(&d.status(), "").unwrap()["pid"].as_i64().unwrap();
+    let code_a = format!("{PRE}def f(e):\n    return PRE\n");
+    d.add("a", &code_a, &[("requirements.txt", "pkga==1.0\n")]);
+    // No zygote for {a} yet: forked from the root zygote, imports pkga itself.
+    let r = d.post("a", "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-sprout-path"), Some("zygote"));
+    assert_eq!(r.json(), serde_json::json!({"pkga": false, "pkgb": false}));
+    assert!(
+        eventually(10_000, || zygote(&d.status(), "pkga-1.0")
+            .is_some_and(|z| z["state"] == "ready")),
+        "{}",
+        d.status()
+    );
+    let st = d.status();
+    let za = zygote(&st, "pkga-1.0").unwrap();
+    let za_pid = za["pid"].as_i64().unwrap();
+    assert_eq!(za["parent"], "", "{za}");
+    assert_eq!(za["imported"], serde_json::json!(["pkga"]), "{za}");
+    assert_eq!(proc_field(za_pid, "PPid:"), root_pid.to_string());
+    assert_ne!(memory_cgroup(za_pid), memory_cgroup(root_pid));
+
+    d.add(
+        "ab",
+        &format!("{PRE}import pkgb\ndef f(e):\n    return PRE\n"),
+        &[("requirements.txt", "pkga==1.0\npkgb==1.0\n")],
+    );
+    // Best match {a}: pkga is inherited, pkgb imported by the sandbox.
+    let r = d.post("ab", "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), serde_json::json!({"pkga": true, "pkgb": false}));
+    let key = "pkga-1.0,pkgb-1.0";
+    assert!(
+        eventually(10_000, || zygote(&d.status(), key)
+            .is_some_and(|z| z["state"] == "ready")),
+        "{}",
+        d.status()
+    );
+    let st = d.status();
+    let zab = zygote(&st, key).unwrap();
+    let zab_pid = zab["pid"].as_i64().unwrap();
+    assert_eq!(zab["parent"], "pkga-1.0", "{zab}");
+    assert_eq!(zab["imported"], serde_json::json!(["pkgb"]), "{zab}");
+    assert_eq!(proc_field(zab_pid, "PPid:"), za_pid.to_string());
+    assert_ne!(memory_cgroup(zab_pid), memory_cgroup(za_pid));
+    // Chrooted into a root with both packages (the parent's has only pkga).
+    assert!(
+        std::fs::read_link(format!("/proc/{zab_pid}/root")).unwrap()
+            != std::fs::read_link(format!("/proc/{za_pid}/root")).unwrap()
+    );
+    // A new sandbox of ab now forks from the {a, b} zygote: both inherited.
+    d.add(
+        "ab",
+        &format!("{PRE}import pkgb\ndef f(e):\n    return PRE\n"),
+        &[("requirements.txt", "pkga==1.0\npkgb==1.0\n")],
+    );
+    let r = d.post("ab", "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), serde_json::json!({"pkga": true, "pkgb": true}));
+    assert_eq!(
+        zygote(&d.status(), key).unwrap()["forks"].as_u64().unwrap() >= 1,
+        true
+    );
+    let m = d.get("/metrics").body;
+    assert!(m.contains("sprout_serve_zygote_evictions_total 0"), "{m}");
+    let _ = std::fs::remove_dir_all(&wheels);
+}
+
+/// Zygotes count in the memory budget and are evicted LRU, leaves first; the root zygote
+/// stays. Packages that allocate 16 MiB at import make the sizes unambiguous: the root zygote
+/// (~6 MiB) + one package zygote (~20 MiB with its spares) fit in 36 MiB, two do not.
+#[test]
+fn zygotes_evicted_lru_leaves_first_under_memory_pressure() {
+    need_root!();
+    let wheels = std::path::PathBuf::from(format!(
+        "/tmp/serve-test-evict-wheels-{}",
+        std::process::id()
+    ));
+    let blob = "BLOB = b'x' * (16 << 20)\n";
+    make_pkg_wheel(&wheels, "big1", blob);
+    make_pkg_wheel(&wheels, "big2", blob);
+    make_pkg_wheel(&wheels, "small", "S = 1\n");
+    let d = Daemon::start(
+        "evict",
+        &format!(
+            "pip_args = [\"--no-index\", \"--find-links\", \"{}\"]\nmemory_budget_mb = 36\nfreeze_after_ms = 50\n",
+            wheels.display()
+        ),
+    );
+    let ready = |k: &str| zygote(&d.status(), k).is_some_and(|z| z["state"] == "ready");
+    assert!(eventually(10_000, || ready("")));
+    let code = |m: &str| format!("import {m}\ndef f(e):\n    return len({m}.__name__)\n");
+    d.add("one", &code("big1"), &[("requirements.txt", "big1==1.0\n")]);
+    d.add("two", &code("big2"), &[("requirements.txt", "big2==1.0\n")]);
+    d.add(
+        "three",
+        &code("small"),
+        &[("requirements.txt", "big2==1.0\nsmall==1.0\n")],
+    );
+    assert_eq!(d.post("one", "{}").status, 200);
+    assert!(eventually(10_000, || ready("big1-1.0")), "{}", d.status());
+    let budget = 36u64 << 20;
+    let under = || d.status()["memory"]["accounted_bytes"].as_u64().unwrap() <= budget;
+    assert!(eventually(5_000, under), "{}", d.status());
+    assert_eq!(d.post("two", "{}").status, 200);
+    assert!(eventually(10_000, || ready("big2-1.0")), "{}", d.status());
+    // {big1} was used least recently: evicted to make room for {big2}.
+    assert!(
+        eventually(5_000, || zygote(&d.status(), "big1-1.0").is_none()
+            && under()),
+        "{}",
+        d.status()
+    );
+    assert!(ready("") && ready("big2-1.0"), "{}", d.status());
+    // A child of {big2}: {big2, small}. Then pressure again (a new big1 sandbox): the leaf
+    // {big2, small} goes before its parent {big2}, although the parent was used earlier.
+    assert_eq!(d.post("three", "{}").status, 200);
+    assert!(
+        eventually(10_000, || ready("big2-1.0,small-1.0")),
+        "{}",
+        d.status()
+    );
+    assert_eq!(
+        zygote(&d.status(), "big2-1.0,small-1.0").unwrap()["parent"],
+        "big2-1.0"
+    );
+    assert_eq!(d.post("one", "{}").status, 200);
+    assert!(eventually(5_000, under), "{}", d.status());
+    assert!(
+        ready(""),
+        "the root zygote is never evicted: {}",
+        d.status()
+    );
+    let log = d.log();
+    let evicted: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("sprout-serve: evicting zygote ["))
+        .filter_map(|l| l.split(']').next())
+        .collect();
+    eprintln!("zygotes evicted, in order: {evicted:?}");
+    assert_eq!(evicted.first(), Some(&"big1-1.0"), "{log}");
+    let child = evicted.iter().position(|k| *k == "big2-1.0,small-1.0");
+    assert!(child.is_some(), "{log}\n{}", d.status());
+    if let Some(parent) = evicted.iter().position(|k| *k == "big2-1.0") {
+        assert!(
+            child.unwrap() < parent,
+            "parent evicted before its child: {evicted:?}"
+        );
+    }
+    let m = d.get("/metrics").body;
+    let n: u64 = m
+        .lines()
+        .find_map(|l| l.strip_prefix("sprout_serve_zygote_evictions_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    assert_eq!(n as usize, evicted.len(), "{m}");
+    let _ = std::fs::remove_dir_all(&wheels);
 }

@@ -265,7 +265,7 @@ def _mark(name):
 _TRACE = False
 
 
-def early_sandbox(sysc, flags, hostname="sandbox"):
+def early_sandbox(sysc, flags, prewarm=True, hostname="sandbox"):
     """Spare child, right after fork + cgroup join: new namespaces (pid: fork once more so the
     sandbox is pid 1; the intermediate exits at once, reaped by the zygote, and the sandbox is
     re-parented to the engine, a child subreaper). Runs ahead of any request."""
@@ -280,8 +280,9 @@ def early_sandbox(sysc, flags, hostname="sandbox"):
         import socket
 
         socket.sethostname(hostname)
-    _prewarm()
-    _mark("prewarm")
+    if prewarm:
+        _prewarm()
+        _mark("prewarm")
 
 
 def _prewarm():
@@ -431,7 +432,7 @@ def zygote_loop(ctl, sysc, bpf):
             sock = socket.socket(fileno=fds[0])
             fd = fds[0]
             try:
-                early_sandbox(sysc, int(msg.get("unshare", 0)))
+                early_sandbox(sysc, int(msg.get("unshare", 0)), bool(msg.get("prewarm", True)))
                 # A spare: wait for a handler (root dir fd + setup), or EOF when discarded.
                 setup, rfds = recv_msg(sock, 4)
                 if not rfds:

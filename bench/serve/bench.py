@@ -127,7 +127,10 @@ class Engine:
             self.proc.wait(60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if os.environ.get("SPROUT_BENCH_KEEP"):
+            print("engine dir kept: %s" % self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 OTHER = {}
@@ -204,6 +207,20 @@ def python_start(py="/usr/bin/python3", n=30):
     return r
 
 
+def python_first_byte(py="/usr/bin/python3", n=30):
+    """Python's own start as the cold path sees it: spawn -> first byte written, after the same
+    imports as the sandbox init (os, struct, _json), without the interpreter's exit."""
+    xs = []
+    code = "import os, struct, _json; os.write(1, b'x'); os.close(1)"
+    for _ in range(n):
+        t = time.perf_counter()
+        p = subprocess.Popen([py, "-I", "-S", "-c", code], stdout=subprocess.PIPE)
+        p.stdout.read(1)
+        xs.append((time.perf_counter() - t) * 1e6)
+        p.wait()
+    return summary("python 1st byte", xs, xs)
+
+
 def runc_baseline(n):
     runc = shutil.which("runc")
     if not runc:
@@ -243,31 +260,44 @@ def main():
     ap.add_argument("--heavy", action="store_true", help="also numpy+pandas from PyPI")
     ap.add_argument("--runc", action="store_true")
     ap.add_argument("--json", help="write results here")
+    ap.add_argument("--threads", type=int, default=4, help="client threads of the rate runs")
+    ap.add_argument("--only", help="comma-separated subset: python,hot,warm,zygote,burst,rate,cold,coldrate (default: all)")
     a = ap.parse_args()
+    only = set(a.only.split(",")) if a.only else None
+
+    def want(x):
+        return only is None or x in only
     res = {"results": [], "loadavg_start": open("/proc/loadavg").read().split()[:3]}
     out = res["results"]
-    out.append(python_start())
+    if want("python"):
+        out.append(python_start())
+        out.append(python_first_byte())
 
     eng = Engine(a.bin, "z", "freeze_after_ms = 50\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n[sandbox]\nmemory_mb = 256\n")
     try:
         eng.wait_zygotes()
         eng.add("echo", ECHO)
         eng.post("echo")
-        out.append(summary("hot", *run_path(eng, "echo", a.n, "hot")))
-        out.append(summary("warm", *run_path(eng, "echo", min(a.n, 200), "warm", gap=0.15)))
+        if want("hot"):
+            out.append(summary("hot", *run_path(eng, "echo", a.n, "hot")))
+        if want("warm"):
+            out.append(summary("warm", *run_path(eng, "echo", min(a.n, 200), "warm", gap=0.15)))
         # Spaced: the zygote has refilled its spares (forked ahead) between requests.
-        out.append(summary("zygote", *first_requests(eng, "z", a.new, ECHO, "zygote", gap=0.05)))
+        if want("zygote"):
+            out.append(summary("zygote", *first_requests(eng, "z", a.new, ECHO, "zygote", gap=0.05)))
         # Back to back: spares run out, each start forks synchronously (cgroup join included).
-        out.append(summary("zygote burst", *first_requests(eng, "zb", a.new, ECHO, "zygote")))
+        if want("burst"):
+            out.append(summary("zygote burst", *first_requests(eng, "zb", a.new, ECHO, "zygote")))
         time.sleep(0.3)
         st = eng.status()
         fz = st["memory"]["frozen_sandbox_bytes"]
-        if fz:
+        if fz and want("zygote"):
             res["frozen_idle_bytes_p50"] = statistics.median(fz)
             res["frozen_idle_bytes_max"] = max(fz)
             print("frozen idle sandboxes: %d, memory charged p50 %.2f MiB max %.2f MiB" % (
                 len(fz), statistics.median(fz) / 2**20, max(fz) / 2**20))
-        out.append(rate(eng, "r", a.new * 2, 4))
+        if want("rate"):
+            out.append(rate(eng, "r", a.new * 2, a.threads))
         if a.heavy:
             eng.add("heavy0", HEAVY, HEAVY_REQ)
             t = time.perf_counter()
@@ -282,7 +312,15 @@ def main():
 
     eng = Engine(a.bin, "c", "zygotes = false\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n")
     try:
-        out.append(summary("cold", *first_requests(eng, "c", a.new, ECHO, "cold")))
+        # Spaced like the zygote run (pre-made namespaces/cgroups are refilled between starts).
+        if want("cold"):
+            out.append(summary("cold", *first_requests(eng, "c", a.new, ECHO, "cold", gap=0.05)))
+        if want("coldburst"):
+            out.append(summary("cold burst", *first_requests(eng, "cb", a.new, ECHO, "cold")))
+        if want("coldrate"):
+            r = rate(eng, "cr", a.new * 2, a.threads)
+            r["path"] = "cold rate"
+            out.append(r)
         if a.heavy:
             out.append(summary("heavy cold", *first_requests(eng, "hc", 10, HEAVY, "cold", HEAVY_REQ)))
     finally:

@@ -1015,19 +1015,22 @@ impl Engine {
         if let Some(s) = z.spares.lock().unwrap().pop() {
             return Ok(s);
         }
-        self.new_spare(z)
+        // Forked for this request: it is assigned at once, so pre-warming (paying the
+        // copy-on-write faults ahead of a request) would only add to the request's latency.
+        self.new_spare(z, false)
     }
 
     /// Fork a spare from `z`: it joins a pool cgroup, makes its namespaces, and waits for a
     /// handler. All of that (fork, the v1 cgroup migration that can cost an RCU grace period,
     /// unshare, the pid-namespace fork) stays off the request path.
-    fn new_spare(&self, z: &Zygote) -> std::io::Result<(UnixStream, PoolCg)> {
+    fn new_spare(&self, z: &Zygote, prewarm: bool) -> std::io::Result<(UnixStream, PoolCg)> {
         let cg = self.pool.get().map_err(std::io::Error::other)?;
         let r = (|| {
             let (a, b) = proto::pair()?;
             let mut fds = vec![b.as_raw_fd()];
             fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
-            let msg = json!({"op": "fork", "unshare": self.early_flags(), "trace": self.trace});
+            let msg = json!({"op": "fork", "unshare": self.early_flags(), "trace": self.trace,
+                             "prewarm": prewarm});
             let ctl = z.ctl.lock().unwrap();
             proto::send(&ctl, &serde_json::to_vec(&msg).unwrap(), &fds)?;
             let v = proto::recv_json(&ctl)?;
@@ -1108,7 +1111,7 @@ impl Engine {
                 continue;
             }
             while z.spares.lock().unwrap().len() < want {
-                match self.new_spare(&z) {
+                match self.new_spare(&z, true) {
                     Ok(s) => z.spares.lock().unwrap().push(s),
                     Err(e) => {
                         eprintln!("sprout-serve: zygote [{}] failed ({e}); dropping it", z.key);

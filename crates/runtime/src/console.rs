@@ -18,8 +18,9 @@ pub fn connect(path: &Path) -> Result<OwnedFd> {
 }
 
 /// Open a new pty inside the container, hand the master over `socket`, and make the slave our
-/// stdio and controlling terminal.
-pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>) -> Result<()> {
+/// stdio and (with `ctty`) controlling terminal. `exec` leaves the last step to the process it
+/// spawns (trampoline.rs), which must be the session leader.
+pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, ctty: bool) -> Result<()> {
     let master = unsafe {
         libc::open(
             c"/dev/ptmx".as_ptr(),
@@ -62,9 +63,11 @@ pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>) -> Result<()> {
         .map_err(|e| Error::os("--console-socket: sending the pty master", e))?;
     drop(master);
     unsafe {
-        libc::setsid();
-        if libc::ioctl(slave.as_raw_fd(), libc::TIOCSCTTY, 0) < 0 {
-            return Err(Error::last_os("process.terminal: TIOCSCTTY"));
+        if ctty {
+            libc::setsid();
+            if libc::ioctl(slave.as_raw_fd(), libc::TIOCSCTTY, 0) < 0 {
+                return Err(Error::last_os("process.terminal: TIOCSCTTY"));
+            }
         }
         for fd in 0..3 {
             if libc::dup2(slave.as_raw_fd(), fd) < 0 {

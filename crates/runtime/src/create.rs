@@ -328,11 +328,31 @@ pub fn create(
     trace.mark("cgroup_join");
 
     let mut listener: Option<OwnedFd> = None;
+    let mut trampoline_follows = false;
     loop {
         let (tag, payload, fd) = parent_chan
             .recv()
             .map_err(|e| Error::os("waiting for the init", e))?;
         match tag {
+            // The init became the exec trampoline (its channel end closed at execve).
+            0 if trampoline_follows => {
+                trace.mark("trampoline");
+                break;
+            }
+            sync::READY_EXEC => {
+                trace.mark("init");
+                trace.add_remote("init.", &payload);
+                trampoline_follows = true;
+            }
+            sync::TRAMPOLINE_OFF => {
+                crate::log::warn(&format!(
+                    "container {}: {payload}; /proc/<init>/exe is the runtime's binary until start (CVE-2019-5736)",
+                    st.id
+                ));
+                if trampoline_follows {
+                    break;
+                }
+            }
             sync::HOOKS => {
                 // The create operation is still under way: "creating" (as runc; runtime-tools'
                 // hooks_stdin expects "created" here, see docs/compliance.md).

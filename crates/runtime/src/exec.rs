@@ -1,10 +1,12 @@
 //! `exec`: start another process inside a running container. The runtime forks (clone3, fork
-//! semantics: no re-exec of itself), the child joins every namespace of the init in one
-//! setns(pidfd) call, and applies the process's attributes before execve.
-//!
-//! CVE-2019-5736: the child is made non-dumpable before it joins the container, so no process
-//! in the container can open /proc/<pid>/exe (our binary) while it is in there; at execve the
-//! image is replaced by the container's program.
+//! semantics: no re-exec of itself); the child joins every namespace of the init in one
+//! setns(pidfd) call (the pid namespace for its children only), applies the process's attributes
+//! and drops to the process's credentials and seccomp filter, all still invisible to the
+//! container (it is in the host's pid namespace). It then execs the trampoline (trampoline.rs),
+//! which forks the process that enters the container's pid namespace (CLONE_PARENT: it is our
+//! child) and execs the program. So no process the container can see is ever backed by our
+//! binary or holds more privilege than the container (CVE-2019-5736, and ptrace by a container
+//! holding CAP_SYS_PTRACE).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -166,18 +168,13 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     };
     let pidfd = crate::lifecycle::init_pidfd(&st)
         .ok_or_else(|| Error::msg(format!("container {:?} is not running", o.id)))?;
-    if types.contains(&LinuxNamespaceType::Pid)
-        && unsafe { libc::setns(pidfd.as_raw_fd(), libc::CLONE_NEWPID) } < 0
-    {
-        return Err(Error::last_os("joining the container's pid namespace"));
-    }
     let cg = st.cgroup.as_ref();
     let cg_fd = cg.and_then(|c| c.v2_dir_fd());
     let (parent_chan, child_chan) = Channel::pair().map_err(|e| Error::os("socketpair", e))?;
     trace.mark("prepare");
 
-    let (pid, child_pidfd) = clone3(0, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
-    if pid == 0 {
+    let (helper, helper_pidfd) = clone3(0, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
+    if helper == 0 {
         drop(parent_chan);
         let e = exec_child(
             &pidfd,
@@ -191,35 +188,87 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         let _ = child_chan.send(sync::ERROR, e.message().as_bytes());
         unsafe { libc::_exit(127) };
     }
-    let child_pidfd = child_pidfd.expect("pidfd");
+    let helper_pidfd = helper_pidfd.expect("pidfd");
     drop(child_chan);
     drop(console);
-    let fail = |e: Error| {
-        let _ = sys::pidfd_send_signal(&child_pidfd, libc::SIGKILL);
+    let reap = |fd: &OwnedFd| {
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         unsafe {
             libc::waitid(
                 libc::P_PIDFD,
-                child_pidfd.as_raw_fd() as libc::id_t,
+                fd.as_raw_fd() as libc::id_t,
                 &mut info,
                 libc::WEXITED,
             )
         };
-        e
+    };
+    let kill_and_reap = |fd: &OwnedFd| {
+        let _ = sys::pidfd_send_signal(fd, libc::SIGKILL);
+        reap(fd);
     };
     if cg_fd.is_none() {
         if let Some(cg) = cg {
-            cg.add_pid(pid).map_err(|e| fail(e.into()))?;
+            if let Err(e) = cg.add_pid(helper) {
+                kill_and_reap(&helper_pidfd);
+                return Err(e.into());
+            }
         }
     }
-    parent_chan
-        .send(sync::GO, b"")
-        .map_err(|e| fail(Error::os("exec", e)))?;
-    // EOF (the channel is close-on-exec) means execve succeeded.
-    let (tag, payload, _) = parent_chan.recv().map_err(|e| fail(Error::os("exec", e)))?;
-    if tag == sync::ERROR {
-        return Err(fail(Error::msg(payload)));
+    if let Err(e) = parent_chan.send(sync::GO, b"") {
+        kill_and_reap(&helper_pidfd);
+        return Err(Error::os("exec", e));
     }
+    // Until EOF (every copy of the channel closed: the helper exited and the process exec'd):
+    // the process's pid from the trampoline, or an error from the helper or the process.
+    let mut child: Option<(i32, OwnedFd)> = None;
+    let mut err: Option<Error> = None;
+    let path = process
+        .args()
+        .as_ref()
+        .and_then(|a| a.first())
+        .cloned()
+        .unwrap_or_default();
+    loop {
+        let (tag, payload, _) = match parent_chan.recv() {
+            Ok(m) => m,
+            Err(e) => {
+                err.get_or_insert(Error::os("exec", e));
+                break;
+            }
+        };
+        match tag {
+            0 => break,
+            sync::ERROR => {
+                err.get_or_insert(Error::msg(payload));
+            }
+            sync::TRAMPOLINE_OFF => crate::log::warn(&format!(
+                "exec in {}: {payload}; the process was backed by the runtime's binary until execve (CVE-2019-5736)",
+                o.id
+            )),
+            tag => match crate::trampoline::parse_report(tag, &payload, &path) {
+                // Our child (CLONE_PARENT) and not yet reaped: its pid cannot be reused.
+                Ok(pid) => match sys::pidfd_open(pid) {
+                    Ok(fd) => child = Some((pid, fd)),
+                    Err(e) => {
+                        err.get_or_insert(Error::os("pidfd_open", e));
+                    }
+                },
+                Err(e) => {
+                    err.get_or_insert(e);
+                }
+            },
+        }
+    }
+    reap(&helper_pidfd);
+    if let Some(e) = err {
+        if let Some((_, fd)) = &child {
+            kill_and_reap(fd);
+        }
+        return Err(e);
+    }
+    let Some((pid, child_pidfd)) = child else {
+        return Err(Error::msg("exec: the process was not started"));
+    };
     trace.mark("exec");
     if let Some(p) = &o.pid_file {
         crate::create::write_pid_file(p, pid)?;
@@ -230,6 +279,8 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     crate::lifecycle::wait_forwarding(&child_pidfd, pid)
 }
 
+/// The helper: joins the container, becomes the process (credentials, seccomp), then hands over
+/// to the trampoline, which spawns the process inside the container's pid namespace.
 fn exec_child(
     init: &OwnedFd,
     types: &[LinuxNamespaceType],
@@ -239,11 +290,22 @@ fn exec_child(
     chan: &Channel,
     preserve_fds: u32,
 ) -> Error {
-    let r = (|| -> Result<init::Exec> {
+    let r = (|| -> Result<(init::Exec, Option<OwnedFd>)> {
         init::unblock_all_signals();
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
         chan.wait_go()
             .map_err(|e| Error::os("waiting for the runtime", e))?;
+        // Before seccomp, which may not allow memfd_create.
+        let tramp = match crate::trampoline::memfd() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                let _ = chan.send(
+                    sync::TRAMPOLINE_OFF,
+                    format!("no exec trampoline (memfd: {e})").as_bytes(),
+                );
+                None
+            }
+        };
         crate::namespaces::join_all_of(init, types)?;
         if types.contains(&LinuxNamespaceType::User) {
             unsafe {
@@ -251,11 +313,13 @@ fn exec_child(
                 libc::setresuid(0, 0, 0);
             }
         }
-        if process.terminal().unwrap_or(false) {
+        let tty = process.terminal().unwrap_or(false);
+        if tty {
             let sock = console.ok_or_else(|| Error::msg("exec --tty needs --console-socket"))?;
             crate::console::setup_pty(
                 sock.as_raw_fd(),
                 process.console_size().map(|b| (b.height(), b.width())),
+                false,
             )?;
         }
         let cwd = cstr(process.cwd());
@@ -268,12 +332,56 @@ fn exec_child(
         init::check_cwd_inside(process.cwd())?;
         init::apply_process_attrs(process, None)?;
         let exec = init::prepare_exec(process)?;
-        // The channel is close-on-exec (lock_down marks every fd): its EOF is the success.
+        // The channel is close-on-exec (lock_down marks every fd).
         init::lock_down(process, seccomp, chan, preserve_fds, true)?;
-        Ok(exec)
+        Ok((exec, tramp))
     })();
-    match r {
-        Ok(exec) => init::do_execve(&exec),
-        Err(e) => e,
+    let (exec, tramp) = match r {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    let tty = process.terminal().unwrap_or(false);
+    if let Some(t) = tramp {
+        let e = crate::trampoline::exec_spawn(&t, chan.raw(), tty, &exec);
+        let _ = chan.send(
+            sync::TRAMPOLINE_OFF,
+            format!("exec of the trampoline failed: {e}").as_bytes(),
+        );
     }
+    spawn_without_trampoline(chan, tty, &exec)
+}
+
+/// The trampoline's spawn, done by the runtime itself (when the trampoline can't run): the
+/// process is a clone of the runtime until its execve.
+fn spawn_without_trampoline(chan: &Channel, tty: bool, exec: &init::Exec) -> Error {
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if pid < 0 {
+        return Error::last_os("forking the process");
+    }
+    if pid == 0 {
+        if tty {
+            unsafe {
+                libc::setsid();
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    let e = Error::last_os("process.terminal: TIOCSCTTY");
+                    let _ = chan.send(sync::ERROR, e.message().as_bytes());
+                    libc::_exit(127);
+                }
+            }
+        }
+        let e = init::do_execve(exec);
+        let _ = chan.send(sync::ERROR, e.message().as_bytes());
+        unsafe { libc::_exit(127) };
+    }
+    let _ = chan.send(b'P', pid.to_string().as_bytes());
+    unsafe { libc::_exit(0) };
 }

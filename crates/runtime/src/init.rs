@@ -46,8 +46,8 @@ pub fn run(ctx: &InitCtx) -> ! {
     let mut go = GoLatch { waited: false };
     let r = setup(ctx, &mut tr, &mut go);
     match r {
-        Ok(exec) => {
-            let e = exec_now(ctx, exec, &mut tr);
+        Ok((exec, tramp)) => {
+            let e = exec_now(ctx, exec, tramp, &mut tr);
             // Only reachable when execve failed after the parent was told we're ready.
             let msg = format!("sprout: container init: {e}\n");
             let _ = crate::sys::write_all_fd(2, msg.as_bytes());
@@ -108,9 +108,9 @@ impl GoLatch {
 }
 
 pub struct Exec {
-    path: CString,
-    argv: Vec<CString>,
-    envp: Vec<CString>,
+    pub(crate) path: CString,
+    pub(crate) argv: Vec<CString>,
+    pub(crate) envp: Vec<CString>,
     nnp: bool,
 }
 
@@ -164,7 +164,7 @@ pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
     )))
 }
 
-fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
+fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, Option<OwnedFd>)> {
     let spec = ctx.spec;
     let plan = ctx.plan;
     let linux = spec.linux().as_ref();
@@ -367,7 +367,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
             .console
             .ok_or_else(|| Error::msg("process.terminal: needs --console-socket"))?;
         let size = process.console_size().map(|b| (b.height(), b.width()));
-        crate::console::setup_pty(sock.as_raw_fd(), size)?;
+        crate::console::setup_pty(sock.as_raw_fd(), size, true)?;
     }
 
     // cwd: created if missing (as root, before privileges are dropped).
@@ -384,12 +384,50 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<Exec> {
     let exec = prepare_exec(process)?;
     apply_process_attrs(process, linux.and_then(|l| l.personality().as_ref()))?;
     go.wait(ctx)?;
-    lock_down(process, ctx.seccomp, ctx.chan, ctx.preserve_fds, false)?;
+    // From here on a process exec'd into the container (or a pod sibling) can see us: hand over
+    // to the trampoline before we report ready (CVE-2019-5736, trampoline.rs). startContainer
+    // hooks run in this process after `start`, so with them the init stays the runtime until
+    // then (docs/security.md).
+    let tramp = if has_start_container_hooks(ctx.spec) {
+        None
+    } else {
+        match crate::trampoline::memfd() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                let _ = ctx.chan.send(
+                    sync::TRAMPOLINE_OFF,
+                    format!("no exec trampoline (memfd: {e})").as_bytes(),
+                );
+                None
+            }
+        }
+    };
+    // With the trampoline, a no_new_privs filter is loaded now: only the trampoline's read of
+    // the fifo and its execve run under it before the program.
+    lock_down(
+        process,
+        ctx.seccomp,
+        ctx.chan,
+        ctx.preserve_fds,
+        tramp.is_some(),
+    )?;
     tr.mark("process");
+    let ready = if tramp.is_some() {
+        sync::READY_EXEC
+    } else {
+        sync::READY
+    };
     ctx.chan
-        .send(sync::READY, tr.buf.as_bytes())
+        .send(ready, tr.buf.as_bytes())
         .map_err(|e| Error::os("reporting ready", e))?;
-    Ok(exec)
+    Ok((exec, tramp))
+}
+
+fn has_start_container_hooks(spec: &Spec) -> bool {
+    spec.hooks()
+        .as_ref()
+        .and_then(|h| h.start_container().as_ref())
+        .is_some_and(|h| !h.is_empty())
 }
 
 /// The last steps before execve, shared by the init and `exec`: close-on-exec for every host fd,
@@ -492,7 +530,17 @@ fn home_of(uid: u32) -> String {
     "/".into()
 }
 
-fn exec_now(ctx: &InitCtx, exec: Exec, tr: &mut ChildTrace) -> Error {
+fn exec_now(ctx: &InitCtx, exec: Exec, tramp: Option<OwnedFd>, tr: &mut ChildTrace) -> Error {
+    let filter_loaded = tramp.is_some();
+    if let Some(t) = tramp {
+        let e = crate::trampoline::exec_init(&t, ctx.fifo.map(|f| f.as_raw_fd()), &exec);
+        // Still here: e.g. a seccomp profile that refuses execveat. Carry on without it; the
+        // parent logs why.
+        let _ = ctx.chan.send(
+            sync::TRAMPOLINE_OFF,
+            format!("exec of the trampoline failed: {e}").as_bytes(),
+        );
+    }
     if let Some(fifo) = ctx.fifo {
         let mut b = [0u8; 1];
         loop {
@@ -517,7 +565,7 @@ fn exec_now(ctx: &InitCtx, exec: Exec, tr: &mut ChildTrace) -> Error {
             }
         }
     }
-    if let (Some(sc), true) = (ctx.seccomp, exec.nnp) {
+    if let (Some(sc), true, false) = (ctx.seccomp, exec.nnp, filter_loaded) {
         if let Err(e) = load_seccomp(ctx.chan, sc) {
             return e;
         }

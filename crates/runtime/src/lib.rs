@@ -21,6 +21,7 @@ pub mod state;
 pub mod sync;
 pub mod sys;
 pub mod trace;
+pub mod trampoline;
 pub mod tty;
 
 pub use error::{Error, Result};

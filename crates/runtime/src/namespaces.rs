@@ -182,12 +182,12 @@ pub fn write_id_maps(
 }
 
 /// Join every namespace of a running container's init, for `exec` (child side).
+/// Join every namespace of `types` of the process behind `pidfd` in one setns. A pid namespace
+/// applies to the caller's children only.
 pub fn join_all_of(pidfd: &OwnedFd, types: &[LinuxNamespaceType]) -> Result<()> {
     let mut flags = 0;
     for t in types {
-        if *t != LinuxNamespaceType::Pid {
-            flags |= clone_flag(*t);
-        }
+        flags |= clone_flag(*t);
     }
     if flags == 0 {
         return Ok(());

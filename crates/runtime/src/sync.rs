@@ -14,6 +14,11 @@ pub const GO: u8 = b'G';
 pub const HOOKS: u8 = b'H';
 /// child → parent: setup done, waiting for `start`; payload = encoded phase trace.
 pub const READY: u8 = b'R';
+/// child → parent: setup done, the exec trampoline follows (EOF: it runs and waits for `start`;
+/// TRAMPOLINE_OFF: it could not run, the init waits itself); payload = encoded phase trace.
+pub const READY_EXEC: u8 = b'W';
+/// child → parent: running without the exec trampoline; payload = why (logged as a warning).
+pub const TRAMPOLINE_OFF: u8 = b'T';
 /// child → parent: setup failed; payload = the one-line error.
 pub const ERROR: u8 = b'E';
 /// child → parent: seccomp listener fd attached (payload empty).

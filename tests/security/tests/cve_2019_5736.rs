@@ -206,7 +206,6 @@ fn exec_child_binary_not_reachable() {
 /// The original exploit: the program the host runs with `exec` is a script whose interpreter is
 /// /proc/self/exe, so the kernel runs the runtime's own binary inside the container.
 #[test]
-#[ignore = "OPEN: CVE-2019-5736 route (b) (docs/security.md, finding 1): the process entering the container is still backed by the host binary; run with --ignored"]
 fn exec_of_proc_self_exe_script() {
     let s = setup("5736sheb");
     let (b, out) = bundle_with_attacker(&s.ctx, &["sleep", "60"]);
@@ -244,7 +243,6 @@ fn exec_of_proc_self_exe_script() {
 /// container shares the host's pid namespace here (else the attacker dies with the init), so the
 /// attacker does not freeze processes ("nostop": it must never signal host processes).
 #[test]
-#[ignore = "OPEN: CVE-2019-5736 route (b) (docs/security.md, finding 1): the process entering the container is still backed by the host binary; run with --ignored"]
 fn init_of_proc_self_exe_script() {
     let s = setup("5736shinit");
     let (mut b, out) = bundle_with_attacker(&s.ctx, &["/evil"]);
@@ -272,7 +270,6 @@ fn init_of_proc_self_exe_script() {
 /// Same exec storm in a container that holds CAP_SYS_PTRACE (debug containers often do): the
 /// exec child must still be out of reach once its capabilities are the container's.
 #[test]
-#[ignore = "OPEN: CVE-2019-5736 route (c) (docs/security.md, finding 1): the process entering the container is still backed by the host binary; run with --ignored"]
 fn exec_child_binary_not_reachable_with_sys_ptrace() {
     let s = setup("5736ptrace");
     let (mut b, out) = bundle_with_attacker(&s.ctx, &["sleep", "60"]);

@@ -137,6 +137,11 @@ pub struct Engine {
     trace: bool,
     stopping: std::sync::atomic::AtomicBool,
     hk_tick: AtomicU64,
+    /// Plain cold start without zygotes: processes forked ahead into a pool cgroup and new
+    /// pid/ipc/uts namespaces, waiting for a root to exec python in (spawn.rs).
+    cold_spares: Mutex<Vec<(UnixStream, PoolCg)>>,
+    cold_last_take: Mutex<Instant>,
+    cold_spares_used: AtomicU64,
 }
 
 /// The default seccomp profile: allow everything but a deny-list of syscalls a handler has
@@ -304,6 +309,9 @@ impl Engine {
             trace: std::env::var_os("SPROUT_SERVE_TRACE").is_some(),
             stopping: Default::default(),
             hk_tick: AtomicU64::new(0),
+            cold_spares: Mutex::new(Vec::new()),
+            cold_last_take: Mutex::new(Instant::now()),
+            cold_spares_used: AtomicU64::new(0),
             cfg,
         });
         let _ = eng.this.set(Arc::downgrade(&eng));
@@ -758,6 +766,7 @@ impl Engine {
             }
         }
         self.replenish_spares();
+        self.replenish_cold_spares();
         self.freeze(to_freeze);
         // Zygote memory is re-read every ~200 ms (a file read per zygote and spare).
         if self.hk_tick.fetch_add(1, Ordering::Relaxed) % 10 == 0 {
@@ -971,6 +980,24 @@ impl Engine {
         flags: i32,
         setup: &Value,
     ) -> Result<(UnixStream, PoolCg), ApiError> {
+        *self.cold_last_take.lock().unwrap() = Instant::now();
+        let spare = self.cold_spares.lock().unwrap().pop();
+        if let Some((a, cg)) = spare {
+            let late = flags & (spawn::CLONE_NEWNS | spawn::CLONE_NEWNET);
+            let sent = spawn::assign_cold_spare(&a, root, late)
+                .and_then(|_| proto::send(&a, &serde_json::to_vec(setup).unwrap(), &[]));
+            match sent {
+                Ok(()) => {
+                    self.cold_spares_used.fetch_add(1, Ordering::Relaxed);
+                    return Ok((a, cg));
+                }
+                Err(e) => {
+                    eprintln!("sprout-serve: cold spare is gone ({e})");
+                    drop(a);
+                    self.pool.put(cg);
+                }
+            }
+        }
         let cg = self
             .pool
             .get()
@@ -1001,6 +1028,44 @@ impl Engine {
         drop(b);
         let _ = proto::send(&a, &serde_json::to_vec(setup).unwrap(), &[]);
         Ok((a, cg))
+    }
+
+    /// Keep `zygote_spares` cold spares ready when zygotes are off (refilled once cold starts
+    /// have been quiet for 10 ms, as zygote spares are).
+    fn replenish_cold_spares(&self) {
+        let want = self.cfg.zygote_spares;
+        if self.cfg.zygotes || want == 0 {
+            return;
+        }
+        if self.cold_last_take.lock().unwrap().elapsed() < Duration::from_millis(10) {
+            return;
+        }
+        while self.cold_spares.lock().unwrap().len() < want {
+            let Ok(cg) = self.pool.get() else { return };
+            let Ok((a, b)) = proto::pair() else {
+                self.pool.put(cg);
+                return;
+            };
+            let procs: Vec<RawFd> = cg.procs.iter().map(|f| f.as_raw_fd()).collect();
+            let spec = spawn::ColdSpec {
+                python: &self.cfg.python,
+                root: &self.roots,
+                procs: &procs,
+                sock: b.as_raw_fd(),
+                log_fd: self.log_fd.as_raw_fd(),
+                unshare: self.early_flags(),
+                uid: self.cfg.sandbox.uid,
+                gid: self.cfg.sandbox.gid,
+                seccomp: self.seccomp.as_ref(),
+            };
+            if let Err(e) = spawn::spawn_cold_spare(&spec) {
+                eprintln!("sprout-serve: cold spare: fork: {e}");
+                self.pool.put(cg);
+                return;
+            }
+            drop(b);
+            self.cold_spares.lock().unwrap().push((a, cg));
+        }
     }
 
     /// Namespaces a spare makes ahead of time. The mount namespace waits until the spare
@@ -1398,6 +1463,8 @@ impl Engine {
                        "budget_bytes": self.cfg.memory_budget_mb << 20,
                        "frozen_sandbox_bytes": frozen_mem},
             "cgroup_pool": {"free": self.pool.free_len(), "created": self.pool.created.load(Ordering::Relaxed)},
+            "cold_spares": self.cold_spares.lock().unwrap().len(),
+            "cold_spares_used": self.cold_spares_used.load(Ordering::Relaxed),
             "install_cache": {"packages": n, "bytes": bytes, "dir": self.cfg.package_cache},
         })
     }

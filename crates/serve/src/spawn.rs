@@ -9,6 +9,7 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 pub const CLONE_NEWNS: i32 = libc::CLONE_NEWNS;
@@ -72,6 +73,74 @@ fn child_fail(sock: RawFd, what: &[u8]) -> ! {
 /// Fork the cold sandbox. Returns the pid of the forked child (the intermediate when a pid
 /// namespace is made; the sandbox itself is then its child, re-parented to us).
 pub fn spawn_cold(s: &ColdSpec) -> std::io::Result<i32> {
+    spawn(s, false)
+}
+
+/// Fork a *cold spare*: it joins its cgroup, unshares the pid/ipc/uts namespaces (`s.unshare`
+/// minus mnt/net), forks into the pid namespace and sets the hostname, then blocks until
+/// [`assign_cold_spare`] sends it the root (dir fd) and the late namespace flags; then as
+/// [`spawn_cold`]: chroot, mount/net namespaces, /proc, privileges, seccomp, exec python. The
+/// cgroup v1 migrations (which can wait for an RCU grace period), the unshare and the
+/// pid-namespace fork stay off the request path. `s.root` is ignored. EOF: it exits.
+pub fn spawn_cold_spare(s: &ColdSpec) -> std::io::Result<i32> {
+    spawn(s, true)
+}
+
+/// Hand a cold spare its root and late namespace flags (CLONE_NEWNS / CLONE_NEWNET).
+pub fn assign_cold_spare(
+    sock: &std::os::unix::net::UnixStream,
+    root: &Path,
+    late: i32,
+) -> std::io::Result<()> {
+    let fd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(root)?;
+    crate::proto::send(sock, &late.to_le_bytes(), &[fd.as_raw_fd()])
+}
+
+/// Child side of a cold spare's hand-over: exactly 8 bytes (length 4 + flags), the root dir fd
+/// riding on them. Raw syscalls only. None on EOF or a malformed message.
+unsafe fn wait_assignment(sock: RawFd) -> Option<(RawFd, i32)> {
+    let mut buf = [0u8; 8];
+    let mut cbuf = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut _,
+        iov_len: 8,
+    };
+    let mut mh: libc::msghdr = std::mem::zeroed();
+    mh.msg_iov = &mut iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf.as_mut_ptr() as *mut _;
+    mh.msg_controllen = std::mem::size_of_val(&cbuf);
+    let n = loop {
+        let n = libc::recvmsg(sock, &mut mh, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 && *libc::__errno_location() == libc::EINTR {
+            continue;
+        }
+        break n;
+    };
+    if n <= 0 {
+        return None;
+    }
+    let c = libc::CMSG_FIRSTHDR(&mh);
+    if c.is_null() || (*c).cmsg_type != libc::SCM_RIGHTS {
+        return None;
+    }
+    let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const i32);
+    let mut got = n as usize;
+    while got < 8 {
+        let k = libc::read(sock, buf.as_mut_ptr().add(got) as *mut _, 8 - got);
+        if k <= 0 {
+            return None;
+        }
+        got += k as usize;
+    }
+    let late = i32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
+    Some((fd, late))
+}
+
+fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
     let python = CString::new(s.python).unwrap();
     let root = CString::new(s.root.as_os_str().as_bytes()).unwrap();
     let args: Vec<CString> = [
@@ -117,16 +186,24 @@ pub fn spawn_cold(s: &ColdSpec) -> std::io::Result<i32> {
                 child_fail(sock, b"joining cgroup");
             }
         }
-        if libc::chroot(root.as_ptr()) != 0 {
-            child_fail(sock, b"chroot");
+        let mut flags = s.unshare;
+        if !spare {
+            if libc::chroot(root.as_ptr()) != 0 {
+                child_fail(sock, b"chroot");
+            }
+            if libc::chdir(slash.as_ptr()) != 0 {
+                child_fail(sock, b"chdir");
+            }
         }
-        if libc::chdir(slash.as_ptr()) != 0 {
-            child_fail(sock, b"chdir");
-        }
-        if s.unshare != 0 && libc::unshare(s.unshare) != 0 {
+        let early = if spare {
+            flags & !(CLONE_NEWNS | CLONE_NEWNET)
+        } else {
+            flags
+        };
+        if early != 0 && libc::unshare(early) != 0 {
             child_fail(sock, b"unshare");
         }
-        if s.unshare & CLONE_NEWPID != 0 {
+        if early & CLONE_NEWPID != 0 {
             let p = libc::fork();
             if p < 0 {
                 child_fail(sock, b"fork into pid namespace");
@@ -135,7 +212,28 @@ pub fn spawn_cold(s: &ColdSpec) -> std::io::Result<i32> {
                 libc::_exit(0);
             }
         }
-        if s.unshare & CLONE_NEWNS != 0
+        if early & CLONE_NEWUTS != 0
+            && libc::sethostname(hostname.as_ptr() as *const _, hostname.len()) != 0
+        {
+            child_fail(sock, b"sethostname");
+        }
+        if spare {
+            let Some((rootfd, late)) = wait_assignment(sock) else {
+                libc::_exit(0)
+            };
+            if libc::fchdir(rootfd) != 0 || libc::chroot(c".".as_ptr()) != 0 {
+                child_fail(sock, b"chroot");
+            }
+            if libc::chdir(slash.as_ptr()) != 0 {
+                child_fail(sock, b"chdir");
+            }
+            libc::close(rootfd);
+            flags = early | late;
+            if late != 0 && libc::unshare(late) != 0 {
+                child_fail(sock, b"unshare");
+            }
+        }
+        if flags & CLONE_NEWNS != 0
             && libc::mount(
                 c"proc".as_ptr(),
                 c"/proc".as_ptr(),
@@ -145,11 +243,6 @@ pub fn spawn_cold(s: &ColdSpec) -> std::io::Result<i32> {
             ) != 0
         {
             child_fail(sock, b"mount /proc");
-        }
-        if s.unshare & CLONE_NEWUTS != 0
-            && libc::sethostname(hostname.as_ptr() as *const _, hostname.len()) != 0
-        {
-            child_fail(sock, b"sethostname");
         }
         for cap in 0..64 {
             if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {

@@ -79,7 +79,16 @@ fn plain_cold_without_zygotes() {
     assert_eq!(r.header("x-sprout-path"), Some("cold"));
     assert_eq!(d.post("echo", "[2]").header("x-sprout-path"), Some("hot"));
     d.add("iso", ISOLATION, &[]);
+    // Cold spares (forked ahead into a pool cgroup and new pid/ipc/uts namespaces) are ready:
+    // the next cold start takes one; the isolation checks below cover that path.
+    assert!(
+        eventually(5_000, || d.status()["cold_spares"] == 2),
+        "{}",
+        d.status()
+    );
+    let used = d.status()["cold_spares_used"].as_u64().unwrap();
     let v = d.post("iso", "{}").json();
+    assert_eq!(d.status()["cold_spares_used"], used + 1);
     assert_eq!(
         (v["uid"].as_u64(), v["pid"].as_u64()),
         (Some(65534), Some(1)),

@@ -388,6 +388,21 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
     assert_eq!(read_trim(&cpu.join("cpu.cfs_quota_us")), "50000");
     assert!(fake.unit_exists(&unit));
 
+    // exec joins the same scope (through cgroupfs, the unit exists already).
+    let o = b.exec(&[], &["cat", "/proc/self/cgroup"]);
+    o.assert_ok();
+    let want = fake.root("unified").unwrap().join(&rel);
+    let want = want.strip_prefix("/sys/fs/cgroup/unified").unwrap();
+    assert!(
+        o.stdout
+            .lines()
+            .any(|l| l == format!("0::/{}", want.display())),
+        "exec'd process should be in {}: {}",
+        want.display(),
+        o.stdout
+    );
+    assert_eq!(fake.calls_for(&unit).len(), 1, "exec must not call systemd");
+
     // ps / pause / resume work on the scope's directories.
     let ps = ctx.rt(&["ps", "--format", "json", &b.id]);
     ps.assert_ok();

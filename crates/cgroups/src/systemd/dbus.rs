@@ -712,6 +712,8 @@ pub(crate) struct Conn {
     rbuf: Vec<u8>,
     /// Talking to a message bus (Hello sent, destinations needed), not a direct peer.
     pub bus: bool,
+    /// Read timeout of one call.
+    timeout: Duration,
 }
 
 impl Conn {
@@ -733,6 +735,7 @@ impl Conn {
             signals: Vec::new(),
             rbuf: Vec::new(),
             bus,
+            timeout,
         };
         let uid = unsafe { libc::geteuid() }.to_string();
         let hex: String = uid.bytes().map(|b| format!("{b:02x}")).collect();
@@ -864,6 +867,17 @@ impl Conn {
         if let Some(i) = self.signals.iter().position(&mut pred) {
             return Ok(self.signals.remove(i));
         }
+        let r = self.wait_new_signal(deadline, what, pred);
+        self.sock.set_read_timeout(Some(self.timeout))?;
+        r
+    }
+
+    fn wait_new_signal(
+        &mut self,
+        deadline: Instant,
+        what: &str,
+        mut pred: impl FnMut(&Message) -> bool,
+    ) -> Result<Message> {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {

@@ -40,9 +40,11 @@ T0=$(date +%s)
 step "apt packages"
 # busybox-static..strace: what the brief lists; build-essential: cargo's
 # linker; python3 + python3-pip: sprout-serve's tests (zygote, wheels);
+# dbus + python3-dbus + python3-gi: the systemd cgroup driver test runs a private
+# dbus-daemon with a fake systemd (tests/integration/fake-systemd);
 # the rest is usually there already (checked, not reinstalled).
 APT_PKGS=(busybox-static libseccomp-dev pkg-config crun runc hyperfine strace
-          build-essential python3 python3-pip file
+          build-essential python3 python3-pip file dbus python3-dbus python3-gi
           ca-certificates git util-linux coreutils tar gzip)
 missing=()
 for p in "${APT_PKGS[@]}"; do

@@ -24,9 +24,10 @@
 //! Known limits:
 //! - cgroup v2 device rules are enforced by an eBPF program ([`ebpf`]) on pure v2 hosts; on
 //!   hybrid hosts the v1 devices controller enforces them (no program on the unified leaf).
-//! - `--systemd-cgroup` has no D-Bus manager: without systemd it is an error; with systemd the
-//!   `slice:prefix:name` path is expanded like systemd does (`system.slice/prefix-name.scope`)
-//!   and driven through cgroupfs without registering a unit.
+//! - `--systemd-cgroup` ([`systemd`]): the `slice:prefix:name` path becomes a transient scope
+//!   unit made by systemd over D-Bus (own small client, no C library, no async runtime);
+//!   without systemd it is a one-line error. Other commands drive the scope's directories
+//!   through cgroupfs like any other; `update` also sends SetUnitProperties.
 //! - v1 writes to cgroup.procs: the first migration after an idle period costs one RCU grace
 //!   period (~12ms on the dev host), the rest ~20-50us each; v2 avoids it via `v2_dir_fd`.
 //!   [`prewarm_migration`] overlaps that wait with other work (README.md has the numbers).
@@ -57,6 +58,7 @@ mod resources;
 mod resources_v1;
 mod resources_v2;
 mod stats;
+pub mod systemd;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -187,6 +189,9 @@ pub struct Manager {
     /// Directories `create` made, parents before children.
     #[serde(default)]
     created: Vec<PathBuf>,
+    /// `--systemd-cgroup`: the transient unit systemd makes the cgroup for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    systemd: Option<systemd::Unit>,
 }
 
 pub(crate) fn warn(msg: &str) {
@@ -222,13 +227,13 @@ impl Manager {
         container_id: &str,
         systemd: bool,
     ) -> Result<Manager> {
-        let cg = if systemd {
-            path::resolve_systemd(cgroups_path, container_id, || {
-                host.systemd_running
-                    .unwrap_or_else(|| Path::new("/run/systemd/system").is_dir())
-            })?
+        let (cg, unit) = if systemd {
+            let (cg, slice, name) = path::resolve_systemd_unit(cgroups_path, container_id, || {
+                host.systemd_running.unwrap_or_else(systemd::running)
+            })?;
+            (cg, Some(systemd::Unit::new(name, slice, container_id)))
         } else {
-            path::resolve(cgroups_path, container_id)?
+            (path::resolve(cgroups_path, container_id)?, None)
         };
         // /proc/self/cgroup is needed for relative paths, and on v1 to know which
         // controllers are mounted; an absolute path on v2 needs nothing.
@@ -267,6 +272,7 @@ impl Manager {
             v1: Vec::new(),
             unified: None,
             created: Vec::new(),
+            systemd: unit,
         };
         match host.layout {
             Layout::V2 => {
@@ -296,7 +302,13 @@ impl Manager {
 
     /// Make the cgroup directories. Controllers whose hierarchy turns out not to be mounted
     /// are dropped. On failure, whatever this call created is removed again.
+    ///
+    /// With `--systemd-cgroup` this only connects to systemd and finds its tree; the scope
+    /// is made by systemd in `add_pid` (a scope cannot exist without a process).
     pub fn create(&mut self) -> Result<()> {
+        if self.systemd.is_some() {
+            return systemd::prepare(self);
+        }
         let mut created = Vec::new();
         let res = match self.layout {
             Layout::V2 => v2::create(self, &mut created),
@@ -316,7 +328,14 @@ impl Manager {
         }
     }
 
+    /// With `--systemd-cgroup`, before the unit exists (in `create`) the resources are
+    /// checked and kept for `add_pid`; later (`update`) they also go to SetUnitProperties.
     pub fn apply(&self, resources: &oci_spec::runtime::LinuxResources) -> Result<()> {
+        if let Some(u) = &self.systemd {
+            if systemd::apply(self, u, resources)? {
+                return Ok(());
+            }
+        }
         match self.layout {
             Layout::V2 => resources_v2::apply(self, resources),
             Layout::V1 | Layout::Hybrid => resources_v1::apply(self, resources),
@@ -324,7 +343,16 @@ impl Manager {
     }
 
     /// Write `pid` into cgroup.procs of every hierarchy (v1 controllers, then unified).
+    ///
+    /// With `--systemd-cgroup`, the first call of a `create` starts the transient unit with
+    /// `PIDs=[pid]` instead (systemd places the pid), then joins the hierarchies systemd
+    /// does not manage and writes the resources kept by `apply`.
     pub fn add_pid(&self, pid: i32) -> Result<()> {
+        if let Some(u) = &self.systemd {
+            if systemd::must_start(u) {
+                return systemd::start(self, u, pid);
+            }
+        }
         let s = pid.to_string();
         for h in self.v1.iter().chain(self.unified.iter()) {
             let p = h.dir.join("cgroup.procs");
@@ -343,7 +371,7 @@ impl Manager {
 
     /// O_PATH|O_DIRECTORY fd of the cgroup2 leaf for CLONE_INTO_CGROUP (pure v2 only).
     pub fn v2_dir_fd(&self) -> Option<OwnedFd> {
-        if self.layout != Layout::V2 {
+        if self.layout != Layout::V2 || self.systemd.as_ref().is_some_and(systemd::must_start) {
             return None;
         }
         let u = self.unified.as_ref()?;
@@ -461,7 +489,13 @@ impl Manager {
         }
     }
 
+    ///
+    /// With `--systemd-cgroup`: StopUnit (waiting for the job), ResetFailedUnit, then rmdir of
+    /// the unit's directories that are left (hierarchies systemd does not manage).
     pub fn destroy(&self) -> Result<()> {
+        if let Some(u) = &self.systemd {
+            return systemd::stop(self, u);
+        }
         let mut res = Ok(());
         for d in self.created.iter().rev() {
             let leaf = self

@@ -134,21 +134,31 @@ pub(crate) fn resolve(cgroups_path: Option<&str>, id: &str) -> Result<CgPath> {
     }
 }
 
-/// Resolve a systemd-style `slice:prefix:name` path. `systemd_running` is passed in so the
-/// check (a stat of /run/systemd/system) is done by the caller only when needed.
-///
-/// NOTE: sprout has no D-Bus systemd manager yet; when systemd runs, the path is expanded the
-/// way systemd would lay out the scope unit and then driven through cgroupfs directly (no
-/// transient unit is registered with systemd).
+/// Resolve a systemd-style `slice:prefix:name` path (see [`resolve_systemd_unit`]).
+#[cfg(test)]
 pub(crate) fn resolve_systemd(
     cgroups_path: Option<&str>,
     id: &str,
     systemd_running: impl FnOnce() -> bool,
 ) -> Result<CgPath> {
+    resolve_systemd_unit(cgroups_path, id, systemd_running).map(|(cg, _, _)| cg)
+}
+
+/// Resolve a systemd-style `slice:prefix:name` path into the cgroup path systemd gives the
+/// unit (relative to systemd's root), the slice and the unit name (`prefix-name.scope`, or
+/// `name` when it is a slice). `systemd_running` is passed in so the check is done by the
+/// caller only when needed.
+pub(crate) fn resolve_systemd_unit(
+    cgroups_path: Option<&str>,
+    id: &str,
+    systemd_running: impl FnOnce() -> bool,
+) -> Result<(CgPath, String, String)> {
     if !systemd_running() {
-        return Err(Error::Invalid(
-            "--systemd-cgroup: systemd is not running on this host".into(),
-        ));
+        return Err(Error::Invalid(format!(
+            "--systemd-cgroup: systemd is not running on this host (no /run/systemd/system; \
+             {} can name a bus with org.freedesktop.systemd1)",
+            crate::systemd::BUS_ENV
+        )));
     }
     let owned;
     let p = match cgroups_path {
@@ -177,6 +187,17 @@ pub(crate) fn resolve_systemd(
         if part.contains('/') {
             return Err(bad_path(p, "systemd unit names must not contain '/'"));
         }
+        // systemd's unit name alphabet (unit_name_is_valid): [A-Za-z0-9:-_.\\@]; ':' is
+        // the separator here.
+        if let Some(c) = part
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "-_.\\@".contains(*c)))
+        {
+            return Err(bad_path(
+                p,
+                &format!("{c:?} is not allowed in a systemd unit name"),
+            ));
+        }
     }
     let slice = if slice.is_empty() {
         "system.slice"
@@ -184,22 +205,34 @@ pub(crate) fn resolve_systemd(
         slice
     };
     let mut rel = expand_slice(slice).map_err(|why| bad_path(p, &why))?;
-    rel.push('/');
-    if name.ends_with(".slice") {
-        rel.push_str(&expand_slice(name).map_err(|why| bad_path(p, &why))?);
-    } else if prefix.is_empty() {
-        rel.push_str(name);
-        rel.push_str(".scope");
-    } else {
-        rel.push_str(prefix);
-        rel.push('-');
-        rel.push_str(name);
-        rel.push_str(".scope");
+    if !rel.is_empty() {
+        rel.push('/');
     }
-    Ok(CgPath {
-        relative: false,
-        rel,
-    })
+    let unit = if name.ends_with(".slice") {
+        rel = expand_slice(name).map_err(|why| bad_path(p, &why))?;
+        if rel.is_empty() {
+            return Err(bad_path(p, "the name part must not be the root slice"));
+        }
+        name.to_string()
+    } else if prefix.is_empty() {
+        format!("{name}.scope")
+    } else {
+        format!("{prefix}-{name}.scope")
+    };
+    if !name.ends_with(".slice") {
+        rel.push_str(&unit);
+    }
+    if unit.len() > 255 {
+        return Err(bad_path(p, "the unit name is longer than 255 bytes"));
+    }
+    Ok((
+        CgPath {
+            relative: false,
+            rel,
+        },
+        slice.to_string(),
+        unit,
+    ))
 }
 
 /// "a-b-c.slice" -> "a.slice/a-b.slice/a-b-c.slice"; "-.slice" -> "" (the root slice).
@@ -304,9 +337,10 @@ mod tests {
     #[test]
     fn systemd_paths() {
         let e = resolve_systemd(Some("system.slice:docker:abc"), "x", || false).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "cgroup: --systemd-cgroup: systemd is not running on this host"
+        assert!(
+            e.to_string()
+                .starts_with("cgroup: --systemd-cgroup: systemd is not running on this host"),
+            "{e}"
         );
         let e = resolve_systemd(Some("/foo/bar"), "x", || true)
             .unwrap_err()
@@ -333,8 +367,40 @@ mod tests {
             resolve_systemd(Some("user.slice::x-y.slice"), "i", || true)
                 .unwrap()
                 .rel,
-            "user.slice/x.slice/x-y.slice"
+            // A slice's place in the tree comes from its name alone.
+            "x.slice/x-y.slice"
         );
+        let (_, slice, unit) =
+            resolve_systemd_unit(Some("machine.slice:libpod:ab_c"), "i", || true).unwrap();
+        assert_eq!(
+            (slice.as_str(), unit.as_str()),
+            ("machine.slice", "libpod-ab_c.scope")
+        );
+        let (cg, slice, unit) = resolve_systemd_unit(Some(":sprout:x"), "i", || true).unwrap();
+        assert_eq!(cg.rel, "system.slice/sprout-x.scope");
+        assert_eq!(
+            (slice.as_str(), unit.as_str()),
+            ("system.slice", "sprout-x.scope")
+        );
+        assert_eq!(
+            resolve_systemd_unit(Some("-.slice:p:n"), "i", || true)
+                .unwrap()
+                .0
+                .rel,
+            "p-n.scope"
+        );
+        for bad in [
+            "a.slice:p:n m",
+            "a.slice:p$:n",
+            "a.slice:p:n\n",
+            "a.slice:p:-.slice",
+        ] {
+            let e = resolve_systemd(Some(bad), "i", || true)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("cgroup: linux.cgroupsPath"), "{bad}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
         assert!(resolve_systemd(Some("bad:p:n"), "i", || true).is_err());
         assert!(resolve_systemd(Some("a.slice:p:"), "i", || true).is_err());
     }

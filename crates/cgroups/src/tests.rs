@@ -116,9 +116,10 @@ fn hybrid_paths_nest_under_own_cgroup_per_controller() {
         .to_string();
     assert!(e.contains("linux.cgroupsPath") && e.contains(".."), "{e}");
     let e = Manager::new_in(&host, Some("system.slice:docker:abc"), "c", true).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "cgroup: --systemd-cgroup: systemd is not running on this host"
+    assert!(
+        e.to_string()
+            .starts_with("cgroup: --systemd-cgroup: systemd is not running on this host"),
+        "{e}"
     );
 }
 

@@ -1,0 +1,575 @@
+//! The systemd cgroup driver (`--systemd-cgroup`, `linux.cgroupsPath` = `slice:prefix:name`).
+//!
+//! The container's cgroup is a transient scope unit `prefix-name.scope` in `slice`, made by
+//! systemd itself through its D-Bus API (`org.freedesktop.systemd1.Manager`), as runc and
+//! crun do:
+//!
+//! 1. [`prepare`] (from `Manager::create`): connect to systemd (its private socket
+//!    /run/systemd/private as root, else the system bus; `SPROUT_SYSTEMD_BUS` overrides with
+//!    the address of a bus that has `org.freedesktop.systemd1` on it) and find where
+//!    systemd's tree hangs in each hierarchy: the cgroup of the systemd process, without a
+//!    trailing `init.scope` (runc's rule, from /proc/1/cgroup; "/" on an ordinary host).
+//!    Nothing is made yet: a scope cannot exist without a process.
+//! 2. `Manager::apply` before the unit exists only checks the resources and keeps them.
+//! 3. [`start`] (from `Manager::add_pid`, i.e. once the init exists and before it runs):
+//!    `StartTransientUnit(name, "replace", properties, [])` with `PIDs=[pid]` (systemd puts
+//!    the init into the scope: the placement is systemd's, as with crun), `Delegate=true`,
+//!    `Description`, `DefaultDependencies=false`, accounting on, and the resource properties
+//!    runc sets (MemoryLimit or MemoryMax/MemoryLow/MemorySwapMax, CPUShares or CPUWeight,
+//!    CPUQuotaPerSecUSec rounded up to 10ms, TasksMax, BlockIOWeight or IOWeight). A
+//!    `UnitExists` answer resets the failed unit and retries once (a leftover of a crashed
+//!    container). Then wait for the job's `JobRemoved` signal (result "done"), check that
+//!    /proc/PID/cgroup shows the scope, make and join the hierarchies systemd does not
+//!    manage (cpuset, freezer, ... on v1), and write every resource through cgroupfs, as
+//!    runc's systemd manager does after setting the unit's properties.
+//! 4. [`stop`] (from `Manager::destroy`): `StopUnit(name, "replace")`, wait for the job,
+//!    `ResetFailedUnit(name)` (errors ignored), then rmdir the scope's directories that
+//!    systemd did not remove (the unmanaged hierarchies). `NoSuchUnit` is not an error.
+//! 5. `update` (a Manager loaded from state.json): `SetUnitProperties(name, true, props)`
+//!    then cgroupfs, as runc.
+
+pub(crate) mod dbus;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use oci_spec::runtime::LinuxResources;
+use serde::{Deserialize, Serialize};
+
+use self::dbus::{Addr, Conn, Value};
+use crate::path::SelfCgroup;
+use crate::{fs, resources, Error, Layout, Manager, Result};
+
+/// Environment variable: the D-Bus address (or socket path) of a message bus on which
+/// `org.freedesktop.systemd1` answers. Also makes sprout treat systemd as running.
+pub const BUS_ENV: &str = "SPROUT_SYSTEMD_BUS";
+const PRIVATE_SOCKET: &str = "/run/systemd/private";
+const SYSTEM_BUS: &str = "unix:path=/run/dbus/system_bus_socket";
+const DEST: &str = "org.freedesktop.systemd1";
+const PATH: &str = "/org/freedesktop/systemd1";
+const IFACE: &str = "org.freedesktop.systemd1.Manager";
+/// How long one D-Bus call or one job may take (runc waits 30s for a job too).
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether sprout should talk to systemd: /run/systemd/system exists (sd_booted's test), or
+/// [`BUS_ENV`] names a bus.
+pub(crate) fn running() -> bool {
+    std::env::var_os(BUS_ENV).is_some_and(|v| !v.is_empty())
+        || Path::new("/run/systemd/system").is_dir()
+}
+
+/// The systemd unit of a container (serialized into state.json with the Manager).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Unit {
+    /// `prefix-name.scope` (or `name.slice`).
+    pub name: String,
+    /// The slice it goes into.
+    pub slice: String,
+    pub description: String,
+    #[serde(skip)]
+    pub live: Arc<Mutex<Live>>,
+}
+
+/// What one sprout process knows beyond state.json.
+#[derive(Debug, Default)]
+pub(crate) struct Live {
+    /// Made by `Manager::new_in` in this process (a `create`): `apply` defers to `add_pid`.
+    /// A Manager loaded from state.json has `false`.
+    pub fresh: bool,
+    /// The transient unit was started by this process.
+    pub started: bool,
+    pub conn: Option<Conn>,
+    /// Resources given to `apply` before the unit existed.
+    pub pending: Option<LinuxResources>,
+}
+
+impl Unit {
+    pub fn new(name: String, slice: String, container_id: &str) -> Unit {
+        Unit {
+            name,
+            slice,
+            description: format!("sprout container {container_id}"),
+            live: Arc::new(Mutex::new(Live {
+                fresh: true,
+                ..Live::default()
+            })),
+        }
+    }
+
+    pub fn live(&self) -> std::sync::MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn is_slice(&self) -> bool {
+        self.name.ends_with(".slice")
+    }
+}
+
+fn err(msg: impl std::fmt::Display) -> Error {
+    Error::Invalid(format!("--systemd-cgroup: {msg}"))
+}
+
+/// Where to reach systemd: (address, is a message bus).
+fn target() -> std::result::Result<(Addr, bool), String> {
+    if let Some(v) = std::env::var_os(BUS_ENV).filter(|v| !v.is_empty()) {
+        let v = v.to_string_lossy();
+        return dbus::parse_address(&v)
+            .map(|a| (a, true))
+            .map_err(|e| format!("{BUS_ENV}: {e}"));
+    }
+    if unsafe { libc::geteuid() } == 0 && Path::new(PRIVATE_SOCKET).exists() {
+        return Ok((Addr::Path(PRIVATE_SOCKET.into()), false));
+    }
+    let sys = std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| SYSTEM_BUS.into());
+    dbus::parse_address(&sys)
+        .map(|a| (a, true))
+        .map_err(|e| format!("DBUS_SYSTEM_BUS_ADDRESS: {e}"))
+}
+
+/// Connect to systemd; on a message bus also subscribe to JobRemoved.
+fn connect() -> Result<Conn> {
+    let (addr, bus) = target().map_err(err)?;
+    let mut c = Conn::connect(&addr, bus, TIMEOUT)
+        .map_err(|e| err(format_args!("cannot connect to systemd at {addr}: {e}")))?;
+    if bus {
+        c.call(
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "AddMatch",
+            vec![Value::str(format!(
+                "type='signal',sender='{DEST}',path='{PATH}',interface='{IFACE}',member='JobRemoved'"
+            ))],
+        )
+        .map_err(|e| err(format_args!("AddMatch on {addr}: {e}")))?;
+    }
+    Ok(c)
+}
+
+/// The pid of the systemd process at the other end.
+fn systemd_pid(c: &mut Conn) -> Option<i32> {
+    if !c.bus {
+        return c.peer_pid();
+    }
+    let r = c
+        .call(
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "GetConnectionUnixProcessID",
+            vec![Value::str(DEST)],
+        )
+        .ok()?;
+    r.first().and_then(Value::as_u32).map(|p| p as i32)
+}
+
+/// systemd's root in one hierarchy: its own cgroup there without a trailing `init.scope`.
+pub(crate) fn root_of(own: &str) -> &str {
+    let t = own.trim_end_matches('/');
+    let t = t.strip_suffix("/init.scope").unwrap_or(t);
+    if t.is_empty() {
+        "/"
+    } else {
+        t
+    }
+}
+
+/// `Manager::create` with --systemd-cgroup: connect, and re-root every hierarchy under
+/// systemd's own tree. Makes nothing.
+pub(crate) fn prepare(m: &mut Manager) -> Result<()> {
+    let unit = m.systemd.clone().expect("systemd manager");
+    let mut c = connect()?;
+    let own = systemd_pid(&mut c)
+        .and_then(|p| fs::read(&PathBuf::from(format!("/proc/{p}/cgroup"))).ok())
+        .map(|s| SelfCgroup::parse(&s))
+        .unwrap_or_default();
+    // Hierarchies that are not mounted (the cgroupfs `create` drops them the same way).
+    m.v1.retain_mut(|h| {
+        if h.mount.is_dir() {
+            return true;
+        }
+        match h.alt_mount.take().filter(|a| a.is_dir()) {
+            Some(alt) => {
+                h.rebase(alt);
+                true
+            }
+            None => false,
+        }
+    });
+    for h in m.v1.iter_mut().chain(m.unified.iter_mut()) {
+        let sd = if h.name == "unified" {
+            own.unified.as_deref()
+        } else {
+            own.v1_path(&h.name)
+        };
+        let root = root_of(sd.unwrap_or("/"));
+        let rel = h
+            .dir
+            .strip_prefix(&h.mount)
+            .unwrap_or(Path::new(""))
+            .to_owned();
+        h.base = crate::path::under(&h.mount, root);
+        h.dir = h.base.join(rel);
+    }
+    unit.live().conn = Some(c);
+    Ok(())
+}
+
+fn conn_or_connect(live: &mut Live) -> Result<Conn> {
+    match live.conn.take() {
+        Some(c) => Ok(c),
+        None => connect(),
+    }
+}
+
+/// Wait for JobRemoved of `job`; its result string.
+fn wait_job(c: &mut Conn, job: &str, unit: &str) -> Result<String> {
+    let deadline = Instant::now() + TIMEOUT;
+    let m = c
+        .wait_signal(
+            deadline,
+            &format!("systemd's JobRemoved signal for {unit}"),
+            |m| {
+                m.member.as_deref() == Some("JobRemoved")
+                    && m.body.get(1).and_then(Value::as_str) == Some(job)
+            },
+        )
+        .map_err(err)?;
+    Ok(m.body
+        .get(3)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string())
+}
+
+fn reset_failed(c: &mut Conn, unit: &str) {
+    let _ = c.call(DEST, PATH, IFACE, "ResetFailedUnit", vec![Value::str(unit)]);
+}
+
+fn prop(name: &str, v: Value) -> Value {
+    Value::Struct(vec![Value::str(name), Value::variant(v)])
+}
+
+fn u64_or_infinity(v: i64) -> u64 {
+    if v < 0 {
+        u64::MAX
+    } else {
+        v as u64
+    }
+}
+
+/// The resource properties runc's and crun's systemd drivers set. Validates what it maps
+/// (the same field-named errors as cgroupfs `apply`).
+pub(crate) fn resource_props(layout: Layout, res: &LinuxResources) -> Result<Vec<Value>> {
+    let v2 = layout == Layout::V2;
+    let mut p = Vec::new();
+    if let Some(mem) = res.memory() {
+        let limit = resources::bytes("memory.limit", mem.limit())?;
+        if let Some(l) = limit {
+            p.push(prop(
+                if v2 { "MemoryMax" } else { "MemoryLimit" },
+                Value::U64(u64_or_infinity(l)),
+            ));
+        }
+        if v2 {
+            if let Some(r) = resources::bytes("memory.reservation", mem.reservation())? {
+                p.push(prop("MemoryLow", Value::U64(u64_or_infinity(r))));
+            }
+            if let Some(s) = mem.swap() {
+                // Memory+swap in the spec, swap alone for systemd (as runc).
+                let v = match (s, limit) {
+                    (-1, _) => Some(u64::MAX),
+                    (s, Some(l)) if s > 0 && l > 0 && s >= l => Some((s - l) as u64),
+                    _ => None,
+                };
+                if let Some(v) = v {
+                    p.push(prop("MemorySwapMax", Value::U64(v)));
+                }
+            }
+        }
+    }
+    if let Some(cpu) = res.cpu() {
+        if let Some(s) = resources::shares(cpu.shares())? {
+            if v2 {
+                p.push(prop(
+                    "CPUWeight",
+                    Value::U64(resources::shares_to_weight(s)),
+                ));
+            } else {
+                p.push(prop("CPUShares", Value::U64(s)));
+            }
+        }
+        let quota = resources::quota(cpu.quota())?;
+        let period = resources::period(cpu.period())?;
+        if quota.is_some() || period.is_some() {
+            // Microseconds of CPU time per second; systemd keeps whole percents, so round
+            // up to 10ms (runc does the same, so that the cgroupfs write that follows wins).
+            let mut per_sec = u64::MAX;
+            if let Some(q) = quota.filter(|q| *q > 0) {
+                let period = period.unwrap_or(100_000);
+                per_sec = q as u64 * 1_000_000 / period;
+                if per_sec % 10_000 != 0 {
+                    per_sec = (per_sec / 10_000 + 1) * 10_000;
+                }
+            }
+            p.push(prop("CPUQuotaPerSecUSec", Value::U64(per_sec)));
+        }
+    }
+    if let Some(pids) = res.pids() {
+        match pids.limit() {
+            l if l > 0 => p.push(prop("TasksMax", Value::U64(l as u64))),
+            -1 => p.push(prop("TasksMax", Value::U64(u64::MAX))),
+            _ => {}
+        }
+    }
+    if let Some(b) = res.block_io() {
+        if let Some(w) = resources::blkio_weight("blockIO.weight", b.weight())? {
+            if v2 {
+                p.push(prop(
+                    "IOWeight",
+                    Value::U64(resources::blkio_to_io_weight(w as u64)),
+                ));
+            } else {
+                p.push(prop("BlockIOWeight", Value::U64(w as u64)));
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// Every property of StartTransientUnit for `unit` with `pid` (`None` for a slice unit).
+pub(crate) fn start_props(
+    layout: Layout,
+    unit: &Unit,
+    pid: Option<u32>,
+    res: Option<&LinuxResources>,
+) -> Result<Vec<Value>> {
+    let mut p = vec![prop("Description", Value::str(&unit.description))];
+    if unit.is_slice() {
+        p.push(prop(
+            "Wants",
+            Value::Array("s".into(), vec![Value::str(&unit.slice)]),
+        ));
+    } else {
+        p.push(prop("Slice", Value::str(&unit.slice)));
+        p.push(prop("Delegate", Value::Bool(true)));
+    }
+    if let Some(pid) = pid {
+        p.push(prop(
+            "PIDs",
+            Value::Array("u".into(), vec![Value::U32(pid)]),
+        ));
+    }
+    p.push(prop("DefaultDependencies", Value::Bool(false)));
+    // Accounting on, so that systemd enables the controllers for the unit (as runc).
+    p.push(prop("MemoryAccounting", Value::Bool(true)));
+    p.push(prop("CPUAccounting", Value::Bool(true)));
+    p.push(prop("TasksAccounting", Value::Bool(true)));
+    p.push(prop(
+        if layout == Layout::V2 {
+            "IOAccounting"
+        } else {
+            "BlockIOAccounting"
+        },
+        Value::Bool(true),
+    ));
+    if let Some(res) = res {
+        p.extend(resource_props(layout, res)?);
+    }
+    Ok(p)
+}
+
+/// The StartTransientUnit call's arguments (`ssa(sv)a(sa(sv))`).
+pub(crate) fn start_body(name: &str, props: Vec<Value>) -> Vec<Value> {
+    vec![
+        Value::str(name),
+        Value::str("replace"),
+        Value::Array("(sv)".into(), props),
+        Value::Array("(sa(sv))".into(), vec![]),
+    ]
+}
+
+/// `Manager::apply` with --systemd-cgroup. `Ok(true)`: kept for [`start`] (the unit does
+/// not exist yet); `Ok(false)`: the caller writes cgroupfs (after SetUnitProperties here).
+pub(crate) fn apply(m: &Manager, unit: &Unit, res: &LinuxResources) -> Result<bool> {
+    let props = resource_props(m.layout, res)?;
+    let mut live = unit.live();
+    if live.fresh && !live.started {
+        live.pending = Some(res.clone());
+        return Ok(true);
+    }
+    if !props.is_empty() {
+        let mut c = conn_or_connect(&mut live)?;
+        c.call(
+            DEST,
+            PATH,
+            IFACE,
+            "SetUnitProperties",
+            vec![
+                Value::str(&unit.name),
+                Value::Bool(true),
+                Value::Array("(sv)".into(), props),
+            ],
+        )
+        .map_err(|e| err(format_args!("SetUnitProperties of {}: {e}", unit.name)))?;
+        live.conn = Some(c);
+    }
+    Ok(false)
+}
+
+/// Whether `add_pid` must start the unit (a `create` that has not done it yet).
+pub(crate) fn must_start(unit: &Unit) -> bool {
+    let live = unit.live();
+    live.fresh && !live.started
+}
+
+/// `Manager::add_pid` in a `create`: start the transient unit with `pid` in it, join the
+/// other hierarchies and write the resources kept by `apply` through cgroupfs.
+pub(crate) fn start(m: &Manager, unit: &Unit, pid: i32) -> Result<()> {
+    let mut live = unit.live();
+    let pending = live.pending.take();
+    let scope_pid = (!unit.is_slice()).then_some(pid as u32);
+    let props = start_props(m.layout, unit, scope_pid, pending.as_ref())?;
+    let mut c = conn_or_connect(&mut live)?;
+    let body = start_body(&unit.name, props);
+    let mut retried = false;
+    let job = loop {
+        match c.call(DEST, PATH, IFACE, "StartTransientUnit", body.clone()) {
+            Ok(r) => match r.first().and_then(Value::as_str) {
+                Some(j) => break j.to_string(),
+                None => return Err(err("StartTransientUnit: reply without a job path")),
+            },
+            Err(dbus::Error::Remote(name, _))
+                if name == "org.freedesktop.systemd1.UnitExists" && !retried =>
+            {
+                // Perhaps the failed leftover of an earlier container: reset, retry once.
+                reset_failed(&mut c, &unit.name);
+                retried = true;
+            }
+            Err(e) => {
+                return Err(err(format_args!(
+                    "StartTransientUnit {} in {}: {e}",
+                    unit.name, unit.slice
+                )))
+            }
+        }
+    };
+    live.started = true;
+    let result = wait_job(&mut c, &job, &unit.name)?;
+    if result != "done" {
+        reset_failed(&mut c, &unit.name);
+        live.conn = Some(c);
+        return Err(err(format_args!(
+            "systemd could not start {}: job result {result:?}",
+            unit.name
+        )));
+    }
+    live.conn = Some(c);
+    drop(live);
+    join(m, unit, pid)?;
+    if let Some(res) = pending {
+        match m.layout {
+            Layout::V2 => crate::resources_v2::apply(m, &res)?,
+            Layout::V1 | Layout::Hybrid => crate::resources_v1::apply(m, &res)?,
+        }
+    }
+    Ok(())
+}
+
+/// After the unit started: check that systemd put `pid` where we expect, then make and
+/// join the hierarchies systemd left alone.
+fn join(m: &Manager, unit: &Unit, pid: i32) -> Result<()> {
+    let cg = fs::read(&PathBuf::from(format!("/proc/{pid}/cgroup")))
+        .map(|s| SelfCgroup::parse(&s))
+        .map_err(|e| err(format_args!("reading /proc/{pid}/cgroup: {e}")))?;
+    let in_hier = |h: &crate::Hier| -> bool {
+        let cur = if h.name == "unified" {
+            cg.unified.as_deref()
+        } else {
+            cg.v1_path(&h.name)
+        };
+        cur.is_some_and(|c| crate::path::under(&h.mount, c) == h.dir)
+    };
+    // The hierarchy systemd tracks processes in must show the unit.
+    let track = m
+        .unified
+        .as_ref()
+        .or_else(|| m.v1.iter().find(|h| h.name == "name=systemd"));
+    if let Some(t) = track {
+        if !unit.is_slice() && !in_hier(t) {
+            return Err(err(format_args!(
+                "systemd started {} but pid {pid} is not in {}",
+                unit.name,
+                t.dir.display()
+            )));
+        }
+    }
+    let s = pid.to_string();
+    for h in m.v1.iter().chain(m.unified.iter()) {
+        if in_hier(h) {
+            continue;
+        }
+        let mut made = Vec::new();
+        if !h.dir.is_dir() {
+            if !crate::v1::mkdir_hier(h, &mut made)? {
+                continue;
+            }
+            if h.name == "cpuset" {
+                crate::v1::copy_cpuset(&made)?;
+            }
+        }
+        let p = h.dir.join("cgroup.procs");
+        fs::write(&p, s.as_bytes()).map_err(|e| fs::io_err(p, e))?;
+    }
+    Ok(())
+}
+
+/// `Manager::destroy` with --systemd-cgroup: stop the unit, reset it, remove what is left.
+pub(crate) fn stop(m: &Manager, unit: &Unit) -> Result<()> {
+    let mut live = unit.live();
+    let mut first_err = None;
+    match conn_or_connect(&mut live) {
+        Ok(mut c) => {
+            match c.call(
+                DEST,
+                PATH,
+                IFACE,
+                "StopUnit",
+                vec![Value::str(&unit.name), Value::str("replace")],
+            ) {
+                Ok(r) => {
+                    if let Some(job) = r.first().and_then(Value::as_str) {
+                        if let Err(e) = wait_job(&mut c, job, &unit.name) {
+                            first_err = Some(e);
+                        }
+                    }
+                }
+                Err(dbus::Error::Remote(name, _))
+                    if name == "org.freedesktop.systemd1.NoSuchUnit" => {}
+                Err(e) => {
+                    first_err = Some(err(format_args!("StopUnit {}: {e}", unit.name)));
+                }
+            }
+            reset_failed(&mut c, &unit.name);
+            live.conn = Some(c);
+        }
+        // systemd is gone: remove what can be removed, report it only if that fails.
+        Err(e) => crate::warn(&e.to_string()),
+    }
+    for h in m.v1.iter().chain(m.unified.iter()) {
+        if let Err(e) = fs::rmdir_retry(&h.dir) {
+            first_err.get_or_insert(e);
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,361 @@
+//! Marshalling checked against byte vectors made by an independent implementation (GLib's
+//! GDBus, `Gio.DBusMessage.to_blob`, from python3-gi; the script is in each comment), and the
+//! property mapping against runc's rules.
+
+use super::dbus::{self, Addr, Message, Value};
+use super::*;
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+// m = Gio.DBusMessage.new_method_call("org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+//     "org.freedesktop.systemd1.Manager", "StartTransientUnit")
+// m.set_body(GLib.Variant('(ssa(sv)a(sa(sv)))', ("sprout-abc.scope", "replace", [
+//   ("Description", GLib.Variant('s', "sprout container abc")),
+//   ("Slice", GLib.Variant('s', "system.slice")), ("Delegate", GLib.Variant('b', True)),
+//   ("PIDs", GLib.Variant('au', [4242])), ("MemoryLimit", GLib.Variant('t', 67108864)),
+//   ("CPUQuotaPerSecUSec", GLib.Variant('t', 2**64-1))], [])))
+// m.set_serial(7); m.to_blob(Gio.DBusCapabilityFlags.NONE).hex()
+const GDBUS_START: &str = "6c0100010001000007000000b300000001016f00190000002f6f72672f667265656465736b746f702f73797374656d64310000000000000002017300200000006f72672e667265656465736b746f702e73797374656d64312e4d616e61676572000000000000000006017300180000006f72672e667265656465736b746f702e73797374656d64310000000000000000080167001073736128737629612873612873762929000000030173001200000053746172745472616e7369656e74556e6974000000000000100000007370726f75742d6162632e73636f706500000000070000007265706c61636500d00000000b0000004465736372697074696f6e0001730000140000007370726f757420636f6e7461696e6572206162630000000005000000536c696365000173000000000c00000073797374656d2e736c69636500000000000000000800000044656c65676174650001620001000000000000000400000050494473000261750000000004000000921000000b0000004d656d6f72794c696d697400017400000000000000000004000000001200000043505551756f74615065725365635553656300017400000000000000ffffffffffffffff0000000000000000";
+
+// s = Gio.DBusMessage.new_signal("/org/freedesktop/systemd1",
+//     "org.freedesktop.systemd1.Manager", "JobRemoved")
+// s.set_body(GLib.Variant('(uoss)', (17, "/org/freedesktop/systemd1/job/17",
+//     "sprout-abc.scope", "done"))); s.set_serial(99); s.set_sender(":1.5")
+// then again after s.set_byte_order(Gio.DBusMessageByteOrder.BIG_ENDIAN)
+const GDBUS_JOB_REMOVED_LE: &str = "6c0401014d000000630000008b00000007017300040000003a312e350000000001016f00190000002f6f72672f667265656465736b746f702f73797374656d64310000000000000002017300200000006f72672e667265656465736b746f702e73797374656d64312e4d616e6167657200000000000000000801670004756f737300000000000000030173000a0000004a6f6252656d6f76656400000000000011000000200000002f6f72672f667265656465736b746f702f73797374656d64312f6a6f622f313700000000100000007370726f75742d6162632e73636f70650000000004000000646f6e6500";
+const GDBUS_JOB_REMOVED_BE: &str = "420401010000004d000000630000008b07017300000000043a312e350000000001016f00000000192f6f72672f667265656465736b746f702f73797374656d64310000000000000002017300000000206f72672e667265656465736b746f702e73797374656d64312e4d616e6167657200000000000000000801670004756f737300000000000000030173000000000a4a6f6252656d6f76656400000000000000000011000000202f6f72672f667265656465736b746f702f73797374656d64312f6a6f622f313700000000000000107370726f75742d6162632e73636f70650000000000000004646f6e6500";
+
+// call = new_method_call(..., "StopUnit"); call.set_serial(3)
+// e = Gio.DBusMessage.new_method_error_literal(call, "org.freedesktop.systemd1.NoSuchUnit",
+//     "Unit sprout-abc.scope not loaded."); e.set_serial(12)
+const GDBUS_ERROR: &str = "6c030101260000000c0000004000000004017300230000006f72672e667265656465736b746f702e73797374656d64312e4e6f53756368556e697400000000000801670001730000050175000300000021000000556e6974207370726f75742d6162632e73636f7065206e6f74206c6f616465642e00";
+
+fn sample_start() -> Message {
+    let props = vec![
+        prop("Description", Value::str("sprout container abc")),
+        prop("Slice", Value::str("system.slice")),
+        prop("Delegate", Value::Bool(true)),
+        prop("PIDs", Value::Array("u".into(), vec![Value::U32(4242)])),
+        prop("MemoryLimit", Value::U64(67108864)),
+        prop("CPUQuotaPerSecUSec", Value::U64(u64::MAX)),
+    ];
+    let mut m = Message::method_call(
+        Some("org.freedesktop.systemd1"),
+        "/org/freedesktop/systemd1",
+        "org.freedesktop.systemd1.Manager",
+        "StartTransientUnit",
+        start_body("sprout-abc.scope", props),
+    );
+    m.serial = 7;
+    m
+}
+
+#[test]
+fn start_transient_unit_body_matches_gdbus() {
+    let ours = sample_start().encode().unwrap();
+    let theirs = unhex(GDBUS_START);
+    // Header fields may come in any order (GDBus writes DESTINATION and SIGNATURE before
+    // MEMBER); the fixed header and the body must match byte for byte.
+    assert_eq!(ours.len(), theirs.len());
+    assert_eq!(hex(&ours[..12]), hex(&theirs[..12]));
+    let body_len = u32::from_le_bytes(theirs[4..8].try_into().unwrap()) as usize;
+    assert_eq!(body_len, 256);
+    assert_eq!(
+        hex(&ours[ours.len() - body_len..]),
+        hex(&theirs[theirs.len() - body_len..])
+    );
+    // And GDBus's whole message decodes to the same message.
+    let back = Message::decode(&theirs).unwrap();
+    assert_eq!(back, sample_start());
+    assert_eq!(back.signature(), "ssa(sv)a(sa(sv))");
+    // Our own bytes round-trip too.
+    assert_eq!(Message::decode(&ours).unwrap(), sample_start());
+}
+
+#[test]
+fn empty_array_of_structs_is_padded_to_8() {
+    // a(sa(sv)) empty: length 0 then padding to the struct alignment, even with no element
+    // (spec: "the padding ... is present even if the array is empty").
+    let mut e = dbus::Enc::default();
+    e.put(&Value::str("a")).unwrap();
+    e.put(&Value::Array("(sa(sv))".into(), vec![])).unwrap();
+    assert_eq!(hex(&e.buf), "01000000610000000000000000000000");
+}
+
+#[test]
+fn decode_signals_both_endians() {
+    for v in [GDBUS_JOB_REMOVED_LE, GDBUS_JOB_REMOVED_BE] {
+        let m = Message::decode(&unhex(v)).unwrap();
+        assert_eq!(m.kind, dbus::SIGNAL);
+        assert_eq!(m.serial, 99);
+        assert_eq!(m.sender.as_deref(), Some(":1.5"));
+        assert_eq!(m.member.as_deref(), Some("JobRemoved"));
+        assert_eq!(
+            m.body,
+            vec![
+                Value::U32(17),
+                Value::Path("/org/freedesktop/systemd1/job/17".into()),
+                Value::str("sprout-abc.scope"),
+                Value::str("done"),
+            ]
+        );
+    }
+}
+
+#[test]
+fn decode_error_reply() {
+    let m = Message::decode(&unhex(GDBUS_ERROR)).unwrap();
+    assert_eq!(m.kind, dbus::ERROR);
+    assert_eq!(m.reply_serial, Some(3));
+    assert_eq!(
+        m.error_name.as_deref(),
+        Some("org.freedesktop.systemd1.NoSuchUnit")
+    );
+    assert_eq!(
+        m.body,
+        vec![Value::str("Unit sprout-abc.scope not loaded.")]
+    );
+}
+
+#[test]
+fn decode_rejects_garbage() {
+    let good = unhex(GDBUS_JOB_REMOVED_LE);
+    // Every truncation is an error, never a panic.
+    for n in 0..good.len() {
+        assert!(Message::decode(&good[..n]).is_err(), "{n}");
+    }
+    // Flipping bytes: errors or other messages, never a panic.
+    for i in 0..good.len() {
+        let mut b = good.clone();
+        b[i] ^= 0xff;
+        let _ = Message::decode(&b);
+    }
+    let mut b = good.clone();
+    b[0] = b'x';
+    assert!(Message::decode(&b).is_err());
+}
+
+#[test]
+fn signatures() {
+    assert_eq!(dbus::split_type("a(sv)s").unwrap(), ("a(sv)", "s"));
+    assert_eq!(dbus::split_type("a{sv}").unwrap(), ("a{sv}", ""));
+    assert!(dbus::split_type("a").is_err());
+    assert!(dbus::split_type("()").is_err());
+    assert!(dbus::split_type("(s").is_err());
+    assert!(dbus::split_type("z").is_err());
+    assert!(dbus::split_type(&"a".repeat(100)).is_err());
+    assert_eq!(sample_start().signature(), "ssa(sv)a(sa(sv))");
+    // Array elements must match the declared element type.
+    let mut e = dbus::Enc::default();
+    assert!(e
+        .put(&Value::Array("u".into(), vec![Value::str("x")]))
+        .is_err());
+    assert!(e.put(&Value::str("a\0b")).is_err());
+}
+
+#[test]
+fn addresses() {
+    assert_eq!(
+        dbus::parse_address("unix:path=/run/dbus/system_bus_socket").unwrap(),
+        Addr::Path("/run/dbus/system_bus_socket".into())
+    );
+    assert_eq!(
+        dbus::parse_address("unix:abstract=/tmp/dbus-x,guid=12ab").unwrap(),
+        Addr::Abstract("/tmp/dbus-x".into())
+    );
+    assert_eq!(
+        dbus::parse_address("tcp:host=x,port=1;unix:guid=1,path=/a%20b").unwrap(),
+        Addr::Path("/a b".into())
+    );
+    assert_eq!(
+        dbus::parse_address("/x/y").unwrap(),
+        Addr::Path("/x/y".into())
+    );
+    assert!(dbus::parse_address("tcp:host=x").is_err());
+    assert!(dbus::parse_address("unix:path=/a%zz").is_err());
+}
+
+#[test]
+fn systemd_root() {
+    assert_eq!(root_of("/init.scope"), "/");
+    assert_eq!(root_of("/"), "/");
+    assert_eq!(root_of(""), "/");
+    assert_eq!(root_of("/a/sd-1/init.scope"), "/a/sd-1");
+    assert_eq!(root_of("/a/notinit.scope"), "/a/notinit.scope");
+    assert_eq!(root_of("/docker/x"), "/docker/x");
+}
+
+fn res(j: serde_json::Value) -> LinuxResources {
+    serde_json::from_value(j).unwrap()
+}
+
+fn props_map(p: &[Value]) -> Vec<(String, Value)> {
+    p.iter()
+        .map(|v| match v {
+            Value::Struct(f) => match (&f[0], &f[1]) {
+                (Value::Str(k), Value::Variant(v)) => (k.clone(), (**v).clone()),
+                _ => panic!("{v:?}"),
+            },
+            _ => panic!("{v:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn resource_properties_v1_and_v2() {
+    let r = res(serde_json::json!({
+        "memory": {"limit": 67108864, "reservation": 1048576, "swap": 134217728},
+        "cpu": {"shares": 1024, "quota": 50000, "period": 100000},
+        "pids": {"limit": 42},
+        "blockIO": {"weight": 500}
+    }));
+    let v1 = props_map(&resource_props(Layout::Hybrid, &r).unwrap());
+    assert_eq!(
+        v1,
+        vec![
+            ("MemoryLimit".into(), Value::U64(67108864)),
+            ("CPUShares".into(), Value::U64(1024)),
+            ("CPUQuotaPerSecUSec".into(), Value::U64(500_000)),
+            ("TasksMax".into(), Value::U64(42)),
+            ("BlockIOWeight".into(), Value::U64(500)),
+        ]
+    );
+    let v2 = props_map(&resource_props(Layout::V2, &r).unwrap());
+    assert_eq!(
+        v2,
+        vec![
+            ("MemoryMax".into(), Value::U64(67108864)),
+            ("MemoryLow".into(), Value::U64(1048576)),
+            ("MemorySwapMax".into(), Value::U64(67108864)),
+            ("CPUWeight".into(), Value::U64(39)),
+            ("CPUQuotaPerSecUSec".into(), Value::U64(500_000)),
+            ("TasksMax".into(), Value::U64(42)),
+            ("IOWeight".into(), Value::U64(4950)),
+        ]
+    );
+}
+
+#[test]
+fn resource_properties_edge_values() {
+    // Unlimited maps to systemd's infinity; a fractional percent is rounded up to 10ms.
+    let r = res(serde_json::json!({
+        "memory": {"limit": -1, "swap": -1},
+        "cpu": {"quota": 12345, "period": 100000},
+        "pids": {"limit": -1}
+    }));
+    assert_eq!(
+        props_map(&resource_props(Layout::V2, &r).unwrap()),
+        vec![
+            ("MemoryMax".into(), Value::U64(u64::MAX)),
+            ("MemorySwapMax".into(), Value::U64(u64::MAX)),
+            ("CPUQuotaPerSecUSec".into(), Value::U64(130_000)),
+            ("TasksMax".into(), Value::U64(u64::MAX)),
+        ]
+    );
+    // quota -1 (unlimited) with a period: infinity.
+    let r = res(serde_json::json!({"cpu": {"quota": -1, "period": 50000}}));
+    assert_eq!(
+        props_map(&resource_props(Layout::V1, &r).unwrap()),
+        vec![("CPUQuotaPerSecUSec".into(), Value::U64(u64::MAX))]
+    );
+    // Unset or zero fields give no property.
+    let r = res(
+        serde_json::json!({"memory": {"limit": 0}, "cpu": {"shares": 0}, "pids": {"limit": 0}}),
+    );
+    assert!(resource_props(Layout::V2, &r).unwrap().is_empty());
+    // Invalid values fail with the field's name, before anything is sent.
+    let r = res(serde_json::json!({"cpu": {"shares": 1}}));
+    let e = resource_props(Layout::V1, &r).unwrap_err().to_string();
+    assert!(e.contains("linux.resources.cpu.shares"), "{e}");
+}
+
+#[test]
+fn start_properties() {
+    let u = Unit::new("p-n.scope".into(), "machine.slice".into(), "n");
+    let p = props_map(&start_props(Layout::Hybrid, &u, Some(77), None).unwrap());
+    let names: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Description",
+            "Slice",
+            "Delegate",
+            "PIDs",
+            "DefaultDependencies",
+            "MemoryAccounting",
+            "CPUAccounting",
+            "TasksAccounting",
+            "BlockIOAccounting"
+        ]
+    );
+    assert_eq!(p[0].1, Value::str("sprout container n"));
+    assert_eq!(p[1].1, Value::str("machine.slice"));
+    assert_eq!(p[2].1, Value::Bool(true));
+    assert_eq!(p[3].1, Value::Array("u".into(), vec![Value::U32(77)]));
+    assert_eq!(p[4].1, Value::Bool(false));
+    // A slice unit: no PIDs, no Delegate, Wants= its parent.
+    let u = Unit::new("x-y.slice".into(), "x.slice".into(), "n");
+    let p = props_map(&start_props(Layout::V2, &u, None, None).unwrap());
+    assert_eq!(
+        p[1],
+        (
+            "Wants".into(),
+            Value::Array("s".into(), vec![Value::str("x.slice")])
+        )
+    );
+    assert!(p.iter().all(|(k, _)| k != "PIDs" && k != "Delegate"));
+    assert_eq!(p.last().unwrap().0, "IOAccounting");
+}
+
+#[test]
+fn manager_state_round_trip() {
+    // A Manager loaded from state.json knows its unit but is not "fresh": apply writes
+    // cgroupfs and add_pid joins (it does not start a unit again).
+    let host = crate::Host {
+        root: "/nonexistent".into(),
+        layout: Layout::Hybrid,
+        self_cgroup: Some("4:memory:/m\n0::/\n".into()),
+        systemd_running: Some(true),
+    };
+    let m = Manager::new_in(&host, Some("a-b.slice:pre:c1"), "c1", true).unwrap();
+    let u = m.systemd.as_ref().unwrap();
+    assert_eq!(u.name, "pre-c1.scope");
+    assert_eq!(u.slice, "a-b.slice");
+    assert!(must_start(u));
+    assert_eq!(
+        m.v1_path("memory").unwrap(),
+        Path::new("/nonexistent/memory/a.slice/a-b.slice/pre-c1.scope")
+    );
+    let j = serde_json::to_string(&m).unwrap();
+    let back: Manager = serde_json::from_str(&j).unwrap();
+    let u = back.systemd.as_ref().unwrap();
+    assert_eq!(u.name, "pre-c1.scope");
+    assert!(!must_start(u));
+    // A Manager without systemd serializes without the field (old state.json files load).
+    let plain = Manager::new_in(&host, Some("x"), "c1", false).unwrap();
+    assert!(!serde_json::to_string(&plain).unwrap().contains("systemd"));
+}
+
+#[test]
+fn no_systemd_is_one_line_error() {
+    let host = crate::Host {
+        root: "/nonexistent".into(),
+        layout: Layout::Hybrid,
+        self_cgroup: Some("4:memory:/m\n0::/\n".into()),
+        systemd_running: Some(false),
+    };
+    let e = Manager::new_in(&host, Some("system.slice:p:n"), "n", true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("systemd is not running"), "{e}");
+    assert!(!e.contains('\n'));
+}

@@ -9,9 +9,11 @@
 #                                                (unit + integration, as root;
 #                                                LTO off for the test builds,
 #                                                see SPROUT_TEST_FULL_PROFILE)
-#   3. tests/compliance/run.sh target/release/sprout   (OCI runtime-tools suite)
+#   3. scripts/fuzz-short.sh 15                  (every cargo-fuzz target, 15 s each,
+#                                                stable toolchain; SPROUT_FUZZ_SECS)
+#   4. tests/compliance/run.sh target/release/sprout   (OCI runtime-tools suite)
 #
-#   --quick       skip step 3
+#   --quick       skip steps 3 and 4
 #   --no-build    skip step 1 (reuse target/release)
 #   --no-setup    skip step 0
 #
@@ -116,6 +118,7 @@ else
 fi
 
 if [ "$QUICK" = 0 ]; then
+    run_step "fuzz (short run)" "$HERE/fuzz-short.sh" "${SPROUT_FUZZ_SECS:-15}"
     args=()
     min_ok=${SPROUT_COMPLIANCE_MIN_OK:-}
     if [ -z "$min_ok" ] && [ -f "$REPO/tests/compliance/min-ok" ]; then

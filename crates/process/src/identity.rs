@@ -12,11 +12,29 @@ use crate::{Error, Result};
 /// namespace whose gid map was written without setgroups permission). An unreadable file
 /// (no /proc, kernel < 3.19) counts as allowed.
 pub fn setgroups_allowed() -> bool {
+    match SETGROUPS_HINT.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => return true,
+        2 => return false,
+        _ => {}
+    }
     let mut buf = [0u8; 16];
     match read_small("/proc/self/setgroups\0", &mut buf) {
         Some(s) => !s.starts_with(b"deny"),
         None => true,
     }
+}
+
+/// 0: read /proc/self/setgroups; 1: allowed; 2: denied.
+static SETGROUPS_HINT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Tell [`setgroups_allowed`] the answer instead of reading /proc/self/setgroups: for a process
+/// whose /proc/self doesn't resolve (`exec`'s helper stays in the host's pid namespace while it
+/// is in the container's mount namespace, so the container's /proc has no entry for it).
+pub fn set_setgroups_hint(allowed: bool) {
+    SETGROUPS_HINT.store(
+        if allowed { 1 } else { 2 },
+        std::sync::atomic::Ordering::Relaxed,
+    );
 }
 
 /// Read at most `buf.len()` bytes from a NUL-terminated path, without allocating.

@@ -129,6 +129,8 @@ pub fn finalize_privileges(user: &User, caps: Option<&LinuxCapabilities>) -> Res
     caps::finalize_privileges(user, caps)
 }
 
+pub use identity::set_setgroups_hint;
+
 /// prctl(PR_SET_NO_NEW_PRIVS, 1).
 pub fn set_no_new_privs() -> Result<()> {
     // SAFETY: plain prctl with integer arguments.

@@ -178,6 +178,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         drop(parent_chan);
         let e = exec_child(
             &pidfd,
+            st.pid,
             &types,
             &process,
             console.as_ref(),
@@ -283,6 +284,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
 /// to the trampoline, which spawns the process inside the container's pid namespace.
 fn exec_child(
     init: &OwnedFd,
+    init_pid: i32,
     types: &[LinuxNamespaceType],
     process: &Process,
     console: Option<&OwnedFd>,
@@ -306,6 +308,14 @@ fn exec_child(
                 None
             }
         };
+        // Everything that goes through /proc/self happens before the joins: this helper stays in
+        // the host's pid namespace, so the container's /proc has no entry for it.
+        init::apply_process_attrs(process, None)?;
+        if types.contains(&LinuxNamespaceType::User) {
+            let sg = std::fs::read_to_string(format!("/proc/{init_pid}/setgroups"))
+                .map_err(|e| Error::os("reading the container's setgroups policy", e))?;
+            sprout_process::set_setgroups_hint(!sg.starts_with("deny"));
+        }
         crate::namespaces::join_all_of(init, types)?;
         if types.contains(&LinuxNamespaceType::User) {
             unsafe {
@@ -330,7 +340,6 @@ fn exec_child(
             )));
         }
         init::check_cwd_inside(process.cwd())?;
-        init::apply_process_attrs(process, None)?;
         let exec = init::prepare_exec(process)?;
         // The channel is close-on-exec (lock_down marks every fd).
         init::lock_down(process, seccomp, chan, preserve_fds, true)?;

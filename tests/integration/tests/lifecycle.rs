@@ -511,6 +511,58 @@ fn exec_in_user_namespace_container() {
     );
 }
 
+/// `exec`'s helper stays in the host's pid namespace while it sets the process up, where the
+/// container's /proc has no /proc/self for it: oomScoreAdj, rlimits and groups must still apply
+/// (Docker sets oomScoreAdj on every exec; this once failed with ENOENT).
+#[test]
+fn exec_applies_oom_score_adj_rlimits_and_groups() {
+    let ctx = Ctx::new("execattrs");
+    let mut b = ctx.bundle(SLEEP);
+    b.set("/process/oomScoreAdj", json!(100));
+    b.set(
+        "/process/rlimits",
+        json!([{"type": "RLIMIT_NOFILE", "soft": 512, "hard": 1024}]),
+    );
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let o = b.exec(
+        &["-u", "1000:1000", "--additional-gids", "5"],
+        &["sh", "-c", "cat /proc/self/oom_score_adj; ulimit -n; id -G"],
+    );
+    o.assert_ok();
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines, vec!["100", "512", "1000 5"], "{}", o.describe());
+}
+
+/// Groups in a container with a user namespace (setgroups is decided by the container's
+/// namespace, read from the host's view of the init).
+#[test]
+fn exec_in_user_namespace_sets_groups() {
+    let ctx = Ctx::new("execusergroups");
+    let mut b = ctx.bundle(SLEEP);
+    b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "user"}));
+    b.set(
+        "/linux/uidMappings",
+        json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
+    );
+    b.set(
+        "/linux/gidMappings",
+        json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
+    );
+    b.chown_rootfs(100000, 100000);
+    b.create().assert_ok();
+    b.start().assert_ok();
+    let o = b.exec(
+        &["-u", "1000:1000", "--additional-gids", "5"],
+        &["sh", "-c", "id -G"],
+    );
+    o.assert_ok();
+    assert_eq!(o.stdout.trim(), "1000 5", "{}", o.describe());
+}
+
 #[test]
 fn run_forwards_signals_to_container() {
     let ctx = Ctx::new("runfwd");

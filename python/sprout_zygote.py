@@ -9,9 +9,10 @@ Started by the sprout-serve engine with `python3 -I -S sprout_zygote.py MODE FD`
                zygote setup (root dir fd + cgroup fds + packages to pre-import): the zygote
                joins its cgroup, chroots into its root (base + its packages) and imports.
                For every "fork" message (carrying a new sandbox socket and the cgroup.procs
-               fds of a pool cgroup) it forks a *spare*: the child joins the cgroup first
-               thing, unshares pid/ipc/uts (forking once more to be pid 1 of the new pid
-               namespace) and waits. When the engine assigns it a handler (setup + the root
+               fds of a pool cgroup) it forks a *spare* straight into a new pid namespace
+               (unshare(CLONE_NEWPID) + fork + setns back: one fork, the spare is pid 1 of
+               its namespace): the child joins the cgroup first thing, unshares ipc/uts and
+               waits. When the engine assigns it a handler (setup + the root
                dir fd over the sandbox socket) it chroots into the root, unshares the mount
                (and, if asked, network) namespace, drops the capability bounding set,
                setgroups/setresgid/setresuid, sets no_new_privs, loads the seccomp filter
@@ -150,16 +151,54 @@ def send_msg(sock, obj):
 # ---------------------------------------------------------------- handler loop
 
 
+def _set_env(env):
+    """os.environ = env, touching only what differs (a zygote already runs with the base
+    environment: a sandbox then sets one or two keys, not the whole set)."""
+    for k in [k for k in os.environ if k not in env]:
+        del os.environ[k]
+    for k, v in env.items():
+        if os.environ.get(k) != v:
+            os.environ[k] = v
+
+
+def _exec_handler_module(name, paths):
+    """Import the handler module straight from the first path entry (/handler/f.py): read,
+    compile, exec into a new module registered in sys.modules. The import system's path
+    machinery for a new sys.path entry (path hooks, a zipimport attempt, a FileFinder, the
+    bytecode-cache probes) cost a forked sandbox more than the compile itself. None when
+    there is no such file: the caller falls back to __import__."""
+    if not paths or "." in name:
+        return None
+    path = "%s/%s.py" % (paths[0], name)
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return None
+    with fh:
+        src = fh.read()
+    mod = type(sys)(name)
+    mod.__file__ = path
+    sys.modules[name] = mod
+    try:
+        exec(compile(src, path, "exec", dont_inherit=True), mod.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return mod
+
+
 def load_handler(setup):
-    for p in reversed(setup.get("paths", [])):
+    paths = setup.get("paths", [])
+    for p in reversed(paths):
         if p not in sys.path:
             sys.path.insert(0, p)
-    os.environ.clear()
-    os.environ.update(setup.get("env", {}))
+    _set_env(setup.get("env", {}))
     _mark("env")
     name = setup.get("module", "f")
-    __import__(name)
-    mod = sys.modules[name]
+    mod = _exec_handler_module(name, paths)
+    if mod is None:
+        __import__(name)
+        mod = sys.modules[name]
     fn = getattr(mod, setup.get("function", "f"), None)
     if not callable(fn):
         raise RuntimeError("handler module has no callable f(event)")
@@ -176,7 +215,8 @@ def serve(fd, setup):
     ready = {"ready": True}
     if _TRACE:
         _mark("import")
-        ready["trace"] = [(n, round((t - _T[0][1]) * 1e3, 3)) for n, t in _T]
+        # (mark, wall ms since fork, CPU ms since fork, minor faults since fork)
+        ready["trace"] = [(n, round((t - _T[0][1]) * 1e3, 3), round((c - _T[0][2]) * 1e3, 3), f - _T[0][3]) for n, t, c, f in _T]
     send_msg_fd(fd, ready)
     while True:
         try:
@@ -206,6 +246,7 @@ CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+PR_CAPBSET_READ = 23
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
@@ -234,6 +275,9 @@ class _Sys:
     def unshare(self, flags):
         self.check(self.libc.unshare(flags), "unshare")
 
+    def setns(self, fd, nstype):
+        self.check(self.libc.setns(fd, nstype), "setns")
+
     def prctl(self, op, a=0, b=0, c=0, d=0):
         c_ul = self.ctypes.c_ulong
         return self.libc.prctl(op, c_ul(a), c_ul(b), c_ul(c), c_ul(d))
@@ -242,14 +286,30 @@ class _Sys:
         flags = 0x2 | 0x4 | 0x8  # MS_NOSUID | MS_NODEV | MS_NOEXEC
         self.check(self.libc.mount(b"proc", b"/proc", b"proc", self.ctypes.c_ulong(flags), None), "mount /proc")
 
+    def prepare_seccomp(self, bpf):
+        """Build the sock_fprog once (in the zygote); children only make the prctl call."""
+        ctypes = self.ctypes
+        self._bpf_buf = ctypes.create_string_buffer(bpf, len(bpf))
+        self._prog = self.SockFprog(len(bpf) // 8, ctypes.cast(self._bpf_buf, ctypes.c_void_p))
+        self._prog_ref = ctypes.byref(self._prog)
+
     def seccomp(self, bpf):
         if not bpf:
             return
-        ctypes = self.ctypes
-        buf = ctypes.create_string_buffer(bpf, len(bpf))
-        prog = self.SockFprog(len(bpf) // 8, ctypes.cast(buf, ctypes.c_void_p))
-        r = self.libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(prog), 0, 0)
+        if getattr(self, "_prog_ref", None) is None:
+            self.prepare_seccomp(bpf)
+        r = self.libc.prctl(PR_SET_SECCOMP, self.ctypes.c_ulong(SECCOMP_MODE_FILTER), self._prog_ref, 0, 0)
         self.check(r, "seccomp")
+
+    def drop_bounding_set(self):
+        for cap in range(0, 64):
+            if self.prctl(PR_CAPBSET_DROP, cap) != 0:
+                break
+
+    def warm(self):
+        """Resolve the libc symbols children use (ctypes caches them on first access)."""
+        for n in ("unshare", "setns", "mount", "prctl"):
+            getattr(self.libc, n)
 
 
 _T = []
@@ -259,23 +319,23 @@ def _mark(name):
     if _TRACE:
         import time
 
-        _T.append((name, time.perf_counter()))
+        import resource
+
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        _T.append((name, time.perf_counter(), ru.ru_utime + ru.ru_stime, ru.ru_minflt))
 
 
 _TRACE = False
 
 
 def early_sandbox(sysc, flags, prewarm=True, hostname="sandbox"):
-    """Spare child, right after fork + cgroup join: new namespaces (pid: fork once more so the
-    sandbox is pid 1; the intermediate exits at once, reaped by the zygote, and the sandbox is
-    re-parented to the engine, a child subreaper). Runs ahead of any request."""
+    """Spare child, right after fork + cgroup join: the namespaces other than pid (the zygote
+    forked it straight into a new pid namespace: it is pid 1 there). Runs ahead of any
+    request."""
+    flags &= ~CLONE_NEWPID
     if flags:
         sysc.unshare(flags)
     _mark("unshare")
-    if flags & CLONE_NEWPID:
-        if os.fork() != 0:
-            os._exit(0)
-    _mark("pidns_fork")
     if flags & CLONE_NEWUTS:
         import socket
 
@@ -313,12 +373,13 @@ def become_sandbox(sysc, setup, root_fd, bpf):
     if late & CLONE_NEWNS:
         # Our own mount namespace and pid namespace (we are its pid 1): a private /proc.
         sysc.mount_proc()
-    for cap in range(0, 64):
-        if sysc.prctl(PR_CAPBSET_DROP, cap) != 0:
-            break
+    # The zygote dropped the bounding set and supplementary groups once for all its children
+    # (zygote_hardening); checked with one call, redone only if it did not.
+    if sysc.prctl(PR_CAPBSET_READ, 21) != 0:  # CAP_SYS_ADMIN still bounded
+        sysc.drop_bounding_set()
+        os.setgroups([])
     uid = int(setup.get("uid", 65534))
     gid = int(setup.get("gid", 65534))
-    os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
     sysc.check(sysc.prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
@@ -326,6 +387,22 @@ def become_sandbox(sysc, setup, root_fd, bpf):
     sysc.seccomp(bpf)
     os.umask(0o022)
     _mark("seccomp")
+
+
+def zygote_hardening(sysc, bpf, env):
+    """Once per zygote instead of once per sandbox: what every child would do the same way.
+    The capability bounding set and supplementary groups go (the zygote keeps its effective
+    capabilities: chroot, unshare, cgroup joins), no_new_privs is set (nothing here execs
+    anything that should gain privileges), the seccomp program is built, the libc symbols
+    resolved, the base environment set. Children inherit all of it over fork."""
+    sysc.drop_bounding_set()
+    os.setgroups([])
+    sysc.check(sysc.prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
+    if bpf:
+        sysc.prepare_seccomp(bpf)
+    sysc.warm()
+    if env:
+        _set_env(env)
 
 
 def _import_all(names):
@@ -336,6 +413,10 @@ def _import_all(names):
             imported.append(name)
         except BaseException as e:  # noqa: BLE001 - a broken package must not kill the zygote
             failed.append("%s: %s" % (name, e))
+    # The paths every sandbox takes (a failing import, compile + exec of a handler module, a
+    # JSON round trip) run once here: their first-use allocations and caches are then part
+    # of the zygote, shared with every child instead of redone in each.
+    _prewarm()
     import gc
 
     gc.collect()
@@ -352,17 +433,25 @@ def _enter_root(root_fd):
     os.close(root_fd)
 
 
+_PIDNS = -1
+
+
 def zygote(ctl):
     import signal
 
+    global _PIDNS
     setup, fds = recv_msg(ctl, 16)
     root_fd, cg_fds = fds[0], fds[1:]
     for fd in cg_fds:
         os.write(fd, b"0")
         os.close(fd)
+    # Our own pid namespace (no /proc once chrooted): after forking a sandbox into a new pid
+    # namespace, setns back to it resets the namespace our next children are created in.
+    _PIDNS = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     _enter_root(root_fd)
     sysc = _Sys()
     bpf = bytes.fromhex(setup.get("seccomp", ""))
+    zygote_hardening(sysc, bpf, setup.get("env"))
     for p in reversed(setup.get("paths", [])):
         sys.path.insert(0, p)
     imported, failed = _import_all(setup.get("preload", []))
@@ -412,12 +501,40 @@ def zygote_loop(ctl, sysc, bpf):
                 os.close(fd)
             send_msg(ctl, {"error": "bad zygote request"})
             continue
-        pid = os.fork()
+        newpid = op == "fork" and int(msg.get("unshare", 0)) & CLONE_NEWPID
+        if newpid:
+            # One fork straight into a new pid namespace (the sandbox is its pid 1): unshare
+            # only sets the namespace of our *next* child; setns back to ours right after.
+            # (os.fork cannot take clone flags; a second fork inside the child cost a whole
+            # Python address-space copy and teardown per sandbox.)
+            try:
+                sysc.unshare(CLONE_NEWPID)
+            except OSError as e:
+                for fd in fds:
+                    os.close(fd)
+                send_msg(ctl, {"error": "unshare(CLONE_NEWPID): %s" % e})
+                continue
+        try:
+            pid = os.fork()
+        except OSError as e:
+            pid = -1
+            err = "fork: %s" % e
+        if newpid and pid != 0:
+            try:
+                sysc.setns(_PIDNS, CLONE_NEWPID)
+            except OSError:
+                os._exit(1)  # every later child would land in a stale namespace: let the engine restart us
+        if pid < 0:
+            for fd in fds:
+                os.close(fd)
+            send_msg(ctl, {"error": err})
+            continue
         if pid == 0 and op == "zygote":
             ctl.close()
             zygote_loop(child_zygote(msg, fds), sysc, bpf)
             os._exit(0)
         if pid == 0:
+            os.close(_PIDNS)
             # Join the sandbox's cgroup first: pages this child dirties before that would be
             # charged to the zygote's cgroup for as long as the sandbox lives.
             for fd in fds[1:]:

@@ -27,6 +27,10 @@ pub struct PoolCg {
     procs_r: Option<std::fs::File>,
     /// Limits other than the pool's were applied (a zygote's): reset on give-back.
     custom: bool,
+    /// Kept open: read at every start, freeze and give-back (pread, no open/close each time).
+    usage_f: Option<std::fs::File>,
+    /// `memory.oom_control` (v1) or `memory.events` (v2), kept open likewise.
+    oom_f: Option<std::fs::File>,
 }
 
 pub struct CgPool {
@@ -90,6 +94,39 @@ impl CgPool {
         .map_err(|e| e.to_string())
     }
 
+    /// [`Self::manager`] narrowed to the hierarchies a sandbox joins (v1: memory, pids, cpu,
+    /// cpuacct, freezer; plus the unified leaf). A sandbox stays in the engine's cgroup of
+    /// every other v1 hierarchy, so their directories would be pure cost: a v1 mkdir is
+    /// ~0.1-0.3 ms of kernel CPU each (css allocation, populating the control files), cpuset's
+    /// also rebuilds the scheduling domains. Narrowed through the manager's serialised form;
+    /// the full manager when a joined hierarchy is not mounted at its usual place (e.g.
+    /// "cpu,cpuacct" without the per-controller links: the full one knows the fallback).
+    fn joined_manager(&self, idx: usize) -> Result<Manager, String> {
+        let full = self.manager(idx)?;
+        if self.layout == Layout::V2 {
+            return Ok(full);
+        }
+        let narrowed = (|| {
+            let mut v = serde_json::to_value(&full).ok()?;
+            let hs = v.get_mut("v1")?.as_array_mut()?;
+            hs.retain(|h| {
+                h.get("name")
+                    .and_then(|n| n.as_str())
+                    .is_some_and(|n| JOIN_V1.contains(&n))
+            });
+            let all_mounted = hs.iter().all(|h| {
+                h.get("mount")
+                    .and_then(|m| m.as_str())
+                    .is_some_and(|m| Path::new(m).is_dir())
+            });
+            if !all_mounted {
+                return None;
+            }
+            serde_json::from_value::<Manager>(v).ok()
+        })();
+        Ok(narrowed.unwrap_or(full))
+    }
+
     fn make(&self) -> Result<PoolCg, String> {
         let idx = {
             let mut n = self.next.lock().unwrap();
@@ -105,7 +142,7 @@ impl CgPool {
                 .map_err(|e| e.to_string())?;
             let _ = writeln!(f, "{idx}");
         }
-        let mut mgr = self.manager(idx)?;
+        let mut mgr = self.joined_manager(idx)?;
         mgr.create()
             .map_err(|e| format!("creating pool cgroup: {e}"))?;
         if let Err(e) = mgr.apply(&self.resources) {
@@ -138,6 +175,15 @@ impl CgPool {
             .v1_path("freezer")
             .or(mgr.unified_path())
             .and_then(|d| std::fs::File::open(d.join("cgroup.procs")).ok());
+        let open_first = |names: &[&str]| {
+            memory_dir.as_ref().and_then(|d| {
+                names
+                    .iter()
+                    .find_map(|f| std::fs::File::open(d.join(f)).ok())
+            })
+        };
+        let usage_f = open_first(&["memory.usage_in_bytes", "memory.current"]);
+        let oom_f = open_first(&["memory.oom_control", "memory.events"]);
         self.created
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(PoolCg {
@@ -148,6 +194,8 @@ impl CgPool {
             oom_base: 0,
             procs_r,
             custom: false,
+            usage_f,
+            oom_f,
         })
     }
 
@@ -311,36 +359,24 @@ fn all_dirs(m: &Manager) -> Vec<PathBuf> {
 }
 
 impl PoolCg {
-    fn read_key(&self, file: &str, key: &str) -> u64 {
-        let Some(d) = &self.memory_dir else { return 0 };
-        let Ok(s) = std::fs::read_to_string(d.join(file)) else {
+    pub fn oom_kills(&self) -> u64 {
+        let mut buf = [0u8; 512];
+        let Some(s) = pread_str(self.oom_f.as_ref(), &mut buf) else {
             return 0;
         };
         s.lines()
-            .find_map(|l| l.strip_prefix(key).and_then(|r| r.trim().parse().ok()))
+            .find_map(|l| {
+                l.strip_prefix("oom_kill ")
+                    .and_then(|r| r.trim().parse().ok())
+            })
             .unwrap_or(0)
     }
 
-    pub fn oom_kills(&self) -> u64 {
-        if self
-            .memory_dir
-            .as_ref()
-            .is_some_and(|d| d.join("memory.oom_control").exists())
-        {
-            self.read_key("memory.oom_control", "oom_kill ")
-        } else {
-            self.read_key("memory.events", "oom_kill ")
-        }
-    }
-
     pub fn memory_usage(&self) -> u64 {
-        let Some(d) = &self.memory_dir else { return 0 };
-        for f in ["memory.usage_in_bytes", "memory.current"] {
-            if let Ok(s) = std::fs::read_to_string(d.join(f)) {
-                return s.trim().parse().unwrap_or(0);
-            }
-        }
-        0
+        let mut buf = [0u8; 32];
+        pread_str(self.usage_f.as_ref(), &mut buf)
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// Processes (not threads) in the cgroup: one pread of cgroup.procs.
@@ -356,4 +392,11 @@ impl PoolCg {
             Err(_) => self.mgr.pids().map(|p| p.len()).unwrap_or(0),
         }
     }
+}
+
+/// One pread from offset 0 of a cgroup file kept open (cgroup files are generated on read).
+fn pread_str<'a>(f: Option<&std::fs::File>, buf: &'a mut [u8]) -> Option<&'a str> {
+    use std::os::unix::fs::FileExt;
+    let n = f?.read_at(buf, 0).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()
 }

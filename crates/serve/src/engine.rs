@@ -814,6 +814,8 @@ impl Engine {
     }
 
     fn setup_msg(&self, h: &HandlerInfo, flags: i32) -> Value {
+        let mut env = self.base_env();
+        env["SPROUT_HANDLER"] = json!(h.name);
         let mut paths: Vec<String> = vec!["/handler".into()];
         paths.extend(h.packages.iter().map(|(k, _)| format!("/packages/{k}")));
         json!({
@@ -823,13 +825,18 @@ impl Engine {
             "gid": self.cfg.sandbox.gid,
             "hostname": "sandbox",
             "paths": paths,
-            "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-                    "SPROUT_HANDLER": h.name},
+            "env": env,
             "module": "f",
             "function": "f",
             "trace": self.trace,
             "unshare_late": flags & (spawn::CLONE_NEWNET | spawn::CLONE_NEWNS),
         })
+    }
+
+    /// A sandbox's environment without its handler's name; zygotes run with it, so that a
+    /// forked sandbox only adds SPROUT_HANDLER.
+    fn base_env(&self) -> Value {
+        json!({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp"})
     }
 
     fn zkey(pkgs: &[(String, PathBuf)]) -> String {
@@ -1374,7 +1381,8 @@ impl Engine {
             drop(b);
             let mut fds = vec![rootfd.as_raw_fd()];
             fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
-            let setup = json!({"paths": paths, "preload": preload, "seccomp": self.bpf_hex});
+            let setup = json!({"paths": paths, "preload": preload, "seccomp": self.bpf_hex,
+                               "env": self.base_env()});
             proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &fds)
                 .and_then(|_| proto::recv_json(&a))
         };

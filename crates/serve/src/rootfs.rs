@@ -99,7 +99,18 @@ pub fn prepare_run_dir(run_dir: &Path) -> io::Result<usize> {
         mount_raw(Some(run_dir), run_dir, None, libc::MS_BIND, None)?;
     }
     mount_raw(None, run_dir, None, libc::MS_PRIVATE | libc::MS_REC, None)?;
-    std::fs::create_dir_all(run_dir.join("roots"))?;
+    let roots = run_dir.join("roots");
+    std::fs::create_dir_all(&roots)?;
+    // The per-sandbox root directories (empty mount points) live on a tmpfs: on a disk file
+    // system (here ext4 under /run) the mkdir/rmdir of one per sandbox cost ~0.3 ms of CPU
+    // each (inode allocation scanning the bitmap for recently deleted inodes).
+    mount_raw(
+        Some(Path::new("tmpfs")),
+        &roots,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        Some("mode=0755,size=1m"),
+    )?;
     Ok(n)
 }
 

@@ -513,9 +513,9 @@ fn restart_cleans_up_after_a_killed_engine() {
 #[test]
 fn lru_eviction_within_memory_budget() {
     need_root!();
-    // The root zygote (1-7 MiB, with its spares) + ~2 MiB per sandbox + an 8 MiB estimate for
-    // the next one: a 12 MiB budget keeps at most one idle sandbox besides the new one.
-    let d = Daemon::start("lru", "memory_budget_mb = 12\nfreeze_after_ms = 50\n");
+    // The root zygote (1-7 MiB, with its spares) + ~1-2 MiB per sandbox + an 8 MiB estimate
+    // for the next one: a 10 MiB budget keeps at most one idle sandbox besides the new one.
+    let d = Daemon::start("lru", "memory_budget_mb = 10\nfreeze_after_ms = 50\n");
     for h in ["a", "b", "c", "d"] {
         d.add(h, ECHO, &[]);
     }
@@ -527,7 +527,7 @@ fn lru_eviction_within_memory_budget() {
     let total = st["sandboxes"]["total"].as_u64().unwrap();
     assert!(total <= 2, "budget exceeded: {st}");
     assert!(
-        st["memory"]["accounted_bytes"].as_u64().unwrap() <= 12 << 20,
+        st["memory"]["accounted_bytes"].as_u64().unwrap() <= 10 << 20,
         "{st}"
     );
     let m = d.get("/metrics").body;
@@ -792,4 +792,131 @@ fn zygotes_evicted_lru_leaves_first_under_memory_pressure() {
         .unwrap();
     assert_eq!(n as usize, evicted.len(), "{m}");
     let _ = std::fs::remove_dir_all(&wheels);
+}
+
+/// Host pids whose parent is `ppid`.
+fn children_of(ppid: i64) -> Vec<i64> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i64>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("PPid:").map(|v| v.trim().to_string()))
+                })
+                .is_some_and(|v| v == ppid.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn zygote_forks_once_into_a_new_pid_namespace() {
+    need_root!();
+    let d = Daemon::start("onefork", "zygote_spares = 2\n");
+    assert!(eventually(10_000, || zygote(&d.status(), "")
+        .is_some_and(|z| z["state"] == "ready")));
+    let zpid = zygote(&d.status(), "").unwrap()["pid"].as_i64().unwrap();
+    // Done once in the zygote for all its children: bounding set, groups, no_new_privs.
+    assert_eq!(proc_field(zpid, "CapBnd:"), "0000000000000000");
+    assert_eq!(proc_field(zpid, "NoNewPrivs:"), "1");
+    assert_eq!(proc_field(zpid, "Groups:"), "");
+    let code = "import os, sys\n\
+                def f(event):\n    \
+                    if event == 'raise':\n        \
+                        raise ValueError('boom')\n    \
+                    return {'pid': os.getpid(), 'env': dict(os.environ), 'file': __file__,\n            \
+                            'name': __name__, 'mod': sys.modules[__name__].__name__}\n";
+    let names = ["p0", "p1", "p2", "p3", "p4", "p5"];
+    for h in names {
+        d.add(h, code, &[]);
+    }
+    for h in names {
+        let r = d.post(h, "{}");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.header("x-sprout-path"), Some("zygote"));
+        let v = r.json();
+        assert_eq!(v["pid"], 1, "{v}");
+        assert_eq!(v["file"], "/handler/f.py", "{v}");
+        assert_eq!(v["name"], "f", "{v}");
+        assert_eq!(v["mod"], "f", "{v}");
+        // The zygote's base environment + the handler's name, nothing of the zygote's own.
+        assert_eq!(
+            v["env"],
+            serde_json::json!({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
+                               "LANG": "C.UTF-8", "TMPDIR": "/tmp", "SPROUT_HANDLER": h}),
+            "{v}"
+        );
+    }
+    // A traceback still shows the handler's source line (linecache reads /handler/f.py).
+    let r = d.post("p0", "\"raise\"");
+    assert_eq!(r.status, 500, "{}", r.body);
+    let tb = r.json()["traceback"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        tb.contains("/handler/f.py\", line 4") && tb.contains("raise ValueError('boom')"),
+        "{tb}"
+    );
+    // One fork: every sandbox (and spare) is a child of the zygote itself, pid 1 of a pid
+    // namespace of its own; the zygote stayed in the engine's.
+    let own_ns = std::fs::read_link(format!("/proc/{zpid}/ns/pid")).unwrap();
+    assert_eq!(
+        own_ns,
+        std::fs::read_link(format!("/proc/{}/ns/pid", d.pid())).unwrap()
+    );
+    let kids = children_of(zpid);
+    assert!(kids.len() >= names.len(), "{kids:?}");
+    let mut seen = std::collections::HashSet::new();
+    for k in &kids {
+        let nspid = proc_field(*k, "NSpid:");
+        let ids: Vec<&str> = nspid.split_whitespace().collect();
+        assert_eq!(ids.len(), 2, "pid {k}: NSpid {nspid}");
+        assert_eq!(ids[1], "1", "pid {k}: NSpid {nspid}");
+        let ns = std::fs::read_link(format!("/proc/{k}/ns/pid")).unwrap();
+        assert_ne!(ns, own_ns);
+        assert!(seen.insert(ns), "two sandboxes share a pid namespace");
+        // No fd of the zygote's pid namespace leaked into a sandbox.
+        for fd in std::fs::read_dir(format!("/proc/{k}/fd")).unwrap() {
+            let l = std::fs::read_link(fd.unwrap().path()).unwrap_or_default();
+            assert!(!l.to_string_lossy().starts_with("pid:"), "pid {k}: {l:?}");
+        }
+    }
+    // Sandbox roots are mount points on a tmpfs of the run dir.
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let roots = d.run_dir.join("roots");
+    assert!(
+        mi.lines().any(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            f.get(4) == Some(&roots.to_str().unwrap())
+                && l.split(" - ")
+                    .nth(1)
+                    .is_some_and(|t| t.starts_with("tmpfs "))
+        }),
+        "{mi}"
+    );
+    // Pool cgroups exist only in the hierarchies a sandbox joins (v1/hybrid hosts).
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let dir_in = |ctrl: &str| {
+        own.lines().find_map(|l| {
+            let mut it = l.splitn(3, ':');
+            let (_, c, p) = (it.next()?, it.next()?, it.next()?);
+            c.split(',').any(|x| x == ctrl).then(|| {
+                std::path::Path::new("/sys/fs/cgroup")
+                    .join(ctrl)
+                    .join(p.trim_start_matches('/'))
+                    .join(&d.cgroup_name)
+            })
+        })
+    };
+    if let Some(mem) = dir_in("memory") {
+        assert!(mem.join("sb1").is_dir(), "{}", mem.display());
+        for ctrl in ["cpuset", "blkio", "devices", "net_cls", "perf_event"] {
+            if let Some(dir) = dir_in(ctrl) {
+                assert!(!dir.exists(), "{} created", dir.display());
+            }
+        }
+    }
 }

@@ -42,9 +42,11 @@ step "apt packages"
 # linker; python3 + python3-pip: sprout-serve's tests (zygote, wheels);
 # dbus + python3-dbus + python3-gi: the systemd cgroup driver test runs a private
 # dbus-daemon with a fake systemd (tests/integration/fake-systemd);
+# podman, containerd, docker.io: the real-client suite (tests/clients/run.sh, test.sh step 5);
 # the rest is usually there already (checked, not reinstalled).
 APT_PKGS=(busybox-static libseccomp-dev pkg-config crun runc hyperfine strace
           build-essential python3 python3-pip file dbus python3-dbus python3-gi
+          podman containerd docker.io
           ca-certificates git util-linux coreutils tar gzip)
 missing=()
 for p in "${APT_PKGS[@]}"; do

@@ -12,8 +12,11 @@
 #   3. scripts/fuzz-short.sh 15                  (every cargo-fuzz target, 15 s each,
 #                                                stable toolchain; SPROUT_FUZZ_SECS)
 #   4. tests/compliance/run.sh target/release/sprout   (OCI runtime-tools suite)
+#   5. tests/clients/run.sh --no-ref             (podman, containerd, Docker and CRI
+#                                                driving sprout end to end; private
+#                                                daemons, local images only)
 #
-#   --quick       skip steps 3 and 4
+#   --quick       skip steps 3, 4 and 5
 #   --no-build    skip step 1 (reuse target/release)
 #   --no-setup    skip step 0
 #
@@ -127,6 +130,7 @@ if [ "$QUICK" = 0 ]; then
     [ -z "$min_ok" ] || args+=(--min-ok "$min_ok")
     [ -z "${SPROUT_COMPLIANCE_MAX_NOT_OK:-}" ] || args+=(--max-not-ok "$SPROUT_COMPLIANCE_MAX_NOT_OK")
     run_step "OCI compliance suite" "$REPO/tests/compliance/run.sh" "${args[@]}" "${EXTRA[@]}" "$SPROUT_BIN"
+    run_step "real clients" env SPROUT="$SPROUT_BIN" "$REPO/tests/clients/run.sh" --no-ref
 fi
 
 finish

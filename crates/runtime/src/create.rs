@@ -381,7 +381,7 @@ pub fn create(
         }
     }
     if let Some(l) = listener {
-        send_listener(spec, &st, l)?;
+        send_listener(spec, &st, Status::Creating, l)?;
     }
 
     std::fs::write(dir.join(state::CONFIG_FILE), &config.raw)
@@ -459,7 +459,13 @@ fn expect(chan: &Channel, want: u8) -> Result<()> {
 }
 
 /// Send the seccomp notify fd and the state to linux.seccomp.listenerPath.
-fn send_listener(spec: &oci_spec::runtime::Spec, st: &State, fd: OwnedFd) -> Result<()> {
+/// `status`: creating (the init's filter) or running (an `exec`'s).
+pub(crate) fn send_listener(
+    spec: &oci_spec::runtime::Spec,
+    st: &State,
+    status: Status,
+    fd: OwnedFd,
+) -> Result<()> {
     let sc = spec.linux().as_ref().and_then(|l| l.seccomp().as_ref());
     let Some(path) = sc.and_then(|s| s.listener_path().as_ref()) else {
         return Ok(());
@@ -471,9 +477,9 @@ fn send_listener(spec: &oci_spec::runtime::Spec, st: &State, fd: OwnedFd) -> Res
         "fds": ["seccompFd"],
         "pid": st.pid,
         "metadata": sc.and_then(|s| s.listener_metadata().clone()).unwrap_or_default(),
-        "state": st.spec_json(Status::Creating),
+        "state": st.spec_json(status),
     });
-    msg["state"]["status"] = "creating".into();
+    msg["state"]["status"] = status.as_str().into();
     let data = serde_json::to_vec(&msg).unwrap_or_default();
     sys::send_fd(sock.as_raw_fd(), &data, fd.as_raw_fd())
         .map_err(|e| Error::os("linux.seccomp.listenerPath: sending the listener fd", e))

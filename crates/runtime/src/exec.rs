@@ -222,6 +222,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     // Until EOF (every copy of the channel closed: the helper exited and the process exec'd):
     // the process's pid from the trampoline, or an error from the helper or the process.
     let mut child: Option<(i32, OwnedFd)> = None;
+    let mut listener: Option<OwnedFd> = None;
     let mut err: Option<Error> = None;
     let path = process
         .args()
@@ -230,7 +231,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         .cloned()
         .unwrap_or_default();
     loop {
-        let (tag, payload, _) = match parent_chan.recv() {
+        let (tag, payload, fd) = match parent_chan.recv() {
             Ok(m) => m,
             Err(e) => {
                 err.get_or_insert(Error::os("exec", e));
@@ -239,6 +240,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         };
         match tag {
             0 => break,
+            sync::LISTENER => listener = fd,
             sync::ERROR => {
                 err.get_or_insert(Error::msg(payload));
             }
@@ -270,6 +272,10 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     let Some((pid, child_pidfd)) = child else {
         return Err(Error::msg("exec: the process was not started"));
     };
+    if let Some(l) = listener {
+        // The process runs already (under its filter, whose notifications wait for the agent).
+        crate::create::send_listener(&spec, &st, Status::Running, l)?;
+    }
     trace.mark("exec");
     if let Some(p) = &o.pid_file {
         crate::create::write_pid_file(p, pid)?;

@@ -223,8 +223,7 @@ pub fn create(
 
     let seccomp = match linux.and_then(|l| l.seccomp().as_ref()) {
         Some(profile) => {
-            let (p, src) =
-                sprout_seccomp::prepare(profile, Some(&store.root.join("cache/seccomp")))?;
+            let (p, src) = sprout_seccomp::prepare(profile, Some(&store.seccomp_cache()))?;
             trace.mark(if src == sprout_seccomp::Source::Cache {
                 "seccomp_cache_hit"
             } else {

@@ -163,7 +163,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         .map(|v| v.iter().map(|n| n.typ()).collect())
         .unwrap_or_default();
     let seccomp = match linux.and_then(|l| l.seccomp().as_ref()) {
-        Some(p) => Some(sprout_seccomp::prepare(p, Some(&store.root.join("cache/seccomp")))?.0),
+        Some(p) => Some(sprout_seccomp::prepare(p, Some(&store.seccomp_cache()))?.0),
         None => None,
     };
     let pidfd = crate::lifecycle::init_pidfd(&st)

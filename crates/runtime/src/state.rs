@@ -96,7 +96,15 @@ pub struct Store {
     pub root: PathBuf,
 }
 
+/// The seccomp BPF cache under `--root`. '@' can't appear in a container id, so no container's
+/// state directory can be (or be taken for) the cache.
+pub const SECCOMP_CACHE_DIR: &str = "@cache/seccomp";
+
 impl Store {
+    pub fn seccomp_cache(&self) -> PathBuf {
+        self.root.join(SECCOMP_CACHE_DIR)
+    }
+
     pub fn new(root: impl Into<PathBuf>) -> Store {
         Store { root: root.into() }
     }
@@ -153,7 +161,7 @@ impl Store {
             .filter_map(|e| e.ok())
             .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
             .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|n| n != "cache" && self.dir(n).join(STATE_FILE).exists())
+            .filter(|n| self.dir(n).join(STATE_FILE).exists())
             .collect();
         ids.sort();
         Ok(ids)

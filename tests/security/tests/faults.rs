@@ -486,9 +486,11 @@ fn root_on_full_tmpfs() {
         let unexpected: Vec<&String> = after
             .iter()
             .filter(|e| {
-                !matches!(e.as_str(), "state" | "state/cache" | "state/cache/seccomp")
-                    && !(e.starts_with("state/cache/seccomp/")
-                        && e.len() == "state/cache/seccomp/".len() + 64)
+                !matches!(
+                    e.as_str(),
+                    "state" | "state/@cache" | "state/@cache/seccomp"
+                ) && !(e.starts_with("state/@cache/seccomp/")
+                    && e.len() == "state/@cache/seccomp/".len() + 64)
             })
             .collect();
         if !unexpected.is_empty() {

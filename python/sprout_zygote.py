@@ -534,40 +534,59 @@ def zygote_loop(ctl, sysc, bpf):
             zygote_loop(child_zygote(msg, fds), sysc, bpf)
             os._exit(0)
         if pid == 0:
-            os.close(_PIDNS)
-            # Join the sandbox's cgroup first: pages this child dirties before that would be
-            # charged to the zygote's cgroup for as long as the sandbox lives.
-            for fd in fds[1:]:
-                os.write(fd, b"0")
-            global _TRACE
-            _TRACE = bool(msg.get("trace"))
-            _mark("fork")
-            for fd in fds[1:]:
-                os.close(fd)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            ctl.close()
-            sock = socket.socket(fileno=fds[0])
-            fd = fds[0]
+            # A forked child must never fall back into the zygote's loop (it would fork and
+            # answer the engine as if it were the zygote).
             try:
-                early_sandbox(sysc, int(msg.get("unshare", 0)), bool(msg.get("prewarm", True)))
-                # A spare: wait for a handler (root dir fd + setup), or EOF when discarded.
-                setup, rfds = recv_msg(sock, 4)
-                if not rfds:
-                    raise RuntimeError("no root fd")
-                become_sandbox(sysc, setup, rfds[0], bpf)
-            except EOFError:
-                os._exit(0)
-            except BaseException as e:  # noqa: BLE001
+                _spare_child(ctl, sysc, bpf, msg, fds)
+            except BaseException:  # noqa: BLE001
                 try:
-                    send_msg(sock, {"ready": False, "error": "sandbox setup: %s" % e})
+                    import traceback
+
+                    traceback.print_exc()
                 finally:
                     os._exit(1)
-            sock.detach()
-            serve(fd, setup)
-            os._exit(0)
+            os._exit(1)
         for fd in fds:
             os.close(fd)
         send_msg(ctl, {"pid": pid})
+
+
+def _spare_child(ctl, sysc, bpf, msg, fds):
+    """A freshly forked spare: fds = [sandbox socket, cgroup.procs fds...]. Never returns."""
+    import signal
+    import socket
+
+    os.close(_PIDNS)
+    # Join the sandbox's cgroup first: pages this child dirties before that would be
+    # charged to the zygote's cgroup for as long as the sandbox lives.
+    for fd in fds[1:]:
+        os.write(fd, b"0")
+    global _TRACE
+    _TRACE = bool(msg.get("trace"))
+    _mark("fork")
+    for fd in fds[1:]:
+        os.close(fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    ctl.close()
+    sock = socket.socket(fileno=fds[0])
+    fd = fds[0]
+    try:
+        early_sandbox(sysc, int(msg.get("unshare", 0)), bool(msg.get("prewarm", True)))
+        # A spare: wait for a handler (root dir fd + setup), or EOF when discarded.
+        setup, rfds = recv_msg(sock, 4)
+        if not rfds:
+            raise RuntimeError("no root fd")
+        become_sandbox(sysc, setup, rfds[0], bpf)
+    except EOFError:
+        os._exit(0)
+    except BaseException as e:  # noqa: BLE001
+        try:
+            send_msg(sock, {"ready": False, "error": "sandbox setup: %s" % e})
+        finally:
+            os._exit(1)
+    sock.detach()
+    serve(fd, setup)
+    os._exit(0)
 
 
 def main():

@@ -209,13 +209,27 @@ impl CgPool {
 
     /// An empty cgroup with the pool limits: a reused one, or a new one.
     pub fn get(&self) -> Result<PoolCg, String> {
-        let c = self.free.lock().unwrap().pop();
-        let mut c = match c {
-            Some(c) => c,
-            None => self.make()?,
-        };
-        c.oom_base = c.oom_kills();
-        Ok(c)
+        loop {
+            let c = self.free.lock().unwrap().pop();
+            let mut c = match c {
+                Some(c) => c,
+                None => self.make()?,
+            };
+            // Never hand out a cgroup with members or frozen: a new sandbox joining a frozen
+            // v1 freezer cgroup freezes in the middle of its start. (Seen when a directory
+            // of a previous engine with the same cgroup name still held its processes.)
+            if c.nprocs() > 0 || c.frozen() {
+                if !c.clean(Duration::from_millis(500)) {
+                    eprintln!(
+                        "sprout-serve: pool cgroup sb{} has processes it should not; not used",
+                        c.idx
+                    );
+                    continue;
+                }
+            }
+            c.oom_base = c.oom_kills();
+            return Ok(c);
+        }
     }
 
     /// Other limits for `c` (a zygote's cgroup), until it is given back.
@@ -230,26 +244,12 @@ impl CgPool {
 
     /// Kill what is left in `c`, wait until empty, give it back (or drop it if it won't empty).
     pub fn put(&self, mut c: PoolCg) {
-        let deadline = Instant::now() + Duration::from_secs(2);
-        let mut killed = false;
-        loop {
-            match c.mgr.pids() {
-                Ok(p) if p.is_empty() => break,
-                _ => {}
-            }
-            if !killed {
-                let _ = c.mgr.kill_all(libc::SIGKILL);
-                killed = true;
-            }
-            if Instant::now() > deadline {
-                let _ = c.mgr.kill_all(libc::SIGKILL);
-                eprintln!(
-                    "sprout-serve: pool cgroup sb{} did not empty; not reused",
-                    c.idx
-                );
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(2));
+        if !c.clean(Duration::from_secs(2)) {
+            eprintln!(
+                "sprout-serve: pool cgroup sb{} did not empty; not reused",
+                c.idx
+            );
+            return;
         }
         if let Some(m) = &c.memory_dir {
             if self.layout != Layout::V2 {
@@ -359,6 +359,39 @@ fn all_dirs(m: &Manager) -> Vec<PathBuf> {
 }
 
 impl PoolCg {
+    fn frozen(&self) -> bool {
+        !matches!(
+            self.mgr.freezer_state(),
+            Ok(sprout_cgroups::FreezerState::Thawed) | Err(_)
+        )
+    }
+
+    /// Kill every member and thaw, until empty or `wait` passes. On hybrid hosts the
+    /// manager's kill is one `cgroup.kill` in the unified leaf; a process that joined the v1
+    /// hierarchies but not (yet) the unified leaf is missed by it, and a v1-frozen task does
+    /// not die until thawed: both handled here, each round.
+    fn clean(&self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        loop {
+            let pids = self.mgr.pids().unwrap_or_default();
+            let frozen = self.frozen();
+            if pids.is_empty() && !frozen {
+                return true;
+            }
+            let _ = self.mgr.kill_all(libc::SIGKILL);
+            for p in &pids {
+                unsafe { libc::kill(*p, libc::SIGKILL) };
+            }
+            if frozen {
+                let _ = self.mgr.thaw();
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     pub fn oom_kills(&self) -> u64 {
         let mut buf = [0u8; 512];
         let Some(s) = pread_str(self.oom_f.as_ref(), &mut buf) else {

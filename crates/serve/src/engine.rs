@@ -946,6 +946,28 @@ impl Engine {
             }
             Err(e) => {
                 let oom = sb.cg.as_ref().is_some_and(|c| c.oom_kills() > c.oom_base);
+                if let Some(cg) = &sb.cg {
+                    // What the sandbox was doing: a start should never time out.
+                    let fz = cg
+                        .mgr
+                        .freezer_state()
+                        .map(|f| format!("{f:?}"))
+                        .unwrap_or_default();
+                    for p in cg.mgr.pids().unwrap_or_default() {
+                        let rd = |f: &str| {
+                            std::fs::read_to_string(format!("/proc/{p}/{f}")).unwrap_or_default()
+                        };
+                        let status = rd("status");
+                        let state = status.lines().find(|l| l.starts_with("State:"));
+                        eprintln!(
+                            "sprout-serve: s{id} ({path}) not ready ({e}): sb{} freezer {fz}, pid {p} {} wchan {} syscall {}",
+                            cg.idx,
+                            state.unwrap_or(""),
+                            rd("wchan"),
+                            rd("syscall").trim()
+                        );
+                    }
+                }
                 self.destroy(sb);
                 let why = if oom {
                     "out of memory".to_string()

@@ -920,3 +920,58 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
         }
     }
 }
+
+#[test]
+fn pool_never_hands_out_an_occupied_or_frozen_cgroup() {
+    need_root!();
+    // Pool directories that already exist with a (frozen) process in them, as a killed
+    // engine with the same cgroup name can leave them: a sandbox joining a frozen v1 freezer
+    // cgroup would freeze in the middle of its start (a 10 s start timeout).
+    let mut d = Daemon::config("poolclean", "zygotes = false\nzygote_spares = 0\n");
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let Some(fpath) = own.lines().find_map(|l| {
+        let mut it = l.splitn(3, ':');
+        let (_, c, p) = (it.next()?, it.next()?, it.next()?);
+        (c == "freezer").then(|| p.to_string())
+    }) else {
+        eprintln!("skipped: no v1 freezer");
+        return;
+    };
+    let base = std::path::Path::new("/sys/fs/cgroup/freezer")
+        .join(fpath.trim_start_matches('/'))
+        .join(&d.cgroup_name);
+    let mut planted = vec![];
+    for sb in ["sb1", "sb2"] {
+        let dir = base.join(sb);
+        std::fs::create_dir_all(&dir).unwrap();
+        let child = std::process::Command::new("sleep")
+            .arg("300")
+            .spawn()
+            .unwrap();
+        std::fs::write(dir.join("cgroup.procs"), child.id().to_string()).unwrap();
+        std::fs::write(dir.join("freezer.state"), "FROZEN").unwrap();
+        assert!(eventually(2_000, || std::fs::read_to_string(
+            dir.join("freezer.state")
+        )
+        .unwrap()
+        .trim()
+            == "FROZEN"));
+        planted.push(child);
+    }
+    d.spawn();
+    for h in ["a", "b", "c"] {
+        d.add(h, ECHO, &[]);
+        let t = Instant::now();
+        let r = d.post(h, "1");
+        assert_eq!(r.status, 200, "{}\n{}", r.body, d.log());
+        assert_eq!(r.header("x-sprout-path"), Some("cold"));
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+    for mut c in planted {
+        let dead = eventually(3_000, || c.try_wait().unwrap().is_some());
+        if !dead {
+            let _ = c.kill();
+        }
+        assert!(dead, "a process planted in a pool cgroup survived");
+    }
+}

@@ -242,6 +242,13 @@ impl Engine {
             }
         }
         std::fs::write(&pidf, std::process::id().to_string()).map_err(|e| e.to_string())?;
+        // Before the reaper thread starts: it waits for any child, the compiler's included.
+        let python_dir = cfg
+            .python_dir
+            .clone()
+            .unwrap_or_else(crate::config::default_python_dir);
+        let pylib = rootfs::prepare_pylib(&run, &python_dir, &cfg.python)
+            .map_err(|e| format!("python dir: {e}"))?;
         crate::reaper::start();
         let layout = sprout_cgroups::Layout::detect().map_err(|e| e.to_string())?;
         let sb = &cfg.sandbox;
@@ -256,11 +263,7 @@ impl Engine {
         if stale_cg + stale_mounts > 0 {
             eprintln!("sprout-serve: cleaned up after a previous instance: {stale_cg} cgroups, {stale_mounts} mounts");
         }
-        let python_dir = cfg
-            .python_dir
-            .clone()
-            .unwrap_or_else(crate::config::default_python_dir);
-        let base = rootfs::build_base(&run, cfg.base_rootfs.as_deref(), &python_dir)
+        let base = rootfs::build_base(&run, cfg.base_rootfs.as_deref(), &pylib)
             .map_err(|e| format!("base root: {e}"))?;
         let mp_dir = match &cfg.base_rootfs {
             Some(c) => c.join("packages"),

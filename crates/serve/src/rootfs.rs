@@ -121,6 +121,56 @@ pub fn teardown_run_dir(run_dir: &Path) {
     }
 }
 
+/// Run `sprout_zygote.py` as a compiled module, not as a script: the init that the plain
+/// cold path execs (`/.sprout/sprout_init.py`, three lines) imports it from
+/// `/.sprout/__pycache__`. Python never caches the bytecode of a script it runs directly;
+/// compiling the ~600 lines of sprout_zygote.py on every cold start cost ~8 ms of CPU here
+/// (perf stat: 19.9 ms task-clock as a script vs 11.8 ms imported from the .pyc, 9.7 ms for
+/// `python3 -I -S -c pass`). The files go to `run_dir/pylib` (bound read-only at /.sprout);
+/// the .pyc is compiled by `python` (the sandboxes' interpreter path, run on the host: the
+/// quick-start root binds the host's /usr). If that fails, or the sandbox's python has
+/// another version (a custom base root), python compiles the module itself as before.
+pub fn prepare_pylib(run_dir: &Path, python_dir: &Path, python: &str) -> io::Result<PathBuf> {
+    let lib = run_dir.join("pylib");
+    let _ = std::fs::remove_dir_all(&lib);
+    std::fs::create_dir_all(&lib)?;
+    std::fs::copy(
+        python_dir.join("sprout_zygote.py"),
+        lib.join("sprout_zygote.py"),
+    )?;
+    std::fs::write(
+        lib.join("sprout_init.py"),
+        "import sys\nsys.path.insert(0, \"/.sprout\")\nimport sprout_zygote\nsprout_zygote.main()\n",
+    )?;
+    let _ = std::process::Command::new(python)
+        .args([
+            "-I",
+            "-S",
+            "-c",
+            "import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)",
+        ])
+        .arg(lib.join("sprout_zygote.py"))
+        .stdin(std::process::Stdio::null())
+        .status();
+    // Judged by the result (a reaper thread of the caller may take the exit status).
+    let pyc_dir = lib.join("__pycache__");
+    let ok = std::fs::read_dir(&pyc_dir).is_ok_and(|mut d| {
+        d.any(|e| {
+            e.is_ok_and(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                n.starts_with("sprout_zygote.") && n.ends_with(".pyc")
+            })
+        })
+    });
+    if !ok {
+        eprintln!(
+            "sprout-serve: could not pre-compile sprout_zygote.py with {python}; cold starts compile it"
+        );
+    }
+    Ok(lib)
+}
+
 const MOUNTPOINTS: &[&str] = &[
     "handler", "packages", "tmp", ".sprout", "dev", "etc", "proc",
 ];

@@ -1,10 +1,11 @@
-//! Plain cold start: fork + exec a fresh python straight into a sandbox. Everything between
-//! fork and exec is raw syscalls on pre-built buffers (the engine is multi-threaded):
-//! join the pool cgroup (write "0" to the pre-opened cgroup.procs fds), chroot, unshare
-//! namespaces (fork once more for the new pid namespace: the sandbox is its pid 1), a private
+//! Plain cold start: clone + exec a fresh python straight into a sandbox. The clone makes the
+//! pid/ipc/uts namespaces (the sandbox is pid 1 of its pid namespace: one process, no
+//! intermediate). Everything between clone and exec is raw syscalls on pre-built buffers (the
+//! engine is multi-threaded): join the pool cgroup (write "0" to the pre-opened cgroup.procs
+//! fds), chroot, unshare the mount (and network) namespace, a private
 //! /proc (with the mount namespace), hostname,
 //! drop the capability bounding set, setgroups/setresgid/setresuid, no_new_privs, seccomp
-//! (from the BPF cache), then exec `python3 -I -S /.sprout/sprout_zygote.py sandbox 3`.
+//! (from the BPF cache), then exec `python3 -I -S /.sprout/sprout_init.py sandbox 3` (sprout_zygote.py from its .pyc).
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, RawFd};
@@ -70,18 +71,17 @@ fn child_fail(sock: RawFd, what: &[u8]) -> ! {
     }
 }
 
-/// Fork the cold sandbox. Returns the pid of the forked child (the intermediate when a pid
-/// namespace is made; the sandbox itself is then its child, re-parented to us).
+/// Clone the cold sandbox (pid 1 of its new pid namespace). Returns its pid.
 pub fn spawn_cold(s: &ColdSpec) -> std::io::Result<i32> {
     spawn(s, false)
 }
 
-/// Fork a *cold spare*: it joins its cgroup, unshares the pid/ipc/uts namespaces (`s.unshare`
-/// minus mnt/net), forks into the pid namespace and sets the hostname, then blocks until
+/// Clone a *cold spare* into new pid/ipc/uts namespaces (`s.unshare` minus mnt/net): it
+/// joins its cgroup and sets the hostname, then blocks until
 /// [`assign_cold_spare`] sends it the root (dir fd) and the late namespace flags; then as
 /// [`spawn_cold`]: chroot, mount/net namespaces, /proc, privileges, seccomp, exec python. The
-/// cgroup v1 migrations (which can wait for an RCU grace period), the unshare and the
-/// pid-namespace fork stay off the request path. `s.root` is ignored. EOF: it exits.
+/// cgroup v1 migrations (which can wait for an RCU grace period) and the namespaces stay off
+/// the request path. `s.root` is ignored. EOF: it exits.
 pub fn spawn_cold_spare(s: &ColdSpec) -> std::io::Result<i32> {
     spawn(s, true)
 }
@@ -147,7 +147,7 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
         s.python,
         "-I",
         "-S",
-        "/.sprout/sprout_zygote.py",
+        "/.sprout/sprout_init.py",
         "sandbox",
         "3",
     ]
@@ -171,7 +171,28 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
     let hostname = b"sandbox";
     let zero = b"0";
 
-    let pid = unsafe { libc::fork() };
+    let mut flags = s.unshare;
+    let early = if spare {
+        flags & !(CLONE_NEWNS | CLONE_NEWNET)
+    } else {
+        flags
+    };
+    // The pid, ipc and uts namespaces are made by the clone itself: the child is pid 1 of its
+    // pid namespace at once. (Before: fork, unshare, fork again and exit the intermediate,
+    // i.e. two copies of the engine's address space and one teardown per cold start.) A raw
+    // clone skips glibc's fork handlers: the child only makes raw syscalls (no allocation,
+    // no locks), as it did after fork.
+    let at_clone = early & (CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS);
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (at_clone | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    } as i32;
     if pid < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -186,7 +207,6 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
                 child_fail(sock, b"joining cgroup");
             }
         }
-        let mut flags = s.unshare;
         if !spare {
             if libc::chroot(root.as_ptr()) != 0 {
                 child_fail(sock, b"chroot");
@@ -195,22 +215,9 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
                 child_fail(sock, b"chdir");
             }
         }
-        let early = if spare {
-            flags & !(CLONE_NEWNS | CLONE_NEWNET)
-        } else {
-            flags
-        };
-        if early != 0 && libc::unshare(early) != 0 {
+        let rest = early & !at_clone;
+        if rest != 0 && libc::unshare(rest) != 0 {
             child_fail(sock, b"unshare");
-        }
-        if early & CLONE_NEWPID != 0 {
-            let p = libc::fork();
-            if p < 0 {
-                child_fail(sock, b"fork into pid namespace");
-            }
-            if p > 0 {
-                libc::_exit(0);
-            }
         }
         if early & CLONE_NEWUTS != 0
             && libc::sethostname(hostname.as_ptr() as *const _, hostname.len()) != 0
@@ -249,13 +256,17 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
                 break;
             }
         }
-        if libc::setgroups(0, std::ptr::null()) != 0 {
+        // Raw syscalls, not glibc's wrappers: those broadcast the id change to every thread
+        // glibc believes exists (SIGSETXID + futex wait), and after a raw clone of the
+        // multi-threaded engine the child still has the parent's thread list: it would
+        // wait forever.
+        if libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) != 0 {
             child_fail(sock, b"setgroups");
         }
-        if libc::setresgid(s.gid, s.gid, s.gid) != 0 {
+        if libc::syscall(libc::SYS_setresgid, s.gid, s.gid, s.gid) != 0 {
             child_fail(sock, b"setresgid");
         }
-        if libc::setresuid(s.uid, s.uid, s.uid) != 0 {
+        if libc::syscall(libc::SYS_setresuid, s.uid, s.uid, s.uid) != 0 {
             child_fail(sock, b"setresuid");
         }
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {

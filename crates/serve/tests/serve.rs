@@ -975,3 +975,64 @@ fn pool_never_hands_out_an_occupied_or_frozen_cgroup() {
         assert!(dead, "a process planted in a pool cgroup survived");
     }
 }
+
+#[test]
+fn cold_start_is_one_clone_and_a_compiled_init() {
+    need_root!();
+    let d = Daemon::start("coldone", "zygotes = false\nzygote_spares = 1\n");
+    // The init module is pre-compiled: sprout_zygote.py is imported from its .pyc.
+    let cache = d.run_dir.join("pylib/__pycache__");
+    let pyc = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| {
+            let n = e.file_name().to_string_lossy().to_string();
+            n.starts_with("sprout_zygote.cpython-") && n.ends_with(".pyc")
+        });
+    assert!(pyc, "no .pyc in {}", cache.display());
+    let code = "import os, sys\n\
+                def f(event):\n    \
+                    m = sys.modules.get('sprout_zygote')\n    \
+                    return {'pid': os.getpid(), 'uid': os.getuid(), 'gid': os.getgid(),\n            \
+                            'groups': os.getgroups(), 'init': m.__file__ if m else None,\n            \
+                            'main': sys.modules['__main__'].__file__}\n";
+    for h in ["c0", "c1", "c2"] {
+        d.add(h, code, &[]);
+        let r = d.post(h, "{}");
+        assert_eq!(r.status, 200, "{}\n{}", r.body, d.log());
+        assert_eq!(r.header("x-sprout-path"), Some("cold"));
+        let v = r.json();
+        assert_eq!(v["pid"], 1, "{v}");
+        assert_eq!(
+            (v["uid"].clone(), v["gid"].clone()),
+            (65534.into(), 65534.into())
+        );
+        assert_eq!(v["groups"], serde_json::json!([]), "{v}");
+        assert_eq!(v["init"], "/.sprout/sprout_zygote.py", "{v}");
+        assert_eq!(v["main"], "/.sprout/sprout_init.py", "{v}");
+    }
+    // One process per sandbox, a direct child of the engine (no intermediate), pid 1 of a
+    // pid namespace of its own.
+    let kids: Vec<i64> = children_of(d.pid() as i64)
+        .into_iter()
+        .filter(|k| proc_field(*k, "NSpid:").split_whitespace().count() == 2)
+        .collect();
+    assert!(kids.len() >= 3, "{kids:?}");
+    let mut seen = std::collections::HashSet::new();
+    for k in &kids {
+        assert!(
+            proc_field(*k, "NSpid:").ends_with("\t1") || proc_field(*k, "NSpid:").ends_with(" 1")
+        );
+        assert!(seen.insert(std::fs::read_link(format!("/proc/{k}/ns/pid")).unwrap()));
+        let cg = memory_cgroup(*k);
+        let n = std::fs::read_to_string(
+            std::path::Path::new("/sys/fs/cgroup/memory")
+                .join(cg.rsplit(':').next().unwrap().trim_start_matches('/'))
+                .join("cgroup.procs"),
+        )
+        .unwrap()
+        .lines()
+        .count();
+        assert_eq!(n, 1, "pid {k}: {n} processes in {cg}");
+    }
+}

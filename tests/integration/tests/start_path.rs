@@ -137,3 +137,76 @@ fn v1_device_rules_all_written() {
     );
     assert_eq!(rules.len(), 12, "exactly the default rules: {rules:?}");
 }
+
+fn ns_ino(path: &str) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).unwrap().ino()
+}
+
+/// Inode of the user namespace owning the namespace at `path` (ioctl NS_GET_USERNS).
+fn owner_userns_ino(path: &str) -> u64 {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::fs::MetadataExt;
+    let f = fs::File::open(path).unwrap();
+    let fd = unsafe {
+        libc::ioctl(f.as_raw_fd(), 0xb701 /* NS_GET_USERNS */)
+    };
+    assert!(fd >= 0, "NS_GET_USERNS on {path}");
+    let owner = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    owner.metadata().unwrap().ino()
+}
+
+#[test]
+fn network_namespace_made_by_the_init_is_new_up_and_owned_like_the_others() {
+    // The init unshares its network namespace instead of getting it from clone3: it must still
+    // be a new one, with lo up, owned by the same user namespace as the init's other new
+    // namespaces (the host's, or the container's own user namespace).
+    let ctx = Ctx::new("sp-netns");
+    for userns in [false, true] {
+        let mut b = ctx.bundle(&["sleep", "1000"]);
+        if userns {
+            b.config["linux"]["namespaces"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"type": "user"}));
+            b.set(
+                "/linux/uidMappings",
+                json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
+            );
+            b.set(
+                "/linux/gidMappings",
+                json!([{"containerID": 0, "hostID": 200000, "size": 65536}]),
+            );
+            b.chown_rootfs(100000, 200000);
+        }
+        b.create().assert_ok();
+        let pid = b.state()["pid"].as_i64().unwrap();
+        let net = format!("/proc/{pid}/ns/net");
+        assert_ne!(
+            ns_ino(&net),
+            ns_ino("/proc/self/ns/net"),
+            "userns {userns}: new netns"
+        );
+        // The same owner as the uts namespace, which clone3 made.
+        assert_eq!(
+            owner_userns_ino(&net),
+            owner_userns_ino(&format!("/proc/{pid}/ns/uts")),
+            "userns {userns}: netns owner"
+        );
+        if userns {
+            assert_eq!(
+                owner_userns_ino(&net),
+                ns_ino(&format!("/proc/{pid}/ns/user")),
+                "the netns belongs to the container's user namespace"
+            );
+        }
+        // lo up: the kernel then has the local 127.0.0.1 route in the namespace's FIB.
+        let fib = fs::read_to_string(format!("/proc/{pid}/net/fib_trie")).unwrap();
+        assert!(
+            fib.contains("127.0.0.1"),
+            "userns {userns}: lo is not up:\n{fib}"
+        );
+        b.kill("KILL").assert_ok();
+        b.wait_status("stopped");
+    }
+}

@@ -1,5 +1,5 @@
 //! `loadbench CONFIG.json [N]`: cost of loading the config's linux.seccomp filter, per
-//! libseccomp optimisation level. For each level: the program length, and the median / p25 / p75
+//! compiled form (libseccomp linear, libseccomp tree, sprout's). For each level: the program length, and the median / p25 / p75
 //! of the `seccomp(2)` call itself over N fresh children (each sets no_new_privs and loads the
 //! filter once, as a container's init does). Needs nothing but a kernel with seccomp.
 
@@ -41,11 +41,17 @@ fn main() {
     let n: usize = args.get(2).map(|s| s.parse().unwrap()).unwrap_or(200);
     let profile: oci_spec::runtime::LinuxSeccomp =
         serde_json::from_value(cfg["linux"]["seccomp"].clone()).expect("linux.seccomp");
-    let levels = [1u32, 2];
-    let progs: Vec<_> = levels
-        .iter()
-        .map(|&l| sprout_seccomp::compile::compile_with(&profile, l).expect("compile"))
-        .collect();
+    // libseccomp linear, libseccomp tree, and what sprout stores (tree + compact.rs).
+    let levels = [
+        "libseccomp optimize 1",
+        "libseccomp optimize 2",
+        "sprout (compile)",
+    ];
+    let progs = vec![
+        sprout_seccomp::compile::compile_with(&profile, 1).expect("compile"),
+        sprout_seccomp::compile::compile_with(&profile, 2).expect("compile"),
+        sprout_seccomp::compile::compile(&profile).expect("compile"),
+    ];
     // Interleave the levels so that load on the machine hits them alike.
     let mut times: Vec<Vec<u64>> = vec![Vec::new(); levels.len()];
     for _ in 0..n {
@@ -58,7 +64,7 @@ fn main() {
         t.sort();
         let q = |f: f64| t[((t.len() - 1) as f64 * f) as usize] as f64 / 1000.0;
         println!(
-            "optimize {l}: {} instructions, seccomp(2) median {:.0} us (p25 {:.0}, p75 {:.0})",
+            "{l}: {} instructions, seccomp(2) median {:.0} us (p25 {:.0}, p75 {:.0})",
             progs[i].filter.len(),
             q(0.5),
             q(0.25),

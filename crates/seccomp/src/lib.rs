@@ -42,6 +42,7 @@ use std::path::Path;
 
 pub mod cache;
 pub mod canon;
+pub mod compact;
 pub mod compile;
 pub mod load;
 pub mod sha256;

@@ -222,6 +222,10 @@ pub fn create(
         cleanup.cgroup = Some(cg.clone());
         apply_resources(&cg, linux)?;
         trace.mark("cgroup");
+    } else {
+        // Layout detection, the cgroup paths and the first state write: their own phase, so
+        // that the next one (seccomp) measures only itself.
+        trace.mark("cgroup_plan");
     }
 
     let seccomp = match linux.and_then(|l| l.seccomp().as_ref()) {

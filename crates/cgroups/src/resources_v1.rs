@@ -501,13 +501,48 @@ fn devices(m: &Manager, list: &[LinuxDeviceCgroup]) -> Result<()> {
         rules.push((d.allow(), r::device_rule(i, d)?, i));
     }
     let d = dir(m, "devices", "devices")?;
+    // devices.allow / devices.deny take one rule per write(2): each file is opened once and
+    // written once per rule (runc's list makes ~13 rules per container: 2 opens, not 13).
+    let mut files: [Option<std::fs::File>; 2] = [None, None];
     for (allow, rule, i) in rules {
         let file = if allow {
             "devices.allow"
         } else {
             "devices.deny"
         };
-        set(d, file, &rule, &format!("devices[{i}]"), false)?;
+        let field = format!("devices[{i}]");
+        let slot = &mut files[allow as usize];
+        if slot.is_none() {
+            let p = d.join(file);
+            match std::fs::OpenOptions::new().write(true).open(&p) {
+                Ok(f) => *slot = Some(f),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(crate::resources::missing(d, file, &field, false))
+                }
+                Err(e) => {
+                    return Err(r::invalid(
+                        &field,
+                        format_args!("opening {}: {e}", p.display()),
+                    ))
+                }
+            }
+        }
+        let f = slot.as_mut().expect("opened above");
+        match std::io::Write::write(f, rule.as_bytes()) {
+            Ok(n) if n == rule.len() => {}
+            Ok(_) => {
+                return Err(r::invalid(
+                    &field,
+                    format_args!("short write of {rule:?} to {}", d.join(file).display()),
+                ))
+            }
+            Err(e) => {
+                return Err(r::invalid(
+                    &field,
+                    format_args!("writing {rule:?} to {}: {e}", d.join(file).display()),
+                ))
+            }
+        }
     }
     Ok(())
 }

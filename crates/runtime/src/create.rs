@@ -210,16 +210,23 @@ pub fn create(
         }),
     };
     store.save(&st)?;
-    cg.create()?;
-    cleanup.cgroup = Some(cg.clone());
-    if let Some(res) = linux.and_then(|l| l.resources().as_ref()) {
-        let res = with_default_device_rules(
-            res,
-            linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]),
-        );
-        cg.apply(&res)?;
+    // On pure v2 the cgroup is made (and configured) before clone, which places the init in it
+    // with CLONE_INTO_CGROUP. On v1 and hybrid hosts the init has to be moved in with writes to
+    // cgroup.procs anyway, so the cgroups are made after clone: the parent's mkdir + apply +
+    // join then overlap the init's namespace and mount set-up (it waits for GO only at the
+    // first point that needs its cgroup: the cgroup mount, or exec) instead of preceding the
+    // clone. Nothing of the container runs before GO.
+    let cgroup_first = layout == sprout_cgroups::Layout::V2;
+    if cgroup_first {
+        cg.create()?;
+        cleanup.cgroup = Some(cg.clone());
+        apply_resources(&cg, linux)?;
+        trace.mark("cgroup");
+    } else {
+        // Layout detection, the cgroup paths and the first state write: their own phase, so
+        // that the next one (seccomp) measures only itself.
+        trace.mark("cgroup_plan");
     }
-    trace.mark("cgroup");
 
     let seccomp = match linux.and_then(|l| l.seccomp().as_ref()) {
         Some(profile) => {
@@ -297,6 +304,11 @@ pub fn create(
     cleanup.child = Some(pidfd);
     st.pid = pid;
     st.pid_start = pid_start;
+    if !cgroup_first {
+        // mkdir only (what `delete` has to undo); apply after the state names the directories.
+        cg.create()?;
+        cleanup.cgroup = Some(cg.clone());
+    }
     st.cgroup = Some(cg.clone());
     st.cgroup_pending = false;
     store.save(&st)?;
@@ -313,6 +325,10 @@ pub fn create(
             l.uid_mappings().as_deref().unwrap_or(&[]),
             l.gid_mappings().as_deref().unwrap_or(&[]),
         )?;
+    }
+    if !cgroup_first {
+        apply_resources(&cg, linux)?;
+        trace.mark("cgroup");
     }
     if cg_fd.is_none() {
         cg.add_pid(pid)?;
@@ -397,6 +413,20 @@ pub fn create(
         config,
         console_rx,
     })
+}
+
+fn apply_resources(
+    cg: &sprout_cgroups::Manager,
+    linux: Option<&oci_spec::runtime::Linux>,
+) -> Result<()> {
+    if let Some(res) = linux.and_then(|l| l.resources().as_ref()) {
+        let res = with_default_device_rules(
+            res,
+            linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]),
+        );
+        cg.apply(&res)?;
+    }
+    Ok(())
 }
 
 /// Devices every container may use whatever its rules say (runc's list): the default devices,

@@ -232,37 +232,37 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             linux.and_then(|l| l.rootfs_propagation().as_deref()),
         )?;
         let root_fd = open_dir(ctx.rootfs)?;
-        // The cgroup mount must see the container's own cgroup: wait for the parent's GO first.
-        let needs_cg = spec
-            .mounts()
-            .iter()
-            .flatten()
-            .any(|m| matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2")));
-        if needs_cg {
-            go.wait(ctx)?;
-        }
+        // The cgroup mount must see the container's own cgroup: the parent's GO (cgroup made
+        // and joined) is awaited just before the first cgroup mount, so the mounts before it
+        // overlap the parent's cgroup work.
         // The host paths of our cgroups, read before a cgroup namespace hides them (inside it
         // every path in /proc/self/cgroup is "/").
-        let binds = if needs_cg && !(ctx.cgroup_v2 && plan.new_cgroup) {
-            rootfs::own_cgroup_binds()
-        } else {
-            Vec::new()
-        };
-        let binds_fn = || binds.clone();
-        let mctx = rootfs::MountCtx {
-            rootfs_fd: &root_fd,
-            bundle: ctx.bundle,
-            cgroup_v2: ctx.cgroup_v2,
-            new_cgroup_ns: plan.new_cgroup,
-            cgroup_binds: &binds_fn,
-        };
-        if plan.new_cgroup && needs_cg {
-            // Enter the cgroup namespace now that we are in our cgroup, so cgroup2 mounts at it.
-            cvt(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) })
-                .map_err(|e| Error::os("unshare cgroup namespace", e))?;
-        }
+        let binds = std::cell::OnceCell::new();
+        let binds_fn = || binds.get().cloned().unwrap_or_default();
         let mut dev_tmpfs = false;
         for (i, m) in spec.mounts().iter().flatten().enumerate() {
+            let is_cg = matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2"));
+            if is_cg && binds.get().is_none() {
+                go.wait(ctx)?;
+                let _ = binds.set(if !(ctx.cgroup_v2 && plan.new_cgroup) {
+                    rootfs::own_cgroup_binds()
+                } else {
+                    Vec::new()
+                });
+                if plan.new_cgroup {
+                    // Enter the cgroup namespace now that we are in our cgroup, so cgroup2
+                    // mounts at it.
+                    cvt(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) })
+                        .map_err(|e| Error::os("unshare cgroup namespace", e))?;
+                }
+            }
+            let mctx = rootfs::MountCtx {
+                rootfs_fd: &root_fd,
+                bundle: ctx.bundle,
+                cgroup_v2: ctx.cgroup_v2,
+                new_cgroup_ns: plan.new_cgroup,
+                cgroup_binds: &binds_fn,
+            };
             rootfs::mount_one(&mctx, i, m)?;
             if m.destination() == Path::new("/dev") {
                 dev_tmpfs = true;

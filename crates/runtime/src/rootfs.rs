@@ -631,9 +631,34 @@ fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Result<()> {
         Some(c"mode=755"),
     )
     .map_err(|e| Error::os("mount tmpfs for cgroups", e))?;
+    // The tmpfs just mounted (`target` still names the directory under it). It is new, empty
+    // and visible only in this mount namespace, so its subdirectories are made and opened with
+    // plain mkdirat/openat below it: 2 syscalls per hierarchy instead of an openat2 that fails,
+    // one for the parent, the mkdirat and one more openat2.
+    let tmp = open_in_root(
+        ctx.rootfs_fd.as_raw_fd(),
+        dest,
+        libc::O_PATH | libc::O_DIRECTORY,
+        0,
+    )
+    .map_err(|e| Error::os("cgroup tmpfs", e))?;
     for (name, host) in (ctx.cgroup_binds)() {
-        let sub = dest.join(&name);
-        let t = ensure_in_root(ctx.rootfs_fd, &sub, false)?;
+        let t = if !name.is_empty() && !name.contains('/') && name != "." && name != ".." {
+            let cname = cstr_s(&name);
+            cvt(unsafe { libc::mkdirat(tmp.as_raw_fd(), cname.as_ptr(), 0o755) })
+                .map_err(|e| Error::os(format!("cgroup tmpfs: mkdir {name}"), e))?;
+            let fd = cvt(unsafe {
+                libc::openat(
+                    tmp.as_raw_fd(),
+                    cname.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                )
+            })
+            .map_err(|e| Error::os(format!("cgroup tmpfs: {name}"), e))?;
+            unsafe { OwnedFd::from_raw_fd(fd) }
+        } else {
+            ensure_in_root(ctx.rootfs_fd, &dest.join(&name), false)?
+        };
         let tree = open_tree(libc::AT_FDCWD, &cstr(&host), false)
             .map_err(|e| Error::os(format!("bind cgroup {name}"), e))?;
         attach_bind(
@@ -647,11 +672,9 @@ fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Result<()> {
         .map_err(|e| Error::os(format!("bind cgroup {name}"), e))?;
     }
     if opts.flags & libc::MS_RDONLY != 0 {
-        let fd = open_in_root(ctx.rootfs_fd.as_raw_fd(), dest, libc::O_PATH, 0)
-            .map_err(|e| Error::os("cgroup tmpfs", e))?;
         mount(
             None,
-            &fd_path(&fd),
+            &fd_path(&tmp),
             None,
             libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             Some(c"mode=755"),

@@ -13,8 +13,9 @@ use oci_spec::runtime::{
 
 use crate::sha256::{hex, Sha256};
 
-/// Bump when the canonical form or the meaning of a cache entry changes.
-const KEY_FORMAT: u32 = 1;
+/// Bump when the canonical form, the meaning of a cache entry or the compiled form of a profile
+/// changes (2: libseccomp's binary-tree layout, SCMP_FLTATR_CTL_OPTIMIZE = 2; 3: compact.rs).
+const KEY_FORMAT: u32 = 3;
 
 /// Stable tag of an action.
 pub(crate) fn action_tag(a: LinuxSeccompAction) -> u8 {
@@ -194,6 +195,8 @@ pub(crate) fn hash_environment(h: Sha256, libseccomp: (u32, u32, u32)) -> Sha256
     c.bytes(b"sprout-seccomp cache key");
     c.u32(KEY_FORMAT);
     c.u32(crate::cache::FORMAT_VERSION);
+    c.u32(crate::compile::OPTIMIZE);
+    c.u32(crate::compact::VERSION);
     c.bytes(env!("CARGO_PKG_VERSION").as_bytes());
     c.bytes(std::env::consts::ARCH.as_bytes());
     c.u8(cfg!(target_endian = "little") as u8);

@@ -34,7 +34,7 @@
 //!   dynamic loading; only a miss runs libseccomp code.
 //!
 //! Layout: [`canon`] (canonical profile serialisation and the cache key), [`compile`]
-//! (libseccomp, the miss path), [`cache`] (store / load / evict), [`load`] (the raw syscall),
+//! (libseccomp, the miss path), [`compact`] (shortens libseccomp's program, checked against it), [`cache`] (store / load / evict), [`load`] (the raw syscall),
 //! [`sha256`] (the hash used by the key and the entries' checksum).
 
 use std::os::fd::OwnedFd;
@@ -42,6 +42,7 @@ use std::path::Path;
 
 pub mod cache;
 pub mod canon;
+pub mod compact;
 pub mod compile;
 pub mod load;
 pub mod sha256;

@@ -31,14 +31,22 @@ Replies:   {"ok": true, "result": <JSON>} | {"ok": false, "error": "...", "kind"
 Ready:     {"ready": true} | {"ready": false, "error": "..."} once the handler is imported.
 """
 
-import os
-import struct
+# `posix`, not `os`: with -S nothing has imported os yet, and `import os` (its pure-Python
+# module plus _collections_abc, stat, posixpath) cost a plain cold start ~1.5 ms here; every
+# function used below is posix's own. A handler that imports os gets the environment set
+# by _set_env (posix.environ is what os.environ is built from).
+import posix as os
 import sys
 
 # `socket` (and what it pulls in) is imported only by the zygote: a plain cold sandbox talks
 # over its raw fd with os.read/os.write, keeping its start-up to python + json + the handler.
 
-_HDR = struct.Struct("<I")
+def _hdr(n):
+    return n.to_bytes(4, "little")
+
+
+def _unhdr(b):
+    return int.from_bytes(b, "little")
 
 
 def _json_codec():
@@ -111,7 +119,7 @@ def _read_exact_fd(fd, n):
 
 
 def recv_msg_fd(fd):
-    (n,) = _HDR.unpack(_read_exact_fd(fd, 4))
+    n = _unhdr(_read_exact_fd(fd, 4))
     return _loads(_read_exact_fd(fd, n))
 
 
@@ -124,7 +132,7 @@ def _write_all_fd(fd, data):
 
 def send_msg_fd(fd, obj):
     b = _dumps(obj).encode()
-    _write_all_fd(fd, _HDR.pack(len(b)) + b)
+    _write_all_fd(fd, _hdr(len(b)) + b)
 
 
 def recv_msg(sock, maxfds=0):
@@ -139,13 +147,13 @@ def recv_msg(sock, maxfds=0):
             data += _read_exact(sock, 4 - len(data))
     else:
         data = _read_exact(sock, 4)
-    (n,) = _HDR.unpack(data)
+    n = _unhdr(data)
     return _loads(_read_exact(sock, n)), fds
 
 
 def send_msg(sock, obj):
     b = _dumps(obj).encode()
-    sock.sendall(_HDR.pack(len(b)) + b)
+    sock.sendall(_hdr(len(b)) + b)
 
 
 # ---------------------------------------------------------------- handler loop
@@ -154,11 +162,25 @@ def send_msg(sock, obj):
 def _set_env(env):
     """os.environ = env, touching only what differs (a zygote already runs with the base
     environment: a sandbox then sets one or two keys, not the whole set)."""
-    for k in [k for k in os.environ if k not in env]:
-        del os.environ[k]
-    for k, v in env.items():
-        if os.environ.get(k) != v:
-            os.environ[k] = v
+    real_os = sys.modules.get("os")
+    if real_os is not None:
+        for k in [k for k in real_os.environ if k not in env]:
+            del real_os.environ[k]
+        for k, v in env.items():
+            if real_os.environ.get(k) != v:
+                real_os.environ[k] = v
+        return
+    # No os module yet (a plain cold start): the process environment and posix.environ, which
+    # os.environ is built from when a handler imports os.
+    pe = os.environ
+    want = {k.encode(): v.encode() for k, v in env.items()}
+    for k in [k for k in pe if k not in want]:
+        os.unsetenv(k)
+        del pe[k]
+    for k, v in want.items():
+        if pe.get(k) != v:
+            os.putenv(k, v)
+            pe[k] = v
 
 
 def _exec_handler_module(name, paths):
@@ -205,14 +227,31 @@ def load_handler(setup):
     return fn
 
 
+_T_INIT = None
+
+
 def serve(fd, setup):
     """Load the handler, then answer requests on fd until EOF."""
+    cold_trace = None
+    if _T_INIT and "t0" in setup:
+        # Plain cold start, traced: ms since the engine handed over (CLOCK_MONOTONIC on both
+        # sides) when the init script began (exec + interpreter start), when this module was
+        # imported, when the setup was read, and (below) when the handler was loaded.
+        import time
+
+        t0 = setup["t0"]
+        cold_trace = [("interpreter", _T_INIT[0] - t0), ("init_module", _T_INIT[1] - t0), ("setup", time.monotonic() - t0)]
     try:
         fn = load_handler(setup)
     except BaseException as e:  # noqa: BLE001 - report anything, including SystemExit
         send_msg_fd(fd, {"ready": False, "error": "loading handler: %s: %s" % (type(e).__name__, e)})
         os._exit(1)
     ready = {"ready": True}
+    if cold_trace is not None:
+        import time
+
+        cold_trace.append(("handler", time.monotonic() - setup["t0"]))
+        ready["trace"] = [(n, round(t * 1e3, 3)) for n, t in cold_trace]
     if _TRACE:
         _mark("import")
         # (mark, wall ms since fork, CPU ms since fork, minor faults since fork)
@@ -236,7 +275,7 @@ def serve(fd, setup):
         except (TypeError, ValueError, RecursionError) as e:
             send_msg_fd(fd, {"ok": False, "kind": "result", "error": "result is not JSON serialisable: %s" % e})
             continue
-        _write_all_fd(fd, _HDR.pack(len(out)) + out)
+        _write_all_fd(fd, _hdr(len(out)) + out)
 
 
 # ---------------------------------------------------------------- zygote

@@ -209,9 +209,9 @@ def python_start(py="/usr/bin/python3", n=30):
 
 def python_first_byte(py="/usr/bin/python3", n=30):
     """Python's own start as the cold path sees it: spawn -> first byte written, after the same
-    imports as the sandbox init (os, struct, _json), without the interpreter's exit."""
+    imports as the sandbox init (posix, _json), without the interpreter's exit."""
     xs = []
-    code = "import os, struct, _json; os.write(1, b'x'); os.close(1)"
+    code = "import posix, _json; posix.write(1, b'x'); posix.close(1)"
     for _ in range(n):
         t = time.perf_counter()
         p = subprocess.Popen([py, "-I", "-S", "-c", code], stdout=subprocess.PIPE)

@@ -202,6 +202,16 @@ pub fn default_seccomp() -> oci_spec::runtime::LinuxSeccomp {
     .expect("static profile")
 }
 
+/// CLOCK_MONOTONIC in seconds (Python's time.monotonic()).
+fn monotonic_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 fn valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 64
@@ -1016,8 +1026,13 @@ impl Engine {
         let spare = self.cold_spares.lock().unwrap().pop();
         if let Some((a, cg)) = spare {
             let late = flags & (spawn::CLONE_NEWNS | spawn::CLONE_NEWNET);
+            let mut setup = setup.clone();
+            if self.trace {
+                // The cold init reports its marks relative to this (CLOCK_MONOTONIC).
+                setup["t0"] = json!(monotonic_s());
+            }
             let sent = spawn::assign_cold_spare(&a, root, late)
-                .and_then(|_| proto::send(&a, &serde_json::to_vec(setup).unwrap(), &[]));
+                .and_then(|_| proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &[]));
             match sent {
                 Ok(()) => {
                     self.cold_spares_used.fetch_add(1, Ordering::Relaxed);
@@ -1058,7 +1073,11 @@ impl Engine {
             return Err(ApiError::new(500, "engine", format!("fork: {e}")));
         }
         drop(b);
-        let _ = proto::send(&a, &serde_json::to_vec(setup).unwrap(), &[]);
+        let mut setup = setup.clone();
+        if self.trace {
+            setup["t0"] = json!(monotonic_s());
+        }
+        let _ = proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &[]);
         Ok((a, cg))
     }
 

@@ -140,7 +140,7 @@ pub fn prepare_pylib(run_dir: &Path, python_dir: &Path, python: &str) -> io::Res
     )?;
     std::fs::write(
         lib.join("sprout_init.py"),
-        "import sys\nsys.path.insert(0, \"/.sprout\")\nimport sprout_zygote\nsprout_zygote.main()\n",
+        "import sys, time\n_t = time.monotonic()\nsys.path.insert(0, \"/.sprout\")\nimport sprout_zygote\nsprout_zygote._T_INIT = (_t, time.monotonic())\nsprout_zygote.main()\n",
     )?;
     let _ = std::process::Command::new(python)
         .args([

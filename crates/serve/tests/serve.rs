@@ -995,7 +995,7 @@ fn cold_start_is_one_clone_and_a_compiled_init() {
                     m = sys.modules.get('sprout_zygote')\n    \
                     return {'pid': os.getpid(), 'uid': os.getuid(), 'gid': os.getgid(),\n            \
                             'groups': os.getgroups(), 'init': m.__file__ if m else None,\n            \
-                            'main': sys.modules['__main__'].__file__}\n";
+                            'main': sys.modules['__main__'].__file__, 'env': dict(os.environ)}\n";
     for h in ["c0", "c1", "c2"] {
         d.add(h, code, &[]);
         let r = d.post(h, "{}");
@@ -1010,6 +1010,14 @@ fn cold_start_is_one_clone_and_a_compiled_init() {
         assert_eq!(v["groups"], serde_json::json!([]), "{v}");
         assert_eq!(v["init"], "/.sprout/sprout_zygote.py", "{v}");
         assert_eq!(v["main"], "/.sprout/sprout_init.py", "{v}");
+        // The init sets the environment without importing os; os.environ, built later by
+        // the handler's own `import os`, has exactly the sandbox's.
+        assert_eq!(
+            v["env"],
+            serde_json::json!({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
+                               "LANG": "C.UTF-8", "TMPDIR": "/tmp", "SPROUT_HANDLER": h}),
+            "{v}"
+        );
     }
     // One process per sandbox, a direct child of the engine (no intermediate), pid 1 of a
     // pid namespace of its own.

@@ -15,6 +15,8 @@ and client-side (http.client keep-alive round trip):
   rate    new sandboxes per second: first requests to N handlers from C client threads
   runc    baseline: `runc run` of python3 -c per request (--runc)
 
+--json FILE keeps every sample; bench/serve/cdf.py FILE OUT.png draws the latency CDFs.
+
 Also reports python3 -I -S start time and the memory charged to frozen idle sandboxes.
 """
 
@@ -51,6 +53,7 @@ def summary(name, eng_us, cli_us):
          "client_p50_ms": pct(cli_us, 50) / 1000, "client_p99_ms": pct(cli_us, 99) / 1000}
     print("%-14s n=%-5d engine p50 %8.3f ms  p99 %8.3f ms | client p50 %8.3f ms  p99 %8.3f ms" % (
         name, r["n"], r["engine_p50_ms"], r["engine_p99_ms"], r["client_p50_ms"], r["client_p99_ms"]), flush=True)
+    r["engine_us"] = sorted(eng_us)  # raw samples, for the CDF plot (bench/serve/cdf.py)
     return r
 
 

@@ -349,25 +349,17 @@ pub fn create(
             .recv()
             .map_err(|e| Error::os("waiting for the init", e))?;
         match tag {
-            // The init became the exec trampoline (its channel end closed at execve).
-            0 if trampoline_follows => {
-                trace.mark("trampoline");
-                break;
-            }
             sync::READY_EXEC => {
                 trace.mark("init");
                 trace.add_remote("init.", &payload);
                 trampoline_follows = true;
+                break;
             }
-            sync::TRAMPOLINE_OFF => {
-                crate::log::warn(&format!(
-                    "container {}: {payload}; /proc/<init>/exe is the runtime's binary until start (CVE-2019-5736)",
-                    st.id
-                ));
-                if trampoline_follows {
-                    break;
-                }
-            }
+            // No trampoline for this init (its message says why): it waits for `start` itself.
+            sync::TRAMPOLINE_OFF => crate::log::warn(&format!(
+                "container {}: {payload}; /proc/<init>/exe is the runtime's binary until start (CVE-2019-5736)",
+                st.id
+            )),
             sync::HOOKS => {
                 // The create operation is still under way: "creating" (as runc; runtime-tools'
                 // hooks_stdin expects "created" here, see docs/compliance.md).
@@ -405,6 +397,13 @@ pub fn create(
         write_pid_file(p, pid)?;
     }
     trace.mark("state_save");
+    if trampoline_follows {
+        // The init is exec'ing the trampoline meanwhile; only once it has (its channel end
+        // closed at execve) is the container `created`: from then on nothing entering it can
+        // see a process backed by our binary.
+        wait_trampoline(&parent_chan, &st.id)?;
+        trace.mark("trampoline");
+    }
     cleanup.armed = false;
     let pidfd = cleanup.child.take().expect("pidfd");
     Ok(Created {
@@ -413,6 +412,25 @@ pub fn create(
         config,
         console_rx,
     })
+}
+
+fn wait_trampoline(chan: &Channel, id: &str) -> Result<()> {
+    let (tag, payload, _) = chan
+        .recv()
+        .map_err(|e| Error::os("waiting for the init", e))?;
+    match tag {
+        0 => Ok(()),
+        sync::TRAMPOLINE_OFF => {
+            crate::log::warn(&format!(
+                "container {id}: {payload}; /proc/<init>/exe is the runtime's binary until start (CVE-2019-5736)"
+            ));
+            Ok(())
+        }
+        sync::ERROR => Err(Error::msg(payload)),
+        other => Err(Error::msg(format!(
+            "unexpected message {other} from the init"
+        ))),
+    }
 }
 
 fn apply_resources(

@@ -293,10 +293,20 @@ impl CgPool {
             for part in live.chunks(chunk) {
                 sc.spawn(move || {
                     for m in part {
-                        while Instant::now() < deadline {
+                        // At least one kill round per cgroup, even past the deadline.
+                        let mut first = true;
+                        while first || Instant::now() < deadline {
+                            first = false;
                             match m.pids() {
                                 Ok(p) if !p.is_empty() => {
+                                    // As PoolCg::clean: the unified cgroup.kill misses tasks
+                                    // outside the unified leaf, and v1-frozen tasks die only
+                                    // once thawed (seen: frozen spares surviving a shutdown).
                                     let _ = m.kill_all(libc::SIGKILL);
+                                    for pid in &p {
+                                        unsafe { libc::kill(*pid, libc::SIGKILL) };
+                                    }
+                                    let _ = m.thaw();
                                     std::thread::sleep(Duration::from_millis(5));
                                 }
                                 _ => break,

@@ -137,6 +137,9 @@ pub struct Engine {
     trace: bool,
     stopping: std::sync::atomic::AtomicBool,
     hk_tick: AtomicU64,
+    /// Held for each housekeeping tick: shutdown waits for the tick in progress, so no freeze
+    /// lands after its cleanup thawed and killed everything (a v1-frozen task does not die).
+    hk_lock: Mutex<()>,
     /// Plain cold start without zygotes: processes forked ahead into a pool cgroup and new
     /// pid/ipc/uts namespaces, waiting for a root to exec python in (spawn.rs).
     cold_spares: Mutex<Vec<(UnixStream, PoolCg)>>,
@@ -322,6 +325,7 @@ impl Engine {
             trace: std::env::var_os("SPROUT_SERVE_TRACE").is_some(),
             stopping: Default::default(),
             hk_tick: AtomicU64::new(0),
+            hk_lock: Mutex::new(()),
             cold_spares: Mutex::new(Vec::new()),
             cold_last_take: Mutex::new(Instant::now()),
             cold_spares_used: AtomicU64::new(0),
@@ -362,6 +366,7 @@ impl Engine {
     /// Clean shutdown: kill every sandbox and zygote, remove cgroups and mounts.
     pub fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
+        let _hk = self.hk_lock.lock().unwrap_or_else(|e| e.into_inner());
         rootfs::teardown_run_dir(&self.cfg.run_dir);
         self.pool.cleanup_previous();
         let _ = std::fs::remove_dir_all(self.cfg.run_dir.join("roots"));
@@ -755,7 +760,8 @@ impl Engine {
     }
 
     fn housekeeping(&self) {
-        if self.stopping.load(Ordering::Relaxed) {
+        let _hk = self.hk_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if self.stopping.load(Ordering::SeqCst) {
             return;
         }
         let freeze_after = Duration::from_millis(self.cfg.freeze_after_ms);

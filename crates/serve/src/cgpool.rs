@@ -127,21 +127,29 @@ impl CgPool {
         Ok(narrowed.unwrap_or(full))
     }
 
+    /// Append `idx` to the record of pool cgroups (what shutdown and `cleanup` remove).
+    fn record(&self, idx: usize) -> Result<(), String> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.record)
+            .map_err(|e| e.to_string())?;
+        // One write(2) per line: `writeln!` on a File issues the number and the newline as
+        // separate writes, and two threads creating cgroups at once interleaved them
+        // ("130131\n\n"): both indexes were lost from the record, so shutdown and `cleanup`
+        // never removed those cgroups nor killed their (frozen) sandboxes.
+        f.write_all(format!("{idx}\n").as_bytes())
+            .map_err(|e| e.to_string())
+    }
+
     fn make(&self) -> Result<PoolCg, String> {
         let idx = {
             let mut n = self.next.lock().unwrap();
             *n += 1;
             *n
         };
-        {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.record)
-                .map_err(|e| e.to_string())?;
-            let _ = writeln!(f, "{idx}");
-        }
+        self.record(idx)?;
         let mut mgr = self.joined_manager(idx)?;
         mgr.create()
             .map_err(|e| format!("creating pool cgroup: {e}"))?;
@@ -442,4 +450,72 @@ fn pread_str<'a>(f: Option<&std::fs::File>, buf: &'a mut [u8]) -> Option<&'a str
     use std::os::unix::fs::FileExt;
     let n = f?.read_at(buf, 0).ok()?;
     std::str::from_utf8(&buf[..n]).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pool cgroups made by many threads at once are all in the record, and cleanup removes
+    /// every one of them (a lost record line leaked the cgroup and its processes).
+    #[test]
+    fn concurrent_creation_records_every_cgroup() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let run = PathBuf::from(format!("/tmp/serve-test-poolrecord-{}", std::process::id()));
+        std::fs::create_dir_all(&run).unwrap();
+        let name = format!("sprout-serve-test-poolrecord-{}", std::process::id());
+        let layout = Layout::detect().unwrap();
+        let pool = CgPool::new(layout, &name, resources(64, 16, 0), &run);
+        // The record itself under contention first (the cgroups' mkdir leaves little overlap;
+        // checked before any cgroup exists, so a failure leaves nothing behind).
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let pool = &pool;
+                s.spawn(move || {
+                    for i in 0..500 {
+                        pool.record(100_000 + t * 1000 + i).unwrap();
+                    }
+                });
+            }
+        });
+        let raw = std::fs::read_to_string(run.join("cgroups")).unwrap();
+        let all: Vec<usize> = raw
+            .lines()
+            .map(|l| {
+                l.parse()
+                    .unwrap_or_else(|_| panic!("torn record line {l:?}"))
+            })
+            .collect();
+        assert_eq!(all.iter().filter(|&&i| i >= 100_000).count(), 4000);
+        std::fs::write(
+            run.join("cgroups"),
+            all.iter()
+                .filter(|&&i| i < 100_000)
+                .map(|i| format!("{i}\n"))
+                .collect::<String>(),
+        )
+        .unwrap();
+        let made: Vec<PoolCg> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| (0..6).map(|_| pool.make().unwrap()).collect::<Vec<_>>()))
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let raw = std::fs::read_to_string(run.join("cgroups")).unwrap();
+        let mut got: Vec<usize> = raw.lines().map(|l| l.parse().unwrap()).collect();
+        got.sort();
+        let mut want: Vec<usize> = made.iter().map(|c| c.idx).collect();
+        want.sort();
+        assert_eq!(got, want, "record:\n{raw}");
+        let dirs: Vec<PathBuf> = made.iter().filter_map(|c| c.memory_dir.clone()).collect();
+        assert_eq!(dirs.len(), 48);
+        assert!(dirs.iter().all(|d| d.is_dir()));
+        drop(made);
+        assert_eq!(pool.cleanup_previous(), 48);
+        assert!(dirs.iter().all(|d| !d.exists()), "{dirs:?}");
+        let _ = std::fs::remove_dir_all(&run);
+    }
 }

@@ -241,6 +241,8 @@ pub fn create(
         None => None,
     };
 
+    let creating = dir.join(state::CREATING_FILE);
+    std::fs::File::create(&creating).map_err(|e| Error::os("creating the state marker", e))?;
     let fifo = if wait_for_start {
         let path = dir.join(state::FIFO_FILE);
         let c = cstr(&path);
@@ -404,6 +406,7 @@ pub fn create(
         wait_trampoline(&parent_chan, &st.id)?;
         trace.mark("trampoline");
     }
+    std::fs::remove_file(&creating).map_err(|e| Error::os("removing the state marker", e))?;
     cleanup.armed = false;
     let pidfd = cleanup.child.take().expect("pidfd");
     Ok(Created {

@@ -16,6 +16,9 @@ use crate::sys;
 pub const STATE_FILE: &str = "state.json";
 pub const CONFIG_FILE: &str = "config.json";
 pub const FIFO_FILE: &str = "exec.fifo";
+/// Present while `create` sets the container up (status `creating`): `run` has no fifo, and
+/// nothing may exec into or be told about a container whose init is still being set up.
+pub const CREATING_FILE: &str = "creating";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -201,7 +204,11 @@ impl State {
         if !self.init_alive() {
             return Status::Stopped;
         }
-        if store.dir(&self.id).join(FIFO_FILE).exists() {
+        let dir = store.dir(&self.id);
+        if dir.join(CREATING_FILE).exists() {
+            return Status::Creating;
+        }
+        if dir.join(FIFO_FILE).exists() {
             return Status::Created;
         }
         if let Some(cg) = &self.cgroup {

@@ -574,7 +574,34 @@ fn exec_now(ctx: &InitCtx, exec: Exec, tramp: Option<OwnedFd>, tr: &mut ChildTra
     do_execve(&exec)
 }
 
+/// Every signal back to SIG_DFL, right before the exec that leads to the container's program:
+/// an ignored signal stays ignored across execve, and ours (Rust ignores SIGPIPE) or our
+/// caller's must not leak into the container, where a shell can't even trap a signal that was
+/// ignored on entry (crun resets them too; podman's kill tests trap SIGPIPE). Done last, since
+/// the runtime itself relies on SIGPIPE being ignored while it writes to hooks' stdin.
+pub fn reset_signal_dispositions() {
+    // The raw syscall: glibc's wrappers refuse its two internal real-time signals (32, 33),
+    // which a caller may have ignored too. An all-zero kernel sigaction is SIG_DFL, no flags, no
+    // mask, whatever the architecture's layout.
+    let dfl = [0u64; 4];
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                dfl.as_ptr(),
+                std::ptr::null_mut::<u64>(),
+                8usize,
+            )
+        };
+    }
+}
+
 pub fn do_execve(exec: &Exec) -> Error {
+    reset_signal_dispositions();
     let mut argv: Vec<*const libc::c_char> = exec.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = exec.envp.iter().map(|a| a.as_ptr()).collect();

@@ -94,6 +94,7 @@ fn execveat(tramp: &OwnedFd, head: &[&str], exec: &Exec) -> io::Error {
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = exec.envp.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
+    crate::init::reset_signal_dispositions();
     unsafe {
         libc::syscall(
             libc::SYS_execveat,

@@ -563,6 +563,42 @@ fn exec_in_user_namespace_sets_groups() {
     assert_eq!(o.stdout.trim(), "1000 5", "{}", o.describe());
 }
 
+/// No signal may arrive ignored in the container (an ignored signal survives execve, and a shell
+/// can't trap one that was ignored on entry): the runtime ignores SIGPIPE itself, and its caller
+/// may ignore more. Both the init and an `exec`'d process start with every disposition default.
+#[test]
+fn container_processes_start_with_no_ignored_signals() {
+    let ctx = Ctx::new("sigign");
+    let b = running(&ctx);
+    // grep itself, not a shell (a shell may ignore SIGQUIT for its children).
+    let o = b.exec(
+        &[],
+        &["grep", "SigIgn:", "/proc/1/status", "/proc/self/status"],
+    );
+    o.assert_ok();
+    let ign: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(
+        ign,
+        vec!["0000000000000000", "0000000000000000"],
+        "{}",
+        o.describe()
+    );
+    // A shell in the container can trap SIGPIPE (ignored on entry, it could not).
+    let o = b.exec(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "trap 'echo PIPE_TRAPPED' PIPE; kill -PIPE $$; echo done",
+        ],
+    );
+    assert_eq!(o.stdout.trim(), "PIPE_TRAPPED\ndone", "{}", o.describe());
+}
+
 #[test]
 fn run_forwards_signals_to_container() {
     let ctx = Ctx::new("runfwd");

@@ -477,9 +477,8 @@ fn exec_gets_container_security_settings() {
     );
 }
 
-#[test]
-fn exec_in_user_namespace_container() {
-    let ctx = Ctx::new("execuserns");
+/// A started `sleep` container in its own user namespace (container 0..65535 = host 100000..).
+fn running_in_user_namespace(ctx: &Ctx) -> Bundle<'_> {
     let mut b = ctx.bundle(SLEEP);
     b.config["linux"]["namespaces"]
         .as_array_mut()
@@ -496,6 +495,13 @@ fn exec_in_user_namespace_container() {
     b.chown_rootfs(100000, 100000);
     b.create().assert_ok();
     b.start().assert_ok();
+    b
+}
+
+#[test]
+fn exec_in_user_namespace_container() {
+    let ctx = Ctx::new("execuserns");
+    let b = running_in_user_namespace(&ctx);
     let o = b.exec(&[], &["sh", "-c", "cat /proc/self/uid_map; id -u"]);
     o.assert_ok();
     let v: Vec<Vec<&str>> = o
@@ -539,22 +545,7 @@ fn exec_applies_oom_score_adj_rlimits_and_groups() {
 #[test]
 fn exec_in_user_namespace_sets_groups() {
     let ctx = Ctx::new("execusergroups");
-    let mut b = ctx.bundle(SLEEP);
-    b.config["linux"]["namespaces"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"type": "user"}));
-    b.set(
-        "/linux/uidMappings",
-        json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
-    );
-    b.set(
-        "/linux/gidMappings",
-        json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
-    );
-    b.chown_rootfs(100000, 100000);
-    b.create().assert_ok();
-    b.start().assert_ok();
+    let b = running_in_user_namespace(&ctx);
     let o = b.exec(
         &["-u", "1000:1000", "--additional-gids", "5"],
         &["sh", "-c", "id -G"],

@@ -13,25 +13,10 @@ use sprout_cgroups::Manager;
 const IDLE: Duration = Duration::from_millis(300);
 
 fn dirs(m: &Manager, with_unified: bool) -> Vec<(String, PathBuf)> {
-    let mut v: Vec<(String, PathBuf)> = [
-        "cpu",
-        "cpuacct",
-        "cpuset",
-        "memory",
-        "devices",
-        "freezer",
-        "blkio",
-        "pids",
-        "net_cls",
-        "net_prio",
-        "hugetlb",
-        "rdma",
-        "perf_event",
-        "name=systemd",
-    ]
-    .iter()
-    .filter_map(|c| m.v1_path(c).map(|p| (c.to_string(), p.to_path_buf())))
-    .collect();
+    let mut v: Vec<(String, PathBuf)> = m
+        .v1_paths()
+        .map(|(c, d)| (c.to_string(), d.to_path_buf()))
+        .collect();
     if with_unified {
         if let Some(u) = m.unified_path() {
             v.push(("unified".into(), u.to_path_buf()));

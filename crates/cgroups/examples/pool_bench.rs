@@ -139,29 +139,14 @@ fn main() {
 
     // Raw per-hierarchy syscall costs.
     println!("per hierarchy (median, p90, mean of {n}): mkdir | rename | rmdir");
-    let dirs: Vec<(String, PathBuf)> = [
-        "cpu",
-        "cpuacct",
-        "cpuset",
-        "memory",
-        "devices",
-        "freezer",
-        "blkio",
-        "pids",
-        "net_cls",
-        "net_prio",
-        "hugetlb",
-        "rdma",
-        "perf_event",
-        "name=systemd",
-    ]
-    .iter()
-    .filter_map(|c| pm.v1_path(c).map(|p| (c.to_string(), p.to_path_buf())))
-    .chain(
-        pm.unified_path()
-            .map(|p| ("unified".to_string(), p.to_path_buf())),
-    )
-    .collect();
+    let dirs: Vec<(String, PathBuf)> = pm
+        .v1_paths()
+        .map(|(c, d)| (c.to_string(), d.to_path_buf()))
+        .chain(
+            pm.unified_path()
+                .map(|p| ("unified".to_string(), p.to_path_buf())),
+        )
+        .collect();
     for (c, d) in &dirs {
         let (mut mk_t, mut mv_t, mut rm_t) = (T::new("mkdir"), T::new("rename"), T::new("rmdir"));
         let (a, b) = (d.join("bench-a"), d.join("bench-b"));

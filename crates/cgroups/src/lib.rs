@@ -541,6 +541,11 @@ impl Manager {
         self.v1_hier(controller).map(|h| h.dir.as_path())
     }
 
+    /// Every v1 hierarchy the container lives in: (controller, its cgroup directory).
+    pub fn v1_paths(&self) -> impl Iterator<Item = (&str, &Path)> {
+        self.v1.iter().map(|h| (h.name.as_str(), h.dir.as_path()))
+    }
+
     /// The container's cgroup2 directory (V2, or the tracking leaf on Hybrid).
     pub fn unified_path(&self) -> Option<&Path> {
         self.unified.as_ref().map(|h| h.dir.as_path())

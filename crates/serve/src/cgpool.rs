@@ -350,26 +350,7 @@ fn rmdir_retry(d: &Path) {
 }
 
 fn all_dirs(m: &Manager) -> Vec<PathBuf> {
-    const ALL: &[&str] = &[
-        "cpu",
-        "cpuacct",
-        "cpuset",
-        "memory",
-        "devices",
-        "freezer",
-        "blkio",
-        "pids",
-        "net_cls",
-        "net_prio",
-        "hugetlb",
-        "rdma",
-        "perf_event",
-        "name=systemd",
-    ];
-    let mut v: Vec<PathBuf> = ALL
-        .iter()
-        .filter_map(|c| m.v1_path(c).map(Path::to_path_buf))
-        .collect();
+    let mut v: Vec<PathBuf> = m.v1_paths().map(|(_, d)| d.to_path_buf()).collect();
     v.extend(m.unified_path().map(Path::to_path_buf));
     v.sort();
     v.dedup();

@@ -358,10 +358,7 @@ pub fn create(
                 break;
             }
             // No trampoline for this init (its message says why): it waits for `start` itself.
-            sync::TRAMPOLINE_OFF => crate::log::warn(&format!(
-                "container {}: {payload}; /proc/<init>/exe is the runtime's binary until start (CVE-2019-5736)",
-                st.id
-            )),
+            sync::TRAMPOLINE_OFF => warn_no_trampoline(&st.id, &payload),
             sync::HOOKS => {
                 // The create operation is still under way: "creating" (as runc; runtime-tools'
                 // hooks_stdin expects "created" here, see docs/compliance.md).
@@ -417,6 +414,12 @@ pub fn create(
     })
 }
 
+fn warn_no_trampoline(id: &str, why: &str) {
+    crate::log::warn(&format!(
+        "container {id}: {why}; /proc/<init>/exe is the runtime's binary until start (CVE-2019-5736)"
+    ));
+}
+
 fn wait_trampoline(chan: &Channel, id: &str) -> Result<()> {
     let (tag, payload, _) = chan
         .recv()
@@ -424,9 +427,7 @@ fn wait_trampoline(chan: &Channel, id: &str) -> Result<()> {
     match tag {
         0 => Ok(()),
         sync::TRAMPOLINE_OFF => {
-            crate::log::warn(&format!(
-                "container {id}: {payload}; /proc/<init>/exe is the runtime's binary until start (CVE-2019-5736)"
-            ));
+            warn_no_trampoline(id, &payload);
             Ok(())
         }
         sync::ERROR => Err(Error::msg(payload)),

@@ -5,7 +5,7 @@
 # usage: scripts/demo.sh [--runs N]
 #
 # 1. installs what it needs (scripts/setup-deps.sh --demo: busybox-static, libseccomp-dev)
-# 2. cargo build --release
+# 2. scripts/build.sh (cargo, release; sprout linked static-pie)
 # 3. builds two bundles in /run/sprout-demo: "minimal" (the config `sprout spec` writes, running
 #    `true`) and "podman-default" (the config podman generates, with its seccomp profile)
 # 4. runs one visible container (prints hostname, pid, capabilities, mounts), then N silent
@@ -39,7 +39,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 command -v cargo >/dev/null || { echo "demo.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
 
 echo "==> building sprout (release)"
-cargo build --release -p sprout
+bash "$HERE/build.sh"
 SPROUT="$REPO/target/release/sprout"
 "$SPROUT" --version
 

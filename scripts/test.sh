@@ -4,7 +4,7 @@
 # usage: scripts/test.sh [--quick] [-- EXTRA compliance/run.sh ARGS]
 #
 #   0. scripts/setup-deps.sh                     (idempotent; ~1 s when done)
-#   1. cargo build --release                     (whole workspace)
+#   1. scripts/build.sh --workspace             (whole workspace; sprout static-pie)
 #   2. cargo test --workspace --release --no-fail-fast -- --test-threads=2
 #                                                (unit + integration, as root;
 #                                                LTO off for the test builds,
@@ -100,7 +100,7 @@ if [ "$SETUP" = 1 ]; then
     if [ ${#FAILED[@]} -gt 0 ]; then finish; fi
 fi
 if [ "$BUILD" = 1 ]; then
-    run_step "cargo build --release" cargo build --release --workspace
+    run_step "build (release)" bash "$HERE/build.sh" --workspace
     if [ ${#FAILED[@]} -gt 0 ]; then finish; fi
 fi
 [ -x "$SPROUT_BIN" ] || { STEP="check binary"; echo "test.sh: $SPROUT_BIN was not built" >&2; exit 1; }

@@ -551,6 +551,18 @@ impl Manager {
         self.unified.as_ref().map(|h| h.dir.as_path())
     }
 
+    /// Mount point of the cgroup2 hierarchy the container's unified directory is in.
+    pub fn unified_mount(&self) -> Option<&Path> {
+        self.unified.as_ref().map(|h| h.mount.as_path())
+    }
+
+    /// (the container's directory, the hierarchy's mount point) for a v1 controller
+    /// ("memory", "name=systemd").
+    pub fn v1_dir_and_mount(&self, controller: &str) -> Option<(&Path, &Path)> {
+        self.v1_hier(controller)
+            .map(|h| (h.dir.as_path(), h.mount.as_path()))
+    }
+
     /// Directories `create` made (parents first); `destroy` removes exactly these.
     pub fn created(&self) -> &[PathBuf] {
         &self.created

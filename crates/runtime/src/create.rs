@@ -310,6 +310,18 @@ pub fn create(
         // mkdir only (what `delete` has to undo); apply after the state names the directories.
         cg.create()?;
         cleanup.cgroup = Some(cg.clone());
+        // The init may mount its cgroups now, before it is moved in (the slow part on v1:
+        // ~10 cgroup.procs writes, the first one waiting for an RCU grace period), unless it
+        // has to be inside them first: a cgroup namespace is rooted where its creator is, and
+        // with systemd the directories exist only once the unit does (`add_pid`).
+        if !plan.new_cgroup && !opts.systemd_cgroup {
+            if let Some(b) = crate::rootfs::planned_cgroup_binds(&cg) {
+                let payload = crate::rootfs::encode_cgroup_binds(&b);
+                if payload.len() < 4096 {
+                    send_or_init_error(&parent_chan, sync::DIRS, &payload)?;
+                }
+            }
+        }
     }
     st.cgroup = Some(cg.clone());
     st.cgroup_pending = false;
@@ -335,13 +347,7 @@ pub fn create(
     if cg_fd.is_none() {
         cg.add_pid(pid)?;
     }
-    if let Err(e) = parent_chan.send(sync::GO, b"") {
-        // The init is gone already: its own message says why.
-        return Err(match parent_chan.recv() {
-            Ok((sync::ERROR, msg, _)) => Error::msg(msg),
-            _ => Error::os("starting the init", e),
-        });
-    }
+    send_or_init_error(&parent_chan, sync::GO, b"")?;
     trace.mark("cgroup_join");
 
     let mut listener: Option<OwnedFd> = None;
@@ -411,6 +417,14 @@ pub fn create(
         pidfd,
         config,
         console_rx,
+    })
+}
+
+/// Send to the init; when it is gone already, its own message says why.
+fn send_or_init_error(chan: &Channel, tag: u8, payload: &[u8]) -> Result<()> {
+    chan.send(tag, payload).map_err(|e| match chan.recv() {
+        Ok((sync::ERROR, msg, _)) => Error::msg(msg),
+        _ => Error::os("starting the init", e),
     })
 }
 

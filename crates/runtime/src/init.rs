@@ -43,7 +43,10 @@ pub fn run(ctx: &InitCtx) -> ! {
     // user namespace) can open it (CVE-2019-5736). execve restores dumpability for the program.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     let mut tr = ChildTrace::new(ctx.trace);
-    let mut go = GoLatch { waited: false };
+    let mut go = GoLatch {
+        waited: false,
+        dirs: None,
+    };
     let r = setup(ctx, &mut tr, &mut go);
     match r {
         Ok((exec, tramp)) => {
@@ -58,9 +61,7 @@ pub fn run(ctx: &InitCtx) -> ! {
             // Stay until the parent's GO has been read (or the parent gives up): closing with
             // GO unread would make the parent's recv fail with ECONNRESET before it reads our
             // message, and the reason would be lost.
-            if !go.waited {
-                let _ = ctx.chan.wait_go();
-            }
+            let _ = go.wait(ctx);
             unsafe { libc::_exit(1) }
         }
     }
@@ -90,20 +91,51 @@ pub fn unblock_all_signals() {
     }
 }
 
-/// Waits for the parent's GO (cgroup joined, id maps written) at the first point that needs it.
+/// Waits for the parent's GO (cgroup joined, id maps written) at the first point that needs it,
+/// keeping the optional DIRS message (cgroup directories made) that comes before it.
 struct GoLatch {
     waited: bool,
+    dirs: Option<rootfs::CgroupBinds>,
 }
 
 impl GoLatch {
+    /// Read messages until GO, or until DIRS as well when `dirs_enough`.
+    fn recv_until(&mut self, ctx: &InitCtx, dirs_enough: bool) -> Result<()> {
+        loop {
+            let (tag, payload, _) = ctx
+                .chan
+                .recv()
+                .map_err(|e| Error::os("waiting for the runtime", e))?;
+            match tag {
+                sync::GO => {
+                    self.waited = true;
+                    return Ok(());
+                }
+                sync::DIRS => {
+                    self.dirs = Some(rootfs::decode_cgroup_binds(&payload));
+                    if dirs_enough {
+                        return Ok(());
+                    }
+                }
+                _ => return Err(Error::msg("waiting for the runtime: parent went away")),
+            }
+        }
+    }
+
     fn wait(&mut self, ctx: &InitCtx) -> Result<()> {
         if !self.waited {
-            ctx.chan
-                .wait_go()
-                .map_err(|e| Error::os("waiting for the runtime", e))?;
-            self.waited = true;
+            self.recv_until(ctx, false)?;
         }
         Ok(())
+    }
+
+    /// The binds of the cgroup mount as soon as the parent has made the directories (DIRS),
+    /// or `None` once GO came without them (then the init is in its cgroups: read its own).
+    fn wait_dirs(&mut self, ctx: &InitCtx) -> Result<Option<rootfs::CgroupBinds>> {
+        if self.dirs.is_none() && !self.waited {
+            self.recv_until(ctx, true)?;
+        }
+        Ok(self.dirs.take())
     }
 }
 
@@ -232,9 +264,11 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             linux.and_then(|l| l.rootfs_propagation().as_deref()),
         )?;
         let root_fd = open_dir(ctx.rootfs)?;
-        // The cgroup mount must see the container's own cgroup: the parent's GO (cgroup made
-        // and joined) is awaited just before the first cgroup mount, so the mounts before it
-        // overlap the parent's cgroup work.
+        // The cgroup mount must see the container's own cgroup. On v1/hybrid without a cgroup
+        // namespace the parent sends its directories (DIRS) once made, and the mounts go on
+        // while it moves us in; otherwise (v2, systemd, cgroup namespace) the parent's GO
+        // (cgroup made and joined) is awaited here and the paths read from /proc/self/cgroup.
+        // Either way the mounts before the first cgroup mount overlap the parent's cgroup work.
         // The host paths of our cgroups, read before a cgroup namespace hides them (inside it
         // every path in /proc/self/cgroup is "/").
         let binds = std::cell::OnceCell::new();
@@ -243,11 +277,16 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         for (i, m) in spec.mounts().iter().flatten().enumerate() {
             let is_cg = matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2"));
             if is_cg && binds.get().is_none() {
-                go.wait(ctx)?;
-                let _ = binds.set(if !(ctx.cgroup_v2 && plan.new_cgroup) {
-                    rootfs::own_cgroup_binds()
+                let early = if plan.new_cgroup {
+                    go.wait(ctx)?;
+                    None
                 } else {
-                    Vec::new()
+                    go.wait_dirs(ctx)?
+                };
+                let _ = binds.set(match early {
+                    Some(b) => b,
+                    None if !(ctx.cgroup_v2 && plan.new_cgroup) => rootfs::own_cgroup_binds(),
+                    None => Vec::new(),
                 });
                 if plan.new_cgroup {
                     // Enter the cgroup namespace now that we are in our cgroup, so cgroup2

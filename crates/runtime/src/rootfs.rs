@@ -480,7 +480,47 @@ pub fn own_cgroup_binds() -> CgroupBinds {
     let Ok(s) = std::fs::read_to_string("/proc/self/cgroup") else {
         return Vec::new();
     };
-    let unified_root = if Path::new("/sys/fs/cgroup/unified").exists() {
+    cgroup_binds_from(Path::new(CGROUP_ROOT), &s, |_| None)
+}
+
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// What [`own_cgroup_binds`] will read in the init once it has joined `cg`, computed in the
+/// parent from its own /proc/self/cgroup as soon as the directories exist: the hierarchies
+/// the container joins name its directories, the others stay at the parent's. The init
+/// mounts its cgroups with these before it is moved in, so its mounts need not wait for
+/// the parent's cgroup.procs writes. `None` when a path is not UTF-8 (the channel carries
+/// text): the init then waits and reads its own.
+pub fn planned_cgroup_binds(cg: &sprout_cgroups::Manager) -> Option<CgroupBinds> {
+    let s = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = |dir: &Path, mount: &Path| -> Option<String> {
+        let r = dir.strip_prefix(mount).ok()?;
+        Some(format!("/{}", r.to_str()?))
+    };
+    let binds = cgroup_binds_from(Path::new(CGROUP_ROOT), &s, |ctrls| {
+        if ctrls.is_empty() {
+            let u = cg.unified_path()?;
+            return rel(u, cg.unified_mount()?);
+        }
+        ctrls.split(',').find_map(|c| {
+            let (dir, mount) = cg.v1_dir_and_mount(c)?;
+            rel(dir, mount)
+        })
+    });
+    binds
+        .iter()
+        .all(|(n, p)| p.to_str().is_some() && !n.contains('\0'))
+        .then_some(binds)
+}
+
+/// (name, host path) per line of a /proc/<pid>/cgroup text; `path_of(controllers)` overrides
+/// the line's path (absolute within its hierarchy).
+fn cgroup_binds_from(
+    root: &Path,
+    s: &str,
+    path_of: impl Fn(&str) -> Option<String>,
+) -> CgroupBinds {
+    let unified_root = if root.join("unified").exists() {
         "unified"
     } else {
         ""
@@ -499,14 +539,36 @@ pub fn own_cgroup_binds() -> CgroupBinds {
             ctrls.strip_prefix("name=").unwrap_or(ctrls).to_string()
         };
         let base = if name.is_empty() {
-            PathBuf::from("/sys/fs/cgroup")
+            root.to_path_buf()
         } else {
-            Path::new("/sys/fs/cgroup").join(&name)
+            root.join(&name)
         };
+        let path = path_of(ctrls).unwrap_or_else(|| path.to_string());
         let host = base.join(path.trim_start_matches('/'));
         if base.exists() {
             out.push((name, host));
         }
+    }
+    out
+}
+
+/// [`CgroupBinds`] as a channel payload: `name NUL path NUL`, pair after pair.
+pub fn encode_cgroup_binds(b: &CgroupBinds) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (n, p) in b {
+        out.extend_from_slice(n.as_bytes());
+        out.push(0);
+        out.extend_from_slice(p.as_os_str().as_encoded_bytes());
+        out.push(0);
+    }
+    out
+}
+
+pub fn decode_cgroup_binds(s: &str) -> CgroupBinds {
+    let mut it = s.split('\0');
+    let mut out = Vec::new();
+    while let (Some(n), Some(p)) = (it.next(), it.next()) {
+        out.push((n.to_string(), PathBuf::from(p)));
     }
     out
 }
@@ -1028,6 +1090,41 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn cgroup_binds_planned_and_encoded() {
+        let root = std::env::temp_dir().join(format!("sprout-cgbinds-{}", std::process::id()));
+        for d in ["cpu,cpuacct", "memory", "systemd", "unified"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        let text = "5:cpu,cpuacct:/own\n4:memory:/m/own\n3:name=systemd:/own\n\
+                    2:rdma:/\n0::/own\n";
+        // As the parent plans them: the container's paths where it joins, its own elsewhere.
+        let planned = cgroup_binds_from(&root, text, |c| match c {
+            "cpu,cpuacct" | "name=systemd" | "" => Some("/own/ctr".to_string()),
+            "memory" => Some("/m/own/ctr".to_string()),
+            _ => None,
+        });
+        let want: CgroupBinds = vec![
+            ("cpu,cpuacct".into(), root.join("cpu,cpuacct/own/ctr")),
+            ("memory".into(), root.join("memory/m/own/ctr")),
+            ("systemd".into(), root.join("systemd/own/ctr")),
+            // rdma is not mounted under root: no bind.
+            ("unified".into(), root.join("unified/own/ctr")),
+        ];
+        assert_eq!(planned, want);
+        // What the init would read from /proc/self/cgroup once moved in: the same binds.
+        let joined = "5:cpu,cpuacct:/own/ctr\n4:memory:/m/own/ctr\n\
+                      3:name=systemd:/own/ctr\n2:rdma:/\n0::/own/ctr\n";
+        assert_eq!(cgroup_binds_from(&root, joined, |_| None), want);
+        let enc = encode_cgroup_binds(&want);
+        assert_eq!(
+            decode_cgroup_binds(std::str::from_utf8(&enc).unwrap()),
+            want
+        );
+        assert!(decode_cgroup_binds("").is_empty());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -10,6 +10,10 @@ use crate::sys::cvt;
 pub const MAPS: u8 = b'U';
 /// parent → child: continue (maps written, cgroup joined, hooks run).
 pub const GO: u8 = b'G';
+/// parent → child: the cgroup directories exist (not yet joined); payload = the binds of the
+/// cgroup mount (`rootfs::encode_cgroup_binds`). Optional: sent only when the init can mount
+/// its cgroups before it is moved in (no cgroup namespace, cgroupfs driver, v1/hybrid).
+pub const DIRS: u8 = b'D';
 /// child → parent: run the createRuntime / prestart hooks now.
 pub const HOOKS: u8 = b'H';
 /// child → parent: setup done, waiting for `start`; payload = encoded phase trace.

@@ -520,7 +520,20 @@ fn cgroup_binds_from(
     s: &str,
     path_of: impl Fn(&str) -> Option<String>,
 ) -> CgroupBinds {
-    let unified_root = if root.join("unified").exists() {
+    // One getdents of the cgroup root (a tmpfs with one entry per hierarchy on v1) instead of
+    // a stat per hierarchy, listed only when a line names one.
+    let listing = std::cell::OnceCell::new();
+    let mounted = |name: &str| {
+        listing
+            .get_or_init(|| -> Vec<std::ffi::OsString> {
+                std::fs::read_dir(root)
+                    .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+                    .unwrap_or_default()
+            })
+            .iter()
+            .any(|n| n == name)
+    };
+    let unified_root = if s.lines().any(|l| l.starts_with("0::")) && mounted("unified") {
         "unified"
     } else {
         ""
@@ -545,7 +558,12 @@ fn cgroup_binds_from(
         };
         let path = path_of(ctrls).unwrap_or_else(|| path.to_string());
         let host = base.join(path.trim_start_matches('/'));
-        if base.exists() {
+        let present = if name.is_empty() {
+            base.exists()
+        } else {
+            mounted(&name)
+        };
+        if present {
             out.push((name, host));
         }
     }

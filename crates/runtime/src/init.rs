@@ -277,12 +277,13 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         for (i, m) in spec.mounts().iter().flatten().enumerate() {
             let is_cg = matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2"));
             if is_cg && binds.get().is_none() {
-                let early = if plan.new_cgroup {
-                    go.wait(ctx)?;
-                    None
-                } else {
-                    go.wait_dirs(ctx)?
-                };
+                let early = tr.waiting("cgroup_wait", || {
+                    if plan.new_cgroup {
+                        go.wait(ctx).map(|()| None)
+                    } else {
+                        go.wait_dirs(ctx)
+                    }
+                })?;
                 let _ = binds.set(match early {
                     Some(b) => b,
                     None if !(ctx.cgroup_v2 && plan.new_cgroup) => rootfs::own_cgroup_binds(),
@@ -422,7 +423,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
 
     let exec = prepare_exec(process)?;
     apply_process_attrs(process, linux.and_then(|l| l.personality().as_ref()))?;
-    go.wait(ctx)?;
+    tr.waiting("go_wait", || go.wait(ctx))?;
     // From here on a process exec'd into the container (or a pod sibling) can see us: hand over
     // to the trampoline before we report ready (CVE-2019-5736, trampoline.rs). startContainer
     // hooks run in this process after `start`, so with them the init stays the runtime until

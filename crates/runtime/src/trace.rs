@@ -119,6 +119,18 @@ impl ChildTrace {
             self.last = now;
         }
     }
+
+    /// Time `f` as `name`, a wait inside the current phase (which still counts it).
+    #[inline]
+    pub fn waiting<T>(&mut self, name: &str, f: impl FnOnce() -> T) -> T {
+        if !self.enabled {
+            return f();
+        }
+        let t0 = monotonic_us();
+        let r = f();
+        let _ = write!(self.buf, "{name}={},", monotonic_us() - t0);
+        r
+    }
 }
 
 #[cfg(test)]

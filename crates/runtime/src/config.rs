@@ -26,6 +26,12 @@ pub struct Config {
 }
 
 pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
+    // A valid config (the start path) is parsed without tracking the path: ~25 % faster
+    // (examples/parsebench). Only a config that fails is parsed again with the tracker, for an
+    // error that names the field.
+    if let Ok(spec) = serde_json::from_slice(raw) {
+        return Ok(spec);
+    }
     let de = &mut serde_json::Deserializer::from_slice(raw);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();

@@ -35,7 +35,7 @@ case "$ONLY" in ""|podman|containerd|docker|cri) ;; *) echo "--only: podman|cont
 want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root" >&2; exit 2; }
-[ -x "$SPROUT" ] || { echo "run.sh: no sprout binary at $SPROUT (run sprout-rebuild or cargo build --release)" >&2; exit 2; }
+[ -x "$SPROUT" ] || { echo "run.sh: no sprout binary at $SPROUT (build it: scripts/build.sh)" >&2; exit 2; }
 exec </dev/null   # never read the caller's stdin (CI)
 
 TMP=$(mktemp -d /tmp/sprout-clients.XXXXXX)

@@ -102,7 +102,7 @@ if [[ "$RUNTIME_ARG" == */* ]]; then
 else
     RT=$(command -v "$RUNTIME_ARG") || die "runtime $RUNTIME_ARG not found in PATH"
 fi
-[ -x "$RT" ] || die "runtime $RT is not an executable file (build it: cargo build --release -p sprout)"
+[ -x "$RT" ] || die "runtime $RT is not an executable file (build it: scripts/build.sh)"
 RT_NAME=$(basename "$RT"); RT_NAME=${RT_NAME%.sh}
 
 # ------------------------------------------------------------ results / work

@@ -290,6 +290,7 @@ PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
+MADV_POPULATE_WRITE = 23
 
 
 class _Sys:
@@ -345,10 +346,20 @@ class _Sys:
             if self.prctl(PR_CAPBSET_DROP, cap) != 0:
                 break
 
+    def populate_write(self, ranges):
+        """Pre-fault (copy on write) these (address, length) ranges: MADV_POPULATE_WRITE, as
+        if each page were written, without writing; what is not mapped is skipped (EFAULT /
+        ENOMEM, not a signal)."""
+        madvise = self.libc.madvise
+        for a, n in ranges:
+            madvise(a, n, MADV_POPULATE_WRITE)
+
     def warm(self):
         """Resolve the libc symbols children use (ctypes caches them on first access)."""
         for n in ("unshare", "setns", "mount", "prctl"):
             getattr(self.libc, n)
+        c = self.ctypes
+        self.libc.madvise.argtypes = [c.c_void_p, c.c_size_t, c.c_int]
 
 
 _T = []
@@ -365,6 +376,9 @@ def _mark(name):
 
 
 _TRACE = False
+# Address ranges the engine learned from the first request of one of our sandboxes (op "hot"):
+# spares forked ahead of time pre-fault them (see Engine::learn_prewarm).
+_HOT = ()
 
 
 def early_sandbox(sysc, flags, prewarm=True, hostname="sandbox"):
@@ -382,6 +396,9 @@ def early_sandbox(sysc, flags, prewarm=True, hostname="sandbox"):
     if prewarm:
         _prewarm()
         _mark("prewarm")
+        if _HOT:
+            sysc.populate_write(_HOT)
+            _mark("hot")
 
 
 def _prewarm():
@@ -503,6 +520,8 @@ def child_zygote(msg, fds):
     """A zygote forked from this one (SOCK's zygote tree): it joins its own cgroup first (what
     it imports is charged there; what it shares with us stays ours), moves into a root that
     also has its extra packages, imports only those and serves forks on its own socket."""
+    global _HOT
+    _HOT = ()  # our parent's pages, not ours
     ctl_fd, root_fd, cg_fds = fds[0], fds[1], fds[2:]
     for fd in cg_fds:
         os.write(fd, b"0")
@@ -535,6 +554,13 @@ def zygote_loop(ctl, sysc, bpf):
         except EOFError:
             os._exit(0)
         op = msg.get("op")
+        if op == "hot":
+            global _HOT
+            for fd in fds:
+                os.close(fd)
+            _HOT = tuple((int(a), int(n)) for a, n in msg.get("ranges", ()))
+            send_msg(ctl, {"ok": True, "ranges": len(_HOT)})
+            continue
         if op not in ("fork", "zygote") or len(fds) < (2 if op == "zygote" else 1):
             for fd in fds:
                 os.close(fd)

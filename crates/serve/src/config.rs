@@ -51,6 +51,11 @@ pub struct Config {
     /// Children each zygote keeps forked ahead of time (in a pool cgroup and their
     /// namespaces, waiting for a handler).
     pub zygote_spares: usize,
+    /// Spares refilled ahead of time pre-fault (copy-on-write) the zygote pages that the
+    /// first request of a sandbox of the same package set wrote, learned once per zygote
+    /// from that sandbox's page map: those faults then happen while the spare waits, not
+    /// on the request path.
+    pub zygote_learn_prewarm: bool,
     /// Memory limit of each zygote's cgroup, MiB (its imports plus what its children are
     /// charged before they join their own cgroup).
     pub zygote_memory_mb: u64,
@@ -128,6 +133,7 @@ impl Default for Config {
             ],
             max_zygotes: 16,
             zygote_spares: 2,
+            zygote_learn_prewarm: true,
             zygote_memory_mb: 1024,
             pip: vec!["python3".into(), "-m".into(), "pip".into()],
             pip_args: vec![],

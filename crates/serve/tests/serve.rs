@@ -849,6 +849,20 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
             "{v}"
         );
     }
+    // zygote_learn_prewarm (default): the first request taught the zygote which of its pages
+    // a child copies on write; spares forked since pre-fault them, and serve like the others.
+    assert!(eventually(5_000, || zygote(&d.status(), "")
+        .is_some_and(|z| z["hot_pages"].as_u64().unwrap_or(0) > 0)));
+    std::thread::sleep(Duration::from_millis(300)); // spares refilled meanwhile
+    for h in ["p6", "p7"] {
+        d.add(h, code, &[]);
+        let r = d.post(h, "{}");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.header("x-sprout-path"), Some("zygote"));
+        let v = r.json();
+        assert_eq!(v["pid"], 1, "{v}");
+        assert_eq!(v["env"]["SPROUT_HANDLER"], h, "{v}");
+    }
     // A traceback still shows the handler's source line (linecache reads /handler/f.py).
     let r = d.post("p0", "\"raise\"");
     assert_eq!(r.status, 500, "{}", r.body);

@@ -550,7 +550,7 @@ def zygote_loop(ctl, sysc, bpf):
 
     while True:
         try:
-            msg, fds = recv_msg(ctl, 16)
+            msg, fds = recv_msg(ctl, MAX_FDS)
         except EOFError:
             os._exit(0)
         op = msg.get("op")
@@ -561,48 +561,75 @@ def zygote_loop(ctl, sysc, bpf):
             _HOT = tuple((int(a), int(n)) for a, n in msg.get("ranges", ()))
             send_msg(ctl, {"ok": True, "ranges": len(_HOT)})
             continue
-        if op not in ("fork", "zygote") or len(fds) < (2 if op == "zygote" else 1):
+        if op == "fork":
+            _fork_spares(ctl, sysc, bpf, msg, fds)
+            continue
+        if op != "zygote" or len(fds) < 2:
             for fd in fds:
                 os.close(fd)
             send_msg(ctl, {"error": "bad zygote request"})
             continue
-        newpid = op == "fork" and int(msg.get("unshare", 0)) & CLONE_NEWPID
-        if newpid:
-            # One fork straight into a new pid namespace (the sandbox is its pid 1): unshare
-            # only sets the namespace of our *next* child; setns back to ours right after.
-            # (os.fork cannot take clone flags; a second fork inside the child cost a whole
-            # Python address-space copy and teardown per sandbox.)
-            try:
-                sysc.unshare(CLONE_NEWPID)
-            except OSError as e:
-                for fd in fds:
-                    os.close(fd)
-                send_msg(ctl, {"error": "unshare(CLONE_NEWPID): %s" % e})
-                continue
+        # A child zygote (SOCK's zygote tree), in our pid namespace.
         try:
             pid = os.fork()
         except OSError as e:
-            pid = -1
-            err = "fork: %s" % e
-        if newpid and pid != 0:
-            try:
-                sysc.setns(_PIDNS, CLONE_NEWPID)
-            except OSError:
-                os._exit(1)  # every later child would land in a stale namespace: let the engine restart us
-        if pid < 0:
             for fd in fds:
                 os.close(fd)
-            send_msg(ctl, {"error": err})
+            send_msg(ctl, {"error": "fork: %s" % e})
             continue
-        if pid == 0 and op == "zygote":
-            ctl.close()
-            zygote_loop(child_zygote(msg, fds), sysc, bpf)
-            os._exit(0)
+        if pid == 0:
+            # Never falls back into our loop: it serves its own socket, then exits.
+            try:
+                ctl.close()
+                zygote_loop(child_zygote(msg, fds), sysc, bpf)
+            finally:
+                os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        send_msg(ctl, {"pid": pid})
+
+MAX_FDS = 64  # fds one control message may carry (a batch of spares: socket + cgroup fds each)
+
+
+def _fork_spares(ctl, sysc, bpf, msg, fds):
+    """Fork one spare per fd group (msg["nfds"]: how many of `fds` each takes, in order: its
+    socket, then its cgroup.procs fds), each straight into a new pid namespace (the sandbox is
+    its pid 1): unshare(CLONE_NEWPID) only sets the namespace of our *next* child, and we setns
+    back to ours right after each fork (os.fork cannot take clone flags; a second fork inside
+    the child cost a whole Python address-space copy and teardown per sandbox). Several forks
+    in one message: what we do per message (receive, decode, reply; Python, and its
+    copy-on-write faults after each fork) is paid once per batch. Replies {"pids": [...]} in
+    order, with "error" when not all were forked."""
+    groups, i = [], 0
+    for k in msg.get("nfds") or [len(fds)]:
+        groups.append(fds[i : i + int(k)])
+        i += int(k)
+    if i != len(fds) or not groups or not all(groups):
+        for fd in fds:
+            os.close(fd)
+        send_msg(ctl, {"error": "bad zygote request"})
+        return
+    newpid = int(msg.get("unshare", 0)) & CLONE_NEWPID
+    pids, err = [], None
+    for g in groups:
+        if newpid:
+            try:
+                sysc.unshare(CLONE_NEWPID)
+            except OSError as e:
+                err = "unshare(CLONE_NEWPID): %s" % e
+                break
+        try:
+            pid = os.fork()
+        except OSError as e:
+            pid, err = -1, "fork: %s" % e
         if pid == 0:
             # A forked child must never fall back into the zygote's loop (it would fork and
-            # answer the engine as if it were the zygote).
+            # answer the engine as if it were the zygote). It keeps only its own fds.
             try:
-                _spare_child(ctl, sysc, bpf, msg, fds)
+                for fd in fds:
+                    if fd not in g:
+                        os.close(fd)
+                _spare_child(ctl, sysc, bpf, msg, g)
             except BaseException:  # noqa: BLE001
                 try:
                     import traceback
@@ -611,9 +638,20 @@ def zygote_loop(ctl, sysc, bpf):
                 finally:
                     os._exit(1)
             os._exit(1)
-        for fd in fds:
-            os.close(fd)
-        send_msg(ctl, {"pid": pid})
+        if newpid:
+            try:
+                sysc.setns(_PIDNS, CLONE_NEWPID)
+            except OSError:
+                os._exit(1)  # every later child would land in a stale namespace: let the engine restart us
+        if pid < 0:
+            break
+        pids.append(pid)
+    for fd in fds:
+        os.close(fd)
+    reply = {"pids": pids}
+    if err:
+        reply["error"] = err
+    send_msg(ctl, reply)
 
 
 def _spare_child(ctl, sysc, bpf, msg, fds):

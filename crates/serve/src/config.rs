@@ -56,6 +56,9 @@ pub struct Config {
     /// from that sandbox's page map: those faults then happen while the spare waits, not
     /// on the request path.
     pub zygote_learn_prewarm: bool,
+    /// Spares a zygote forks in one message when a request finds none ready (a burst): the
+    /// request takes one, the next requests the others.
+    pub zygote_fork_batch: usize,
     /// Memory limit of each zygote's cgroup, MiB (its imports plus what its children are
     /// charged before they join their own cgroup).
     pub zygote_memory_mb: u64,
@@ -134,6 +137,7 @@ impl Default for Config {
             max_zygotes: 16,
             zygote_spares: 2,
             zygote_learn_prewarm: true,
+            zygote_fork_batch: 4,
             zygote_memory_mb: 1024,
             pip: vec!["python3".into(), "-m".into(), "pip".into()],
             pip_args: vec![],

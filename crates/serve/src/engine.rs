@@ -1158,35 +1158,100 @@ impl Engine {
         if let Some(s) = z.spares.lock().unwrap().pop() {
             return Ok(s);
         }
-        // Forked for this request: it is assigned at once, so pre-warming (paying the
-        // copy-on-write faults ahead of a request) would only add to the request's latency.
-        self.new_spare(z, false)
+        // None ready (a burst): fork `zygote_fork_batch` in one message, this request takes
+        // one, the next requests the others. The zygote's per-message work (receive, decode,
+        // reply: Python, and the copy-on-write faults it takes after each fork) is paid once
+        // per batch. Under the control lock: requests that queued behind a batch find its
+        // spares instead of forking batches of their own.
+        let ctl = z.ctl.lock().unwrap();
+        if let Some(s) = z.spares.lock().unwrap().pop() {
+            return Ok(s);
+        }
+        // Forked for requests that are waiting: pre-warming (paying the copy-on-write faults
+        // ahead of a request) would only add to their latency.
+        // (At most 8: each spare's socket and cgroup fds ride on the one message.)
+        let n = self.cfg.zygote_fork_batch.clamp(1, 8);
+        let mut v = self.fork_spares(z, &ctl, n, false)?;
+        drop(ctl);
+        let first = v.swap_remove(0);
+        z.spares.lock().unwrap().extend(v);
+        Ok(first)
     }
 
     /// Fork a spare from `z`: it joins a pool cgroup, makes its namespaces, and waits for a
     /// handler. All of that (fork, the v1 cgroup migration that can cost an RCU grace period,
     /// unshare, the pid-namespace fork) stays off the request path.
     fn new_spare(&self, z: &Zygote, prewarm: bool) -> std::io::Result<(UnixStream, PoolCg)> {
-        let cg = self.pool.get().map_err(std::io::Error::other)?;
+        let ctl = z.ctl.lock().unwrap();
+        let mut v = self.fork_spares(z, &ctl, 1, prewarm)?;
+        Ok(v.swap_remove(0))
+    }
+
+    /// Fork `n` (≥ 1) spares from `z` in one message (`ctl` is its locked control socket):
+    /// each gets a socket and a pool cgroup. Returns at least one, or the error.
+    fn fork_spares(
+        &self,
+        z: &Zygote,
+        ctl: &UnixStream,
+        n: usize,
+        prewarm: bool,
+    ) -> std::io::Result<Vec<(UnixStream, PoolCg)>> {
+        let mut cgs = Vec::with_capacity(n);
+        for _ in 0..n {
+            match self.pool.get() {
+                Ok(cg) => cgs.push(cg),
+                Err(e) if cgs.is_empty() => return Err(std::io::Error::other(e)),
+                Err(_) => break,
+            }
+        }
         let r = (|| {
-            let (a, b) = proto::pair()?;
-            let mut fds = vec![b.as_raw_fd()];
-            fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
+            let mut socks = Vec::with_capacity(cgs.len());
+            let mut fds = Vec::new();
+            let mut nfds = Vec::new();
+            let mut ends = Vec::new();
+            for cg in &cgs {
+                let (a, b) = proto::pair()?;
+                fds.push(b.as_raw_fd());
+                fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
+                nfds.push(1 + cg.procs.len());
+                socks.push(a);
+                ends.push(b);
+            }
             let msg = json!({"op": "fork", "unshare": self.early_flags(), "trace": self.trace,
-                             "prewarm": prewarm});
-            let ctl = z.ctl.lock().unwrap();
-            proto::send(&ctl, &serde_json::to_vec(&msg).unwrap(), &fds)?;
-            let v = proto::recv_json(&ctl)?;
-            if v.get("pid").is_none() {
+                             "prewarm": prewarm, "nfds": nfds});
+            proto::send(ctl, &serde_json::to_vec(&msg).unwrap(), &fds)?;
+            drop(ends);
+            let v = proto::recv_json(ctl)?;
+            // {"pids": [...]} (one per spare forked, in order), plus "error" if the zygote
+            // could not fork them all.
+            let forked = v
+                .get("pids")
+                .and_then(Value::as_array)
+                .map_or(0, |p| p.len())
+                .min(socks.len());
+            if forked == 0 {
                 return Err(std::io::Error::other(format!("zygote: {v}")));
             }
-            z.forks.fetch_add(1, Ordering::Relaxed);
-            Ok(a)
+            z.forks.fetch_add(forked as u64, Ordering::Relaxed);
+            socks.truncate(forked);
+            Ok(socks)
         })();
         match r {
-            Ok(a) => Ok((a, cg)),
+            Ok(socks) => {
+                let mut out = Vec::with_capacity(socks.len());
+                let mut cgs = cgs.into_iter();
+                for (a, cg) in socks.into_iter().zip(cgs.by_ref()) {
+                    out.push((a, cg));
+                }
+                for cg in cgs {
+                    self.pool.put(cg);
+                }
+                Ok(out)
+            }
             Err(e) => {
-                self.pool.put(cg);
+                for cg in cgs {
+                    self.pool.put(cg);
+                }
                 Err(e)
             }
         }

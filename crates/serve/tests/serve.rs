@@ -892,11 +892,18 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
         let ns = std::fs::read_link(format!("/proc/{k}/ns/pid")).unwrap();
         assert_ne!(ns, own_ns);
         assert!(seen.insert(ns), "two sandboxes share a pid namespace");
-        // No fd of the zygote's pid namespace leaked into a sandbox.
+        // No fd of the zygote's pid namespace leaked into a sandbox, nor (spares are forked
+        // in batches when none is ready) another spare's socket or cgroup fds: one socket,
+        // no cgroup file.
+        let mut socks = 0;
         for fd in std::fs::read_dir(format!("/proc/{k}/fd")).unwrap() {
             let l = std::fs::read_link(fd.unwrap().path()).unwrap_or_default();
-            assert!(!l.to_string_lossy().starts_with("pid:"), "pid {k}: {l:?}");
+            let l = l.to_string_lossy();
+            assert!(!l.starts_with("pid:"), "pid {k}: {l:?}");
+            assert!(!l.contains("cgroup"), "pid {k}: {l:?}");
+            socks += l.starts_with("socket:") as usize;
         }
+        assert_eq!(socks, 1, "pid {k}");
     }
     // Sandbox roots are mount points on a tmpfs of the run dir.
     let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();

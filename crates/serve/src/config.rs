@@ -59,6 +59,10 @@ pub struct Config {
     /// Spares a zygote forks in one message when a request finds none ready (a burst): the
     /// request takes one, the next requests the others.
     pub zygote_fork_batch: usize,
+    /// The root zygote gives its read-only file mappings (python's and its libraries' code)
+    /// an anon_vma once, so that fork copies their page table entries instead of every
+    /// sandbox faulting its code in again (see `_text_ptes` in sprout_zygote.py).
+    pub zygote_text_ptes: bool,
     /// Memory limit of each zygote's cgroup, MiB (its imports plus what its children are
     /// charged before they join their own cgroup).
     pub zygote_memory_mb: u64,
@@ -138,6 +142,7 @@ impl Default for Config {
             zygote_spares: 2,
             zygote_learn_prewarm: true,
             zygote_fork_batch: 4,
+            zygote_text_ptes: true,
             zygote_memory_mb: 1024,
             pip: vec!["python3".into(), "-m".into(), "pip".into()],
             pip_args: vec![],

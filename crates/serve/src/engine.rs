@@ -1568,6 +1568,7 @@ impl Engine {
             let mut fds = vec![rootfd.as_raw_fd()];
             fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
             let setup = json!({"paths": paths, "preload": preload, "seccomp": self.bpf_hex,
+                               "text_ptes": self.cfg.zygote_text_ptes,
                                "env": self.base_env()});
             proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &fds)
                 .and_then(|_| proto::recv_json(&a))

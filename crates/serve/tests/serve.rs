@@ -881,6 +881,26 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
         own_ns,
         std::fs::read_link(format!("/proc/{}/ns/pid", d.pid())).unwrap()
     );
+    // zygote_text_ptes (default): python's code mapping has an anonymous page (so fork
+    // copies its page table entries), and the zygote no longer holds the host's /proc.
+    let smaps = std::fs::read_to_string(format!("/proc/{zpid}/smaps")).unwrap();
+    let mut lines = smaps.lines();
+    let mut text_anon = None;
+    while let Some(l) = lines.next() {
+        if l.contains(" r-xp ") && l.contains("python3") {
+            text_anon = lines
+                .by_ref()
+                .take_while(|l| !l.contains(" r--p ") && !l.contains(" rw-p "))
+                .find_map(|l| l.strip_prefix("Anonymous:"))
+                .map(|v| v.trim().trim_end_matches(" kB").parse::<u64>().unwrap());
+            break;
+        }
+    }
+    assert!(text_anon.is_some_and(|kb| kb > 0), "{text_anon:?}");
+    for fd in std::fs::read_dir(format!("/proc/{zpid}/fd")).unwrap() {
+        let l = std::fs::read_link(fd.unwrap().path()).unwrap_or_default();
+        assert_ne!(l, std::path::Path::new("/proc"));
+    }
     let kids = children_of(zpid);
     assert!(kids.len() >= names.len(), "{kids:?}");
     let mut seen = std::collections::HashSet::new();
@@ -901,6 +921,7 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
             let l = l.to_string_lossy();
             assert!(!l.starts_with("pid:"), "pid {k}: {l:?}");
             assert!(!l.contains("cgroup"), "pid {k}: {l:?}");
+            assert!(!l.starts_with("/proc"), "pid {k}: {l:?}");
             socks += l.starts_with("socket:") as usize;
         }
         assert_eq!(socks, 1, "pid {k}");

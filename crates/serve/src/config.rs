@@ -29,6 +29,11 @@ pub struct Config {
     pub max_sandboxes: usize,
     /// Cgroups created ahead of time at start.
     pub pool_prealloc: usize,
+    /// CPU weight of the pool's parent cgroup (`<own>/<cgroup_name>`), v1 `cpu.shares` scale
+    /// (v2: converted to `cpu.weight`): what all sandboxes and zygotes together weigh against
+    /// the host's other tasks. Unset: 1024 per CPU (as many busy host processes as CPUs);
+    /// 0: leave the kernel's default (1024, one task's worth for all of them).
+    pub pool_cpu_shares: Option<u64>,
     /// Most concurrent sandboxes per handler; further requests queue.
     pub max_per_handler: usize,
     /// Idle sandboxes stay running (hot) this long, then are frozen (warm).
@@ -124,6 +129,7 @@ impl Default for Config {
             memory_budget_mb: 2048,
             max_sandboxes: 256,
             pool_prealloc: 8,
+            pool_cpu_shares: None,
             max_per_handler: 8,
             freeze_after_ms: 1000,
             idle_evict_ms: 0,

@@ -277,7 +277,11 @@ impl Engine {
             &cfg.cgroup_name,
             cgpool::resources(sb.memory_mb, sb.pids, sb.cpu_milli),
             &run,
-        );
+        )
+        .with_parent_shares(match cfg.pool_cpu_shares {
+            Some(s) => Some(s),
+            None => Some(1024 * std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
+        });
         let stale_cg = pool.cleanup_previous();
         let stale_mounts = rootfs::prepare_run_dir(&run).map_err(|e| format!("run dir: {e}"))?;
         if stale_cg + stale_mounts > 0 {

@@ -961,6 +961,12 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
             }
         }
     }
+    // pool_cpu_shares unset: the pool's parent weighs 1024 per CPU (v1 cpu.shares).
+    if let Some(cpu) = dir_in("cpu").filter(|d| d.join("cpu.shares").exists()) {
+        let n = std::thread::available_parallelism().unwrap().get() as u64;
+        let shares = std::fs::read_to_string(cpu.join("cpu.shares")).unwrap();
+        assert_eq!(shares.trim(), (1024 * n).to_string(), "{}", cpu.display());
+    }
 }
 
 #[test]

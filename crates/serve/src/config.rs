@@ -62,7 +62,7 @@ pub struct Config {
     /// on the request path.
     pub zygote_learn_prewarm: bool,
     /// Spares a zygote forks in one message when a request finds none ready (a burst): the
-    /// request takes one, the next requests the others.
+    /// request takes one, the next requests the others (1-8; 1 when `zygote_spares` is 0).
     pub zygote_fork_batch: usize,
     /// The root zygote gives its read-only file mappings (python's and its libraries' code)
     /// an anon_vma once, so that fork copies their page table entries instead of every

@@ -1173,8 +1173,13 @@ impl Engine {
         }
         // Forked for requests that are waiting: pre-warming (paying the copy-on-write faults
         // ahead of a request) would only add to their latency.
-        // (At most 8: each spare's socket and cgroup fds ride on the one message.)
-        let n = self.cfg.zygote_fork_batch.clamp(1, 8);
+        // (At most 8: each spare's socket and cgroup fds ride on the one message. None left
+        // over when spares are off.)
+        let n = if self.cfg.zygote_spares == 0 {
+            1
+        } else {
+            self.cfg.zygote_fork_batch.clamp(1, 8)
+        };
         let mut v = self.fork_spares(z, &ctl, n, false)?;
         drop(ctl);
         let first = v.swap_remove(0);

@@ -12,9 +12,12 @@ and client-side (http.client keep-alive round trip):
   warm    requests spaced past freeze_after_ms (frozen sandbox thawed)
   zygote  first request to each of N identical handlers (fork from the zygote)
   cold    same with zygotes = false (fresh python per sandbox)
-  rate    new sandboxes per second: first requests to N handlers from C client threads
+  rate    new sandboxes per second: first requests to N handlers from C client threads, with
+          the CPU per sandbox of the pool cgroups (zygotes + sandboxes, cpuacct), the engine
+          and this client, and the page faults of the pool cgroups (memory.stat)
   runc    baseline: `runc run` of python3 -c per request (--runc)
 
+--config 'LINE' adds engine config (both engines), e.g. to compare one option in one binary.
 --json FILE keeps every sample; bench/serve/cdf.py FILE OUT.png draws the latency CDFs.
 
 Also reports python3 -I -S start time and the memory charged to frozen idle sandboxes.

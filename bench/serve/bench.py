@@ -12,9 +12,12 @@ and client-side (http.client keep-alive round trip):
   warm    requests spaced past freeze_after_ms (frozen sandbox thawed)
   zygote  first request to each of N identical handlers (fork from the zygote)
   cold    same with zygotes = false (fresh python per sandbox)
-  rate    new sandboxes per second: first requests to N handlers from C client threads
+  rate    new sandboxes per second: first requests to N handlers from C client threads, with
+          the CPU per sandbox of the pool cgroups (zygotes + sandboxes, cpuacct), the engine
+          and this client, and the page faults of the pool cgroups (memory.stat)
   runc    baseline: `runc run` of python3 -c per request (--runc)
 
+--config 'LINE' adds engine config (both engines), e.g. to compare one option in one binary.
 --json FILE keeps every sample; bench/serve/cdf.py FILE OUT.png draws the latency CDFs.
 
 Also reports python3 -I -S start time and the memory charged to frozen idle sandboxes.
@@ -60,6 +63,7 @@ def summary(name, eng_us, cli_us):
 class Engine:
     def __init__(self, binary, name, extra=""):
         self.binary = binary
+        self.cg_name = "sprout-serve-bench-%s" % name
         self.dir = tempfile.mkdtemp(prefix="sprout-serve-bench-%s-" % name)
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
@@ -171,9 +175,42 @@ def first_requests(eng, prefix, n, code, expect, req=None, gap=0.0):
     return eu, cu
 
 
+def cpu_ms(eng):
+    """CPU used so far (ms): the pool cgroups (zygotes + sandboxes: the engine's cgroup_name
+    directory in the cpuacct hierarchy) and the engine process itself (all threads)."""
+    pool = None
+    faults = None
+    try:
+        with open("/proc/%d/cgroup" % eng.proc.pid) as f:
+            for line in f:
+                _, ctrls, path = line.rstrip("\n").split(":", 2)
+                if "memory" in ctrls.split(","):
+                    m = "/sys/fs/cgroup/memory%s/%s/memory.stat" % (path.rstrip("/"), eng.cg_name)
+                    if os.path.exists(m):
+                        with open(m) as g:
+                            for st in g:
+                                if st.startswith("total_pgfault "):
+                                    faults = int(st.split()[1])
+                if "cpuacct" in ctrls.split(","):
+                    for d in ("cpuacct", "cpu,cpuacct"):
+                        u = "/sys/fs/cgroup/%s%s/%s/cpuacct.usage" % (d, path.rstrip("/"), eng.cg_name)
+                        if os.path.exists(u):
+                            with open(u) as g:
+                                pool = int(g.read()) / 1e6
+                            break
+    except OSError:
+        pass
+    with open("/proc/%d/stat" % eng.proc.pid) as f:
+        st = f.read().rsplit(")", 1)[1].split()
+    engine = (int(st[11]) + int(st[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+    return pool, engine, faults
+
+
 def rate(eng, prefix, n, threads):
     for i in range(n):
         eng.add("%s%d" % (prefix, i), ECHO)
+    cpu0 = cpu_ms(eng)
+    self0 = os.times()
     idx = iter(range(n))
     lock = threading.Lock()
     paths = {}
@@ -196,8 +233,19 @@ def rate(eng, prefix, n, threads):
     for x in ts:
         x.join()
     dt = time.perf_counter() - t
-    print("%-14s %d new sandboxes in %.2f s = %.0f /s (%s)" % ("rate", n, dt, n / dt, paths), flush=True)
-    return {"path": "rate", "n": n, "seconds": dt, "per_second": n / dt, "paths": paths}
+    cpu1 = cpu_ms(eng)
+    self1 = os.times()
+    client = (self1.user + self1.system - self0.user - self0.system) * 1000.0
+    pool = (cpu1[0] - cpu0[0]) / n if cpu0[0] is not None and cpu1[0] is not None else float("nan")
+    engine = (cpu1[1] - cpu0[1]) / n
+    faults = (cpu1[2] - cpu0[2]) / n if cpu0[2] is not None and cpu1[2] is not None else float("nan")
+    print("%-14s %d new sandboxes in %.2f s = %.0f /s (%s); per sandbox: CPU of the pool cgroups %.2f ms "
+          "(page faults %.0f), engine %.2f ms, bench client %.2f ms; load %s" % (
+              "rate", n, dt, n / dt, paths, pool, faults, engine, client / n,
+              " ".join(open("/proc/loadavg").read().split()[:3])), flush=True)
+    return {"path": "rate", "n": n, "seconds": dt, "per_second": n / dt, "paths": paths,
+            "cpu_ms_per_sandbox": {"pool": pool, "engine": engine, "client": client / n},
+            "page_faults_per_sandbox": faults}
 
 
 def python_start(py="/usr/bin/python3", n=30):
@@ -264,6 +312,7 @@ def main():
     ap.add_argument("--runc", action="store_true")
     ap.add_argument("--json", help="write results here")
     ap.add_argument("--threads", type=int, default=4, help="client threads of the rate runs")
+    ap.add_argument("--config", default="", help="extra top-level engine config (TOML lines, e.g. 'zygote_learn_prewarm = false'), for both engines")
     ap.add_argument("--only", help="comma-separated subset: python,hot,warm,zygote,burst,rate,cold,coldrate (default: all)")
     a = ap.parse_args()
     only = set(a.only.split(",")) if a.only else None
@@ -276,7 +325,8 @@ def main():
         out.append(python_start())
         out.append(python_first_byte())
 
-    eng = Engine(a.bin, "z", "freeze_after_ms = 50\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n[sandbox]\nmemory_mb = 256\n")
+    xc = a.config.replace("\\n", "\n") + "\n"
+    eng = Engine(a.bin, "z", xc + "freeze_after_ms = 50\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n[sandbox]\nmemory_mb = 256\n")
     try:
         eng.wait_zygotes()
         eng.add("echo", ECHO)
@@ -313,7 +363,7 @@ def main():
     finally:
         eng.stop()
 
-    eng = Engine(a.bin, "c", "zygotes = false\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n")
+    eng = Engine(a.bin, "c", xc + "zygotes = false\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n")
     try:
         # Spaced like the zygote run (pre-made namespaces/cgroups are refilled between starts).
         if want("cold"):

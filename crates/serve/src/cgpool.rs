@@ -41,6 +41,10 @@ pub struct CgPool {
     next: Mutex<usize>,
     record: PathBuf,
     pub created: std::sync::atomic::AtomicUsize,
+    /// CPU weight (v1 `cpu.shares` scale) of the pool's parent directory, set once when its
+    /// first cgroup is made (`pool_cpu_shares`); None: left as the kernel made it.
+    parent_shares: Option<u64>,
+    parent_weighted: std::sync::atomic::AtomicBool,
 }
 
 fn open_procs(dir: &Path) -> std::io::Result<OwnedFd> {
@@ -77,6 +81,45 @@ impl CgPool {
             next: Mutex::new(0),
             record: run_dir.join("cgroups"),
             created: Default::default(),
+            parent_shares: None,
+            parent_weighted: Default::default(),
+        }
+    }
+
+    /// The CPU weight of `<own cgroup>/<cgroup_name>` (v1 `cpu.shares`; on v2 converted to
+    /// `cpu.weight`), written when the first pool cgroup is made. All sandboxes sit below that
+    /// one directory, so against the host's other tasks they weigh, together, what it says:
+    /// the kernel's default (1024) is one task's worth for all of them.
+    pub fn with_parent_shares(mut self, shares: Option<u64>) -> CgPool {
+        self.parent_shares = shares.filter(|&s| s > 0);
+        self
+    }
+
+    fn weigh_parent(&self, mgr: &Manager) {
+        use std::sync::atomic::Ordering;
+        let Some(shares) = self.parent_shares else {
+            return;
+        };
+        if self.parent_weighted.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (file, value) = match mgr.v1_path("cpu") {
+            Some(d) => (
+                d.parent().map(|p| p.join("cpu.shares")),
+                shares.clamp(2, 262_144),
+            ),
+            None => (
+                mgr.unified_path()
+                    .and_then(Path::parent)
+                    .map(|p| p.join("cpu.weight")),
+                (1 + (shares.clamp(2, 262_144) - 2) * 9999 / 262_142).clamp(1, 10_000),
+            ),
+        };
+        let Some(file) = file else {
+            return;
+        };
+        if let Err(e) = std::fs::write(&file, value.to_string()) {
+            eprintln!("sprout-serve: {}: {e} (left as is)", file.display());
         }
     }
 
@@ -153,6 +196,7 @@ impl CgPool {
         let mut mgr = self.joined_manager(idx)?;
         mgr.create()
             .map_err(|e| format!("creating pool cgroup: {e}"))?;
+        self.weigh_parent(&mgr);
         if let Err(e) = mgr.apply(&self.resources) {
             let _ = mgr.destroy();
             return Err(format!("limiting pool cgroup: {e}"));

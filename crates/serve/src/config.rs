@@ -29,6 +29,11 @@ pub struct Config {
     pub max_sandboxes: usize,
     /// Cgroups created ahead of time at start.
     pub pool_prealloc: usize,
+    /// CPU weight of the pool's parent cgroup (`<own>/<cgroup_name>`), v1 `cpu.shares` scale
+    /// (v2: converted to `cpu.weight`): what all sandboxes and zygotes together weigh against
+    /// the host's other tasks. Unset: 1024 per CPU (as many busy host processes as CPUs);
+    /// 0: leave the kernel's default (1024, one task's worth for all of them).
+    pub pool_cpu_shares: Option<u64>,
     /// Most concurrent sandboxes per handler; further requests queue.
     pub max_per_handler: usize,
     /// Idle sandboxes stay running (hot) this long, then are frozen (warm).
@@ -51,6 +56,18 @@ pub struct Config {
     /// Children each zygote keeps forked ahead of time (in a pool cgroup and their
     /// namespaces, waiting for a handler).
     pub zygote_spares: usize,
+    /// Spares refilled ahead of time pre-fault (copy-on-write) the zygote pages that the
+    /// first request of a sandbox of the same package set wrote, learned once per zygote
+    /// from that sandbox's page map: those faults then happen while the spare waits, not
+    /// on the request path.
+    pub zygote_learn_prewarm: bool,
+    /// Spares a zygote forks in one message when a request finds none ready (a burst): the
+    /// request takes one, the next requests the others (1-8; 1 when `zygote_spares` is 0).
+    pub zygote_fork_batch: usize,
+    /// The root zygote gives its read-only file mappings (python's and its libraries' code)
+    /// an anon_vma once, so that fork copies their page table entries instead of every
+    /// sandbox faulting its code in again (see `_text_ptes` in sprout_zygote.py).
+    pub zygote_text_ptes: bool,
     /// Memory limit of each zygote's cgroup, MiB (its imports plus what its children are
     /// charged before they join their own cgroup).
     pub zygote_memory_mb: u64,
@@ -112,6 +129,7 @@ impl Default for Config {
             memory_budget_mb: 2048,
             max_sandboxes: 256,
             pool_prealloc: 8,
+            pool_cpu_shares: None,
             max_per_handler: 8,
             freeze_after_ms: 1000,
             idle_evict_ms: 0,
@@ -128,6 +146,9 @@ impl Default for Config {
             ],
             max_zygotes: 16,
             zygote_spares: 2,
+            zygote_learn_prewarm: true,
+            zygote_fork_batch: 4,
+            zygote_text_ptes: true,
             zygote_memory_mb: 1024,
             pip: vec!["python3".into(), "-m".into(), "pip".into()],
             pip_args: vec![],

@@ -65,6 +65,9 @@ pub struct Sandbox {
     mem: u64,
     /// Package-set key of its handler (the zygote it keeps in use).
     zkey: String,
+    /// The zygote of exactly its package set it was forked from, until its first request
+    /// succeeded (the sample that zygote's spares learn their pre-faulting from).
+    zyg: Option<Arc<Zygote>>,
 }
 
 struct Zygote {
@@ -85,6 +88,10 @@ struct Zygote {
     imported: Vec<String>,
     /// Memory charged to its cgroup plus its spares' (refreshed by housekeeping).
     mem: AtomicU64,
+    /// Pages its spares pre-fault (learned from the first request of one of its sandboxes;
+    /// `zygote_learn_prewarm`), and whether that was tried.
+    hot_pages: AtomicU64,
+    learned: std::sync::atomic::AtomicBool,
 }
 
 enum Job {
@@ -270,7 +277,11 @@ impl Engine {
             &cfg.cgroup_name,
             cgpool::resources(sb.memory_mb, sb.pids, sb.cpu_milli),
             &run,
-        );
+        )
+        .with_parent_shares(match cfg.pool_cpu_shares {
+            Some(s) => Some(s),
+            None => Some(1024 * std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
+        });
         let stale_cg = pool.cleanup_previous();
         let stale_mounts = rootfs::prepare_run_dir(&run).map_err(|e| format!("run dir: {e}"))?;
         if stale_cg + stale_mounts > 0 {
@@ -459,7 +470,7 @@ impl Engine {
         r.map(|body| RunOk { body, path })
     }
 
-    fn call(&self, sb: Sandbox, req: &[u8], timeout: Duration) -> Result<Vec<u8>, ApiError> {
+    fn call(&self, mut sb: Sandbox, req: &[u8], timeout: Duration) -> Result<Vec<u8>, ApiError> {
         let _ = sb.sock.set_read_timeout(Some(timeout));
         let res = proto::send(&sb.sock, req, &[]).and_then(|_| proto::recv(&sb.sock));
         match res {
@@ -477,6 +488,12 @@ impl Engine {
                 };
                 if v.get("ok") == Some(&Value::Bool(true)) {
                     let body = serde_json::to_vec(v.get("result").unwrap_or(&Value::Null)).unwrap();
+                    if let Some(z) = sb.zyg.take() {
+                        if self.cfg.zygote_learn_prewarm && !z.learned.swap(true, Ordering::SeqCst)
+                        {
+                            self.learn_prewarm(&z, &sb);
+                        }
+                    }
                     // A handler that left processes behind (e.g. forks that outlive the
                     // request) does not go back to the cache.
                     if sb.cg.as_ref().map_or(0, |c| c.nprocs()) > 1 {
@@ -883,9 +900,13 @@ impl Engine {
         let flags = self.unshare_flags(h);
         let setup = self.setup_msg(h, flags);
         let mut started: Option<(UnixStream, PoolCg, &'static str)> = None;
+        let mut from_zygote = None;
         if self.cfg.zygotes {
             let key = Self::zkey(&h.packages);
             if let Some(z) = self.zygote_ready(&key, h) {
+                if z.key == key && !z.learned.load(Ordering::Relaxed) {
+                    from_zygote = Some(z.clone());
+                }
                 match self.take_spare(&z) {
                     Ok((sock, cg)) => {
                         // Hand the spare its root (dir fd) and handler.
@@ -915,6 +936,9 @@ impl Engine {
                 }
             }
         }
+        if started.is_none() {
+            from_zygote = None;
+        }
         let (sock, cg, path) = match started {
             Some(s) => s,
             None => match self.start_cold(&root, flags, &setup) {
@@ -937,6 +961,7 @@ impl Engine {
             last_used: Instant::now(),
             mem: 0,
             zkey: Self::zkey(&h.packages),
+            zyg: from_zygote,
         };
         let _ = sb
             .sock
@@ -1137,37 +1162,157 @@ impl Engine {
         if let Some(s) = z.spares.lock().unwrap().pop() {
             return Ok(s);
         }
-        // Forked for this request: it is assigned at once, so pre-warming (paying the
-        // copy-on-write faults ahead of a request) would only add to the request's latency.
-        self.new_spare(z, false)
+        // None ready (a burst): fork `zygote_fork_batch` in one message, this request takes
+        // one, the next requests the others. The zygote's per-message work (receive, decode,
+        // reply: Python, and the copy-on-write faults it takes after each fork) is paid once
+        // per batch. Under the control lock: requests that queued behind a batch find its
+        // spares instead of forking batches of their own.
+        let ctl = z.ctl.lock().unwrap();
+        if let Some(s) = z.spares.lock().unwrap().pop() {
+            return Ok(s);
+        }
+        // Forked for requests that are waiting: pre-warming (paying the copy-on-write faults
+        // ahead of a request) would only add to their latency.
+        // (At most 8: each spare's socket and cgroup fds ride on the one message. None left
+        // over when spares are off.)
+        let n = if self.cfg.zygote_spares == 0 {
+            1
+        } else {
+            self.cfg.zygote_fork_batch.clamp(1, 8)
+        };
+        let mut v = self.fork_spares(z, &ctl, n, false)?;
+        drop(ctl);
+        let first = v.swap_remove(0);
+        z.spares.lock().unwrap().extend(v);
+        Ok(first)
     }
 
     /// Fork a spare from `z`: it joins a pool cgroup, makes its namespaces, and waits for a
     /// handler. All of that (fork, the v1 cgroup migration that can cost an RCU grace period,
     /// unshare, the pid-namespace fork) stays off the request path.
     fn new_spare(&self, z: &Zygote, prewarm: bool) -> std::io::Result<(UnixStream, PoolCg)> {
-        let cg = self.pool.get().map_err(std::io::Error::other)?;
+        let ctl = z.ctl.lock().unwrap();
+        let mut v = self.fork_spares(z, &ctl, 1, prewarm)?;
+        Ok(v.swap_remove(0))
+    }
+
+    /// Fork `n` (≥ 1) spares from `z` in one message (`ctl` is its locked control socket):
+    /// each gets a socket and a pool cgroup. Returns at least one, or the error.
+    fn fork_spares(
+        &self,
+        z: &Zygote,
+        ctl: &UnixStream,
+        n: usize,
+        prewarm: bool,
+    ) -> std::io::Result<Vec<(UnixStream, PoolCg)>> {
+        let mut cgs = Vec::with_capacity(n);
+        for _ in 0..n {
+            match self.pool.get() {
+                Ok(cg) => cgs.push(cg),
+                Err(e) if cgs.is_empty() => return Err(std::io::Error::other(e)),
+                Err(_) => break,
+            }
+        }
         let r = (|| {
-            let (a, b) = proto::pair()?;
-            let mut fds = vec![b.as_raw_fd()];
-            fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
+            let mut socks = Vec::with_capacity(cgs.len());
+            let mut fds = Vec::new();
+            let mut nfds = Vec::new();
+            let mut ends = Vec::new();
+            for cg in &cgs {
+                let (a, b) = proto::pair()?;
+                fds.push(b.as_raw_fd());
+                fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
+                nfds.push(1 + cg.procs.len());
+                socks.push(a);
+                ends.push(b);
+            }
             let msg = json!({"op": "fork", "unshare": self.early_flags(), "trace": self.trace,
-                             "prewarm": prewarm});
-            let ctl = z.ctl.lock().unwrap();
-            proto::send(&ctl, &serde_json::to_vec(&msg).unwrap(), &fds)?;
-            let v = proto::recv_json(&ctl)?;
-            if v.get("pid").is_none() {
+                             "prewarm": prewarm, "nfds": nfds});
+            proto::send(ctl, &serde_json::to_vec(&msg).unwrap(), &fds)?;
+            drop(ends);
+            let v = proto::recv_json(ctl)?;
+            // {"pids": [...]} (one per spare forked, in order), plus "error" if the zygote
+            // could not fork them all.
+            let forked = v
+                .get("pids")
+                .and_then(Value::as_array)
+                .map_or(0, |p| p.len())
+                .min(socks.len());
+            if forked == 0 {
                 return Err(std::io::Error::other(format!("zygote: {v}")));
             }
-            z.forks.fetch_add(1, Ordering::Relaxed);
-            Ok(a)
+            z.forks.fetch_add(forked as u64, Ordering::Relaxed);
+            socks.truncate(forked);
+            Ok(socks)
         })();
         match r {
-            Ok(a) => Ok((a, cg)),
+            Ok(socks) => {
+                let mut out = Vec::with_capacity(socks.len());
+                let mut cgs = cgs.into_iter();
+                for (a, cg) in socks.into_iter().zip(cgs.by_ref()) {
+                    out.push((a, cg));
+                }
+                for cg in cgs {
+                    self.pool.put(cg);
+                }
+                Ok(out)
+            }
             Err(e) => {
-                self.pool.put(cg);
+                for cg in cgs {
+                    self.pool.put(cg);
+                }
                 Err(e)
             }
+        }
+    }
+
+    /// `zygote_learn_prewarm`: after the first request of a sandbox forked from `z` (its
+    /// exact package set), the pages it wrote that it still shared with `z` at the fork are
+    /// what the next sandboxes of that set will copy on write on their request path (the
+    /// reference counts and caches the handler's imports and first call touch: ~650 pages,
+    /// ~4 ms, for a numpy + pandas handler). Those pages are read from the sandbox's page
+    /// map (present, exclusively mapped, anonymous) and kept where `z` still has a page,
+    /// coalesced into address ranges and sent to `z`: spares it forks ahead of time
+    /// pre-fault them (`MADV_POPULATE_WRITE`, which skips what is not mapped) while they
+    /// wait. Learned once per zygote; the first sandbox's memory is idle while it is read.
+    fn learn_prewarm(&self, z: &Zygote, sb: &Sandbox) {
+        let t0 = Instant::now();
+        let pid = sb
+            .cg
+            .as_ref()
+            .and_then(|c| c.mgr.pids().ok())
+            .and_then(|p| p.first().copied());
+        let Some(pid) = pid else {
+            return;
+        };
+        let ranges = match hot_ranges(pid, z.pid) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("sprout-serve: zygote [{}]: learning pre-faults: {e}", z.key);
+                return;
+            }
+        };
+        let pages: u64 = ranges.iter().map(|(_, n)| n / 4096).sum();
+        let msg = json!({"op": "hot", "ranges": ranges});
+        let r = {
+            let ctl = z.ctl.lock().unwrap();
+            proto::send(&ctl, &serde_json::to_vec(&msg).unwrap(), &[])
+                .and_then(|_| proto::recv_json(&ctl))
+        };
+        match r {
+            Ok(v) if v.get("ok") == Some(&Value::Bool(true)) => {
+                z.hot_pages.store(pages, Ordering::Relaxed);
+            }
+            Ok(v) => eprintln!("sprout-serve: zygote [{}]: hot pages: {v}", z.key),
+            Err(e) => eprintln!("sprout-serve: zygote [{}]: hot pages: {e}", z.key),
+        }
+        if self.trace {
+            eprintln!(
+                "sprout-serve: trace zygote [{}] learned {pages} pages in {} ranges from pid {pid} in {:?}",
+                z.key,
+                ranges.len(),
+                t0.elapsed()
+            );
         }
     }
 
@@ -1432,6 +1577,7 @@ impl Engine {
             let mut fds = vec![rootfd.as_raw_fd()];
             fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
             let setup = json!({"paths": paths, "preload": preload, "seccomp": self.bpf_hex,
+                               "text_ptes": self.cfg.zygote_text_ptes,
                                "env": self.base_env()});
             proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &fds)
                 .and_then(|_| proto::recv_json(&a))
@@ -1469,6 +1615,8 @@ impl Engine {
             last_take: Mutex::new(Instant::now()),
             imported,
             mem: AtomicU64::new(mem),
+            hot_pages: AtomicU64::new(0),
+            learned: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -1504,7 +1652,7 @@ impl Engine {
             .iter()
             .map(|(k, s)| match s {
                 ZSlot::Ready(z) => json!({"packages": k, "state": "ready", "pid": z.pid, "parent": z.parent,
-                                          "forks": z.forks.load(Ordering::Relaxed), "spares": z.spares.lock().unwrap().len(),
+                                          "forks": z.forks.load(Ordering::Relaxed), "hot_pages": z.hot_pages.load(Ordering::Relaxed), "spares": z.spares.lock().unwrap().len(),
                                           "imported": z.imported, "memory_bytes": z.mem.load(Ordering::Relaxed),
                                           "idle_ms": z.last_take.lock().unwrap().elapsed().as_millis() as u64}),
                 ZSlot::Starting(p) => json!({"packages": k, "state": "starting", "parent": p}),
@@ -1561,4 +1709,59 @@ impl Engine {
     pub fn sandbox_ids(&self) -> Vec<u64> {
         self.st.lock().unwrap().idle.iter().map(|s| s.id).collect()
     }
+}
+
+/// Pages of process `pid` (a sandbox after its first request) that are present, mapped only
+/// by it and anonymous (what it copied on write, or allocated), in its private writable
+/// mappings, where the zygote `zpid` it was forked from still has a page: as (address,
+/// length) ranges of adjacent pages. From /proc/PID/pagemap (bit 63 present, 61 file or
+/// shared anonymous, 56 exclusively mapped).
+fn hot_ranges(pid: i32, zpid: i32) -> std::io::Result<Vec<(u64, u64)>> {
+    use std::os::unix::fs::FileExt;
+    const PAGE: u64 = 4096;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let pm = std::fs::File::open(format!("/proc/{pid}/pagemap"))?;
+    let zpm = std::fs::File::open(format!("/proc/{zpid}/pagemap"))?;
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    let mut buf = Vec::new();
+    let mut zbuf = Vec::new();
+    for line in maps.lines() {
+        let mut it = line.split_whitespace();
+        let (Some(range), Some(perms)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let p = perms.as_bytes();
+        if p.len() < 4 || p[0] != b'r' || p[1] != b'w' || p[3] != b'p' {
+            continue;
+        }
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) else {
+            continue;
+        };
+        let n = ((hi - lo) / PAGE) as usize;
+        if n == 0 || n > (1 << 22) {
+            continue;
+        }
+        buf.resize(n * 8, 0);
+        zbuf.resize(n * 8, 0);
+        let off = lo / PAGE * 8;
+        let got = pm.read_at(&mut buf, off)? / 8;
+        let zgot = zpm.read_at(&mut zbuf, off).unwrap_or(0) / 8;
+        for i in 0..got.min(zgot) {
+            let e = u64::from_le_bytes(buf[i * 8..i * 8 + 8].try_into().unwrap());
+            let ze = u64::from_le_bytes(zbuf[i * 8..i * 8 + 8].try_into().unwrap());
+            let hot = e >> 63 & 1 == 1 && e >> 56 & 1 == 1 && e >> 61 & 1 == 0;
+            if !hot || ze >> 63 & 1 == 0 {
+                continue;
+            }
+            let a = lo + i as u64 * PAGE;
+            match out.last_mut() {
+                Some((s, l)) if *s + *l == a => *l += PAGE,
+                _ => out.push((a, PAGE)),
+            }
+        }
+    }
+    Ok(out)
 }

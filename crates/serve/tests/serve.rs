@@ -849,6 +849,20 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
             "{v}"
         );
     }
+    // zygote_learn_prewarm (default): the first request taught the zygote which of its pages
+    // a child copies on write; spares forked since pre-fault them, and serve like the others.
+    assert!(eventually(5_000, || zygote(&d.status(), "")
+        .is_some_and(|z| z["hot_pages"].as_u64().unwrap_or(0) > 0)));
+    std::thread::sleep(Duration::from_millis(300)); // spares refilled meanwhile
+    for h in ["p6", "p7"] {
+        d.add(h, code, &[]);
+        let r = d.post(h, "{}");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.header("x-sprout-path"), Some("zygote"));
+        let v = r.json();
+        assert_eq!(v["pid"], 1, "{v}");
+        assert_eq!(v["env"]["SPROUT_HANDLER"], h, "{v}");
+    }
     // A traceback still shows the handler's source line (linecache reads /handler/f.py).
     let r = d.post("p0", "\"raise\"");
     assert_eq!(r.status, 500, "{}", r.body);
@@ -867,6 +881,26 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
         own_ns,
         std::fs::read_link(format!("/proc/{}/ns/pid", d.pid())).unwrap()
     );
+    // zygote_text_ptes (default): python's code mapping has an anonymous page (so fork
+    // copies its page table entries), and the zygote no longer holds the host's /proc.
+    let smaps = std::fs::read_to_string(format!("/proc/{zpid}/smaps")).unwrap();
+    let mut lines = smaps.lines();
+    let mut text_anon = None;
+    while let Some(l) = lines.next() {
+        if l.contains(" r-xp ") && l.contains("python3") {
+            text_anon = lines
+                .by_ref()
+                .take_while(|l| !l.contains(" r--p ") && !l.contains(" rw-p "))
+                .find_map(|l| l.strip_prefix("Anonymous:"))
+                .map(|v| v.trim().trim_end_matches(" kB").parse::<u64>().unwrap());
+            break;
+        }
+    }
+    assert!(text_anon.is_some_and(|kb| kb > 0), "{text_anon:?}");
+    for fd in std::fs::read_dir(format!("/proc/{zpid}/fd")).unwrap() {
+        let l = std::fs::read_link(fd.unwrap().path()).unwrap_or_default();
+        assert_ne!(l, std::path::Path::new("/proc"));
+    }
     let kids = children_of(zpid);
     assert!(kids.len() >= names.len(), "{kids:?}");
     let mut seen = std::collections::HashSet::new();
@@ -878,11 +912,19 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
         let ns = std::fs::read_link(format!("/proc/{k}/ns/pid")).unwrap();
         assert_ne!(ns, own_ns);
         assert!(seen.insert(ns), "two sandboxes share a pid namespace");
-        // No fd of the zygote's pid namespace leaked into a sandbox.
+        // No fd of the zygote's pid namespace leaked into a sandbox, nor (spares are forked
+        // in batches when none is ready) another spare's socket or cgroup fds: one socket,
+        // no cgroup file.
+        let mut socks = 0;
         for fd in std::fs::read_dir(format!("/proc/{k}/fd")).unwrap() {
             let l = std::fs::read_link(fd.unwrap().path()).unwrap_or_default();
-            assert!(!l.to_string_lossy().starts_with("pid:"), "pid {k}: {l:?}");
+            let l = l.to_string_lossy();
+            assert!(!l.starts_with("pid:"), "pid {k}: {l:?}");
+            assert!(!l.contains("cgroup"), "pid {k}: {l:?}");
+            assert!(!l.starts_with("/proc"), "pid {k}: {l:?}");
+            socks += l.starts_with("socket:") as usize;
         }
+        assert_eq!(socks, 1, "pid {k}");
     }
     // Sandbox roots are mount points on a tmpfs of the run dir.
     let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -918,6 +960,12 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
                 assert!(!dir.exists(), "{} created", dir.display());
             }
         }
+    }
+    // pool_cpu_shares unset: the pool's parent weighs 1024 per CPU (v1 cpu.shares).
+    if let Some(cpu) = dir_in("cpu").filter(|d| d.join("cpu.shares").exists()) {
+        let n = std::thread::available_parallelism().unwrap().get() as u64;
+        let shares = std::fs::read_to_string(cpu.join("cpu.shares")).unwrap();
+        assert_eq!(shares.trim(), (1024 * n).to_string(), "{}", cpu.display());
     }
 }
 

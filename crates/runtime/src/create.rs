@@ -299,6 +299,14 @@ pub fn create(
         init::run(&ctx);
     }
     let pidfd = pidfd.expect("pidfd");
+    // v1/hybrid: the parent's cgroup work and the init's set-up overlap only if the init gets
+    // a CPU of its own now; its inherited affinity is given back before it joins its cgroups
+    // (cpuset), long before it runs anything of the container.
+    let moved = if cgroup_first {
+        None
+    } else {
+        sys::start_on_other_cpu(pid)
+    };
     drop(child_chan);
     drop(console);
     trace.mark("clone");
@@ -343,6 +351,10 @@ pub fn create(
     if !cgroup_first {
         apply_resources(&cg, linux)?;
         trace.mark("cgroup");
+    }
+    if let Some(mask) = &moved {
+        sys::restore_affinity(pid, mask)
+            .map_err(|e| Error::os("restoring the init's CPU affinity", e))?;
     }
     if cg_fd.is_none() {
         cg.add_pid(pid)?;

@@ -316,3 +316,84 @@ pub fn loopback_up() -> io::Result<()> {
     cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) })?;
     Ok(())
 }
+
+/// Start a just-cloned child on another CPU than ours, so that it runs at once instead of
+/// waiting for us to block: some kernels (this project's VM hosts among them) place a forked
+/// child on its parent's CPU even when another one idles, which serialises the parent's
+/// post-clone work (cgroups) and the init's set-up. Restricts `pid` to the next CPU after ours
+/// in our affinity mask and returns that mask, which [`restore_affinity`] gives back to the
+/// child; `None` (nothing changed) with a single allowed CPU or on any error.
+pub fn start_on_other_cpu(pid: i32) -> Option<libc::cpu_set_t> {
+    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    if unsafe { libc::sched_getaffinity(0, size, &mut mask) } < 0 {
+        return None;
+    }
+    let cur = unsafe { libc::sched_getcpu() };
+    if cur < 0 {
+        return None;
+    }
+    let n = 8 * size;
+    let other = (1..n)
+        .map(|i| (cur as usize + i) % n)
+        .find(|&c| unsafe { libc::CPU_ISSET(c, &mask) })?;
+    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(other, &mut one) };
+    (unsafe { libc::sched_setaffinity(pid, size, &one) } == 0).then_some(mask)
+}
+
+/// Give `pid` back the affinity [`start_on_other_cpu`] took from it (the one it inherited).
+pub fn restore_affinity(pid: i32, mask: &libc::cpu_set_t) -> io::Result<()> {
+    cvt(unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), mask) })
+        .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn affinity(pid: i32) -> libc::cpu_set_t {
+        let mut m: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::sched_getaffinity(pid, std::mem::size_of_val(&m), &mut m) };
+        assert_eq!(r, 0);
+        m
+    }
+
+    fn cpus(m: &libc::cpu_set_t) -> Vec<usize> {
+        (0..8 * std::mem::size_of_val(m))
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, m) })
+            .collect()
+    }
+
+    #[test]
+    fn child_starts_elsewhere_and_gets_its_affinity_back() {
+        let ours = cpus(&affinity(0));
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                libc::pause();
+                libc::_exit(0)
+            };
+        }
+        let moved = start_on_other_cpu(pid);
+        if ours.len() < 2 {
+            assert!(moved.is_none(), "one allowed CPU: nothing to move to");
+        } else {
+            let mask = moved.expect("moved");
+            let now = cpus(&affinity(pid));
+            assert_eq!(now.len(), 1, "pinned to one CPU: {now:?}");
+            assert!(ours.contains(&now[0]));
+            assert_eq!(
+                cpus(&mask),
+                ours,
+                "the mask handed back is the inherited one"
+            );
+            restore_affinity(pid, &mask).unwrap();
+            assert_eq!(cpus(&affinity(pid)), ours);
+        }
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+    }
+}

@@ -68,6 +68,28 @@ fn first_instruction_runs_in_own_cgroups_with_limits_and_a_read_only_cgroup_moun
 }
 
 #[test]
+fn container_keeps_the_callers_cpu_affinity() {
+    // The runtime starts the init on another CPU than its own (pinned to one CPU until the
+    // cgroups are joined): none of that may reach the container. With no cpuset limit its
+    // allowed CPUs are the caller's (the container's cpuset is a copy of the caller's).
+    let ours = fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Cpus_allowed_list:")
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap();
+    let ctx = Ctx::new("sp-affinity");
+    let b = ctx.bundle(&["sh", "-c", "grep Cpus_allowed_list: /proc/self/status"]);
+    for _ in 0..3 {
+        let out = b.run_ok();
+        let theirs = out.split(':').nth(1).map(str::trim).unwrap_or_default();
+        assert_eq!(theirs, ours, "{out}");
+    }
+}
+
+#[test]
 fn cgroup_failure_after_clone_leaves_nothing_behind() {
     // cpuset.cpus naming a CPU this machine lacks passes validation and is refused by the
     // kernel at apply time, after clone on v1/hybrid hosts: the init must be killed and every

@@ -213,9 +213,9 @@ pub fn create(
     // On pure v2 the cgroup is made (and configured) before clone, which places the init in it
     // with CLONE_INTO_CGROUP. On v1 and hybrid hosts the init has to be moved in with writes to
     // cgroup.procs anyway, so the cgroups are made after clone: the parent's mkdir + apply +
-    // join then overlap the init's namespace and mount set-up (it waits for GO only at the
-    // first point that needs its cgroup: the cgroup mount, or exec) instead of preceding the
-    // clone. Nothing of the container runs before GO.
+    // join then overlap the init's namespace and mount set-up (it needs the directories, DIRS,
+    // at its cgroup mount and GO only before it locks down) instead of preceding the clone.
+    // Nothing of the container runs before GO.
     let cgroup_first = layout == sprout_cgroups::Layout::V2;
     if cgroup_first {
         cg.create()?;

@@ -543,7 +543,9 @@ def _text_ptes(sysc, proc):
         b = ctypes.c_ubyte.from_address(lo)
         b.value = b.value
         if mprotect(lo, hi - lo, prot) != 0:
-            raise OSError(ctypes.get_errno(), "mprotect")
+            # Never go on with writable code: this zygote (and all it would fork) stops here.
+            os.write(2, b"sprout zygote: cannot make code read-only again; exiting\n")
+            os._exit(70)
 
 
 def zygote(ctl):

@@ -134,20 +134,8 @@ fn user_namespace_with_mappings() {
         "cat /proc/self/uid_map /proc/self/gid_map; id -u; id -g; touch /out/made-by-root",
     );
     let out = b.bind_host_dir("/out");
-    b.config["linux"]["namespaces"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"type": "user"}));
-    b.set(
-        "/linux/uidMappings",
-        json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
-    );
-    b.set(
-        "/linux/gidMappings",
-        json!([{"containerID": 0, "hostID": 200000, "size": 65536}]),
-    );
-    // The mapped root must own the rootfs (as podman/docker arrange).
-    b.chown_rootfs(100000, 200000);
+    // The mapped root owns the rootfs (as podman/docker arrange).
+    b.in_user_namespace(100000, 200000);
     let o = b.run();
     o.assert_ok();
     let norm: Vec<Vec<String>> = o

@@ -480,19 +480,7 @@ fn exec_gets_container_security_settings() {
 /// A started `sleep` container in its own user namespace (container 0..65535 = host 100000..).
 fn running_in_user_namespace(ctx: &Ctx) -> Bundle<'_> {
     let mut b = ctx.bundle(SLEEP);
-    b.config["linux"]["namespaces"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"type": "user"}));
-    b.set(
-        "/linux/uidMappings",
-        json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
-    );
-    b.set(
-        "/linux/gidMappings",
-        json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
-    );
-    b.chown_rootfs(100000, 100000);
+    b.in_user_namespace(100000, 100000);
     b.create().assert_ok();
     b.start().assert_ok();
     b

@@ -187,19 +187,7 @@ fn network_namespace_made_by_the_init_is_new_up_and_owned_like_the_others() {
     for userns in [false, true] {
         let mut b = ctx.bundle(&["sleep", "1000"]);
         if userns {
-            b.config["linux"]["namespaces"]
-                .as_array_mut()
-                .unwrap()
-                .push(json!({"type": "user"}));
-            b.set(
-                "/linux/uidMappings",
-                json!([{"containerID": 0, "hostID": 100000, "size": 65536}]),
-            );
-            b.set(
-                "/linux/gidMappings",
-                json!([{"containerID": 0, "hostID": 200000, "size": 65536}]),
-            );
-            b.chown_rootfs(100000, 200000);
+            b.in_user_namespace(100000, 200000);
         }
         b.create().assert_ok();
         let pid = b.state()["pid"].as_i64().unwrap();

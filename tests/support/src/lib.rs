@@ -1007,6 +1007,25 @@ impl<S: Suite> Bundle<'_, S> {
         self
     }
 
+    /// A new user namespace mapping container ids 0..65535 to host `uid`.. and `gid`.., with
+    /// the rootfs owned by the mapped root (as podman/docker arrange).
+    pub fn in_user_namespace(&mut self, uid: u32, gid: u32) -> &mut Self {
+        self.config["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "user"}));
+        self.set(
+            "/linux/uidMappings",
+            json!([{"containerID": 0, "hostID": uid, "size": 65536}]),
+        );
+        self.set(
+            "/linux/gidMappings",
+            json!([{"containerID": 0, "hostID": gid, "size": 65536}]),
+        );
+        self.chown_rootfs(uid, gid);
+        self
+    }
+
     /// chown -R the bundle's rootfs (busybox is un-hard-linked first so the
     /// shared template is not touched).
     pub fn chown_rootfs(&self, uid: u32, gid: u32) {

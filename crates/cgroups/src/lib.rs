@@ -15,7 +15,7 @@
 //!   CLONE_INTO_CGROUP, when the host is pure v2.
 //!
 //! Additions beyond the contract: [`ebpf`] (v2 device filter), [`Pool`] with
-//! [`Manager::create_pooled`] / [`Manager::destroy_pooled`], [`prewarm_migration`],
+//! [`Manager::create_pooled`] / [`Manager::destroy_pooled`],
 //! [`Manager::oom_events`] ([`OomEvents`]: v1 eventfd, v2 memory.events),
 //! [`Manager::stats`] (runc `events --stats` shaped [`Stats`]),
 //! [`Manager::with_layout`] (skip a second detect), [`Manager::layout`], [`Manager::v1_path`],
@@ -30,7 +30,7 @@
 //!   through cgroupfs like any other; `update` also sends SetUnitProperties.
 //! - v1 writes to cgroup.procs: the first migration after an idle period costs one RCU grace
 //!   period (~12ms on the dev host), the rest ~20-50us each; v2 avoids it via `v2_dir_fd`.
-//!   [`prewarm_migration`] overlaps that wait with other work (README.md has the numbers).
+//!   The runtime keeps the init from waiting on them (sprout-runtime's DIRS message).
 //!
 //! Layout of the implementation (one file per concern): `detect.rs` (statfs), `path.rs`
 //! (cgroupsPath resolution, /proc/self/cgroup), `fs.rs` (syscall-lean file helpers),
@@ -52,7 +52,6 @@ pub mod ebpf;
 mod events;
 mod fs;
 mod path;
-mod placement;
 mod pool;
 mod resources;
 mod resources_v1;
@@ -67,7 +66,6 @@ mod v1;
 mod v2;
 
 pub use events::{OomEvents, OomWait};
-pub use placement::prewarm_migration;
 pub use pool::{Pool, POOL_PREFIX};
 pub use stats::{
     BlkioEntry, BlkioStats, CpuStats, CpuUsage, HugetlbStats, MemoryEntry, MemoryStats, PidsStats,

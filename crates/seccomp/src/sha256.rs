@@ -197,15 +197,13 @@ mod shani {
     /// on the development host (perf), against ~15 µs for these three. These extensions use
     /// only XMM registers, which every x86_64 kernel saves, so no XGETBV check is needed.
     fn detect() -> bool {
-        // SAFETY: CPUID exists on every x86_64 CPU; leaf 7 is read only if leaf 0 says it exists.
-        unsafe {
-            if __cpuid(0).eax < 7 {
-                return false;
-            }
-            let ecx1 = __cpuid(1).ecx;
-            let ebx7 = __cpuid_count(7, 0).ebx;
-            ecx1 & (1 << 9) != 0 && ecx1 & (1 << 19) != 0 && ebx7 & (1 << 29) != 0
+        // Leaf 7 is read only if leaf 0 says it exists.
+        if __cpuid(0).eax < 7 {
+            return false;
         }
+        let ecx1 = __cpuid(1).ecx;
+        let ebx7 = __cpuid_count(7, 0).ebx;
+        ecx1 & (1 << 9) != 0 && ecx1 & (1 << 19) != 0 && ebx7 & (1 << 29) != 0
     }
 
     #[cfg(test)]

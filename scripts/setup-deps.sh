@@ -43,8 +43,9 @@ step "apt packages"
 # dbus + python3-dbus + python3-gi: the systemd cgroup driver test runs a private
 # dbus-daemon with a fake systemd (tests/integration/fake-systemd);
 # podman, containerd, docker.io: the real-client suite (tests/clients/run.sh, test.sh step 5);
+# musl-tools: musl-gcc for the musl build of sprout (scripts/build.sh);
 # the rest is usually there already (checked, not reinstalled).
-APT_PKGS=(busybox-static libseccomp-dev pkg-config crun runc hyperfine strace
+APT_PKGS=(busybox-static libseccomp-dev musl-tools pkg-config crun runc hyperfine strace
           build-essential python3 python3-pip file dbus python3-dbus python3-gi
           podman containerd docker.io
           ca-certificates git util-linux coreutils tar gzip)
@@ -75,6 +76,16 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 cargo --version >/dev/null || die "'cargo --version' failed (rustup toolchain not installed? try: rustup default stable)"
 echo "    $(cargo --version)"
+# sprout itself is built for musl when this target is there (scripts/build.sh says why); without
+# it the build falls back to glibc, slower to start but the same runtime, so a failed download
+# is reported, not fatal.
+if command -v rustup >/dev/null 2>&1; then
+    if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl; then
+        rustup target add x86_64-unknown-linux-musl >/dev/null 2>&1 \
+            && echo "    added rust target x86_64-unknown-linux-musl" \
+            || echo "    WARNING: rustup target add x86_64-unknown-linux-musl failed: sprout will be built against glibc" >&2
+    fi
+fi
 
 # ---------------------------------------------------------------- 3. go + runtime-tools
 step "go toolchain"

@@ -274,12 +274,23 @@ pub fn delete(store: &Store, id: &str, force: bool, trace: &mut Trace) -> Result
         }
         _ => {}
     }
+    remove(store, &st, status, trace)
+}
+
+/// `delete` for the caller that has just reaped the container's init (foreground `run`): its
+/// state is the one in hand and its status is known, so neither is read again.
+pub fn delete_reaped(store: &Store, st: &State, trace: &mut Trace) -> Result<()> {
+    remove(store, st, Status::Stopped, trace)
+}
+
+fn remove(store: &Store, st: &State, status: Status, trace: &mut Trace) -> Result<()> {
+    let id = &st.id;
     if status != Status::Stopped {
-        kill_and_wait(&st)?;
+        kill_and_wait(st)?;
     } else if let Some(cg) = &st.cgroup {
         // The init is gone but children outside its pid namespace may remain.
         if cg.pids().map(|p| !p.is_empty()).unwrap_or(false) {
-            kill_and_wait(&st)?;
+            kill_and_wait(st)?;
         }
     }
     trace.mark("kill");

@@ -201,11 +201,11 @@ pub fn send_fd(sock: RawFd, data: &[u8], fd: RawFd) -> io::Result<()> {
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = space;
+        msg.msg_controllen = space as _;
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
         std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd);
         cvt(libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) as libc::c_int)?;
     }
@@ -224,7 +224,7 @@ pub fn recv_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = cbuf.len();
+        msg.msg_controllen = cbuf.len() as _;
         let n = loop {
             let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC);
             if n < 0 {
@@ -311,9 +311,9 @@ pub fn loopback_up() -> io::Result<()> {
     for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
         *d = *s as libc::c_char;
     }
-    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) })?;
+    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut ifr) })?;
     unsafe { ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
-    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) })?;
+    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &ifr) })?;
     Ok(())
 }
 

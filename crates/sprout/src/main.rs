@@ -373,7 +373,7 @@ fn run(cli: Cli) -> Result<i32> {
             };
             trace.reset_last();
             if !keep {
-                lifecycle::delete(&store, &c.id, true, &mut trace)?;
+                lifecycle::delete_reaped(&store, &created.state, &mut trace)?;
             }
             trace.emit("run", &c.id);
             Ok(code)

@@ -14,6 +14,15 @@ use sprout_runtime::state::Store;
 use sprout_runtime::trace::Trace;
 use sprout_runtime::{Error, Result};
 
+#[cfg_attr(not(target_env = "musl"), allow(dead_code))]
+mod arena;
+
+/// musl's allocator only: glibc's is fast enough that the arena did not pay for its extra
+/// resident memory there (docs/performance.md).
+#[cfg(all(target_env = "musl", not(test)))]
+#[global_allocator]
+static ALLOC: arena::Arena = arena::Arena::new();
+
 #[derive(Parser)]
 #[command(
     name = "sprout",

@@ -71,7 +71,9 @@ impl Arena {
     }
 }
 
+// Not inlined: with LTO, inlining them into every allocation site grew .text by 476 KB.
 unsafe impl GlobalAlloc for Arena {
+    #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match self.bump(layout) {
             Some(p) => p,
@@ -79,6 +81,7 @@ unsafe impl GlobalAlloc for Arena {
         }
     }
 
+    #[inline(never)]
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
         if !Self::owns(p) {
             return System.dealloc(p, layout);
@@ -93,6 +96,7 @@ unsafe impl GlobalAlloc for Arena {
         );
     }
 
+    #[inline(never)]
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if !Self::owns(p) {
             return System.realloc(p, layout, new_size);

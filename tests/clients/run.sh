@@ -39,6 +39,10 @@ want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 exec </dev/null   # never read the caller's stdin (CI)
 
 TMP=$(mktemp -d /tmp/sprout-clients.XXXXXX)
+# Work from the scratch dir: conmon writes an empty `oom` file into its working directory when a
+# container is OOM-killed (pm_oom), and nothing of this suite may land in the caller's tree.
+SPROUT=$(realpath "$SPROUT")
+cd "$TMP"
 IMG=localhost/busybox:sprout
 PAUSE_IMG=localhost/pause:sprout
 T=60   # per-command timeout (s)

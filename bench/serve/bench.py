@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sprout-serve start-path benchmark (stdlib only; run as root).
 
-    bench/serve/bench.py --bin target/serve/release/sprout-serve [--heavy] [--runc] [-n 500]
+    bench/serve/bench.py [--bin target/release/sprout-serve] [--heavy] [--runc] [-n 500]
 
 Starts its own engine(s) on a private config (loopback port, run dir, cgroup name), registers a
 trivial echo handler (and with --heavy an import-heavy numpy+pandas one), then measures per
@@ -58,6 +58,25 @@ def summary(name, eng_us, cli_us):
         name, r["n"], r["engine_p50_ms"], r["engine_p99_ms"], r["client_p50_ms"], r["client_p99_ms"]), flush=True)
     r["engine_us"] = sorted(eng_us)  # raw samples, for the CDF plot (bench/serve/cdf.py)
     return r
+
+
+def warn_if_stale(binary):
+    """An engine older than its sources (or than the zygote it runs, read from python/ at run
+    time) measures old code, or fails on a protocol change with a puzzling zygote error."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        built = os.stat(binary).st_mtime
+    except OSError:
+        raise SystemExit("bench.py: no engine at %s (build it: scripts/build.sh --workspace)" % binary)
+    srcs = [os.path.join(repo, "python", "sprout_zygote.py")]
+    for d in ("crates/serve/src", "crates/runtime/src", "crates/cgroups/src"):
+        full = os.path.join(repo, d)
+        srcs += [os.path.join(full, f) for f in os.listdir(full)] if os.path.isdir(full) else []
+    newer = [p for p in srcs if os.path.exists(p) and os.stat(p).st_mtime > built]
+    if newer:
+        print("bench.py: WARNING: %s is older than %d source file(s), e.g. %s: rebuild "
+              "(scripts/build.sh --workspace)" % (binary, len(newer), os.path.relpath(newer[0], repo)),
+              file=sys.stderr)
 
 
 class Engine:
@@ -305,7 +324,8 @@ def runc_baseline(n):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="target/serve/release/sprout-serve")
+    ap.add_argument("--bin", default="target/release/sprout-serve",
+                    help="the engine (default: what scripts/build.sh --workspace builds)")
     ap.add_argument("-n", type=int, default=1000, help="hot requests")
     ap.add_argument("--new", type=int, default=100, help="new sandboxes per zygote/cold run")
     ap.add_argument("--heavy", action="store_true", help="also numpy+pandas from PyPI")
@@ -315,6 +335,7 @@ def main():
     ap.add_argument("--config", default="", help="extra top-level engine config (TOML lines, e.g. 'zygote_learn_prewarm = false'), for both engines")
     ap.add_argument("--only", help="comma-separated subset: python,hot,warm,zygote,burst,rate,cold,coldrate (default: all)")
     a = ap.parse_args()
+    warn_if_stale(a.bin)
     only = set(a.only.split(",")) if a.only else None
 
     def want(x):

@@ -840,7 +840,7 @@ impl Engine {
 
     fn unshare_flags(&self, h: &HandlerInfo) -> i32 {
         let mut f = spawn::CLONE_NEWPID | spawn::CLONE_NEWIPC | spawn::CLONE_NEWUTS;
-        if self.cfg.sandbox.mount_ns {
+        if h.cfg.mount_ns.unwrap_or(self.cfg.sandbox.mount_ns) {
             f |= spawn::CLONE_NEWNS;
         }
         if h.cfg.network_ns.unwrap_or(self.cfg.sandbox.network_ns) {

@@ -78,7 +78,7 @@ fn plain_cold_without_zygotes() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-sprout-path"), Some("cold"));
     assert_eq!(d.post("echo", "[2]").header("x-sprout-path"), Some("hot"));
-    d.add("iso", ISOLATION, &[]);
+    d.add("iso", ISOLATION, &[("handler.toml", "mount_ns = true\n")]);
     // Cold spares (forked ahead into a pool cgroup and new pid/ipc/uts namespaces) are ready:
     // the next cold start takes one; the isolation checks below cover that path.
     assert!(
@@ -129,7 +129,10 @@ def f(event):
     out["no_new_privs"] = libc.prctl(39, 0, 0, 0, 0)        # PR_GET_NO_NEW_PRIVS
     out["cap_sys_admin_in_bset"] = libc.prctl(23, 21, 0, 0, 0)  # PR_CAPBSET_READ
     out["root_entries"] = sorted(os.listdir("/"))
-    out["proc_pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    try:
+        out["proc_pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    except OSError as e:
+        out["proc_pids"] = e.strerror
     try:
         open("/proc/sys/kernel/hostname", "w").write("x")
         out["proc_sys"] = "writable"
@@ -146,7 +149,15 @@ fn isolation_and_failures_are_contained() {
         "timeout_ms = 1500\nmax_body_bytes = 65536\nfreeze_after_ms = 60000\n[sandbox]\nmemory_mb = 64\npids = 24\n",
     );
     d.add("echo", ECHO, &[]);
-    d.add("iso", ISOLATION, &[]);
+    d.add("iso", ISOLATION, &[("handler.toml", "mount_ns = true\n")]);
+    // Without a mount namespace (the default) a sandbox has no /proc at all: never the host's.
+    d.add("isodefault", ISOLATION, &[]);
+    let v = d.post("isodefault", "{}").json();
+    assert_eq!(v["pid"], 1, "{v}");
+    assert!(
+        v["proc_pids"] == serde_json::json!([]) || v["proc_pids"] == "No such file or directory",
+        "a sandbox without mount_ns sees no processes in /proc: {v}"
+    );
     let v = d.post("iso", "{}").json();
     assert_eq!(v["/tmp/x"], "ok", "{v}");
     for p in ["/etc/x", "/usr/x", "/handler/x", "/x", "/packages/x"] {
@@ -569,7 +580,7 @@ fn custom_base_rootfs() {
     d.add(
         "os",
         "import sys, os\ndef f(e):\n    return {'python': sys.version.split()[0], 'debian': open('/etc/debian_version').read().strip(), 'proc': os.listdir('/proc') != []}\n",
-        &[],
+        &[("handler.toml", "mount_ns = true\n")],
     );
     let r = d.post("os", "{}");
     assert_eq!(r.status, 200, "{} {}", r.body, d.log());

@@ -430,6 +430,7 @@ pub struct Ctx<S: Suite> {
 
 impl<S: Suite> Ctx<S> {
     pub fn new(name: &str) -> Self {
+        remove_cgroup_parent_at_exit(S::CGROUP_PARENT);
         let rd = run_dirs::<S>();
         let n = next();
         let short: String = name
@@ -846,6 +847,36 @@ fn scan_processes<S: Suite>(
 /// every hierarchy (and, in case a runtime wrongly treats the path as
 /// absolute, below each root).
 pub fn cgroup_dirs<S: Suite>(id: &str) -> Vec<PathBuf> {
+    cgroup_dirs_under(S::CGROUP_PARENT, id)
+}
+
+/// The runtime removes the parent directory of a container's cgroup only if that container's
+/// create made it; with tests running side by side, the last container out finds it made by
+/// another and leaves it. So the test process removes it (in every hierarchy, if empty) when
+/// it exits, after all its tests: not from a test's own clean-up, where another test could be
+/// between making the parent and making its container's directory in it.
+fn remove_cgroup_parent_at_exit(parent: &'static str) {
+    static PARENT: OnceLock<&'static str> = OnceLock::new();
+    extern "C" fn remove_parents() {
+        if let Some(parent) = PARENT.get() {
+            let mut dirs: Vec<PathBuf> = cgroup_dirs_under(parent, "x")
+                .iter()
+                .filter_map(|d| d.parent().map(Path::to_path_buf))
+                .collect();
+            dirs.dedup();
+            for d in dirs {
+                // Only an empty cgroup can go; a busy or missing one is left as it is.
+                let _ = fs::remove_dir(&d);
+            }
+        }
+    }
+    if PARENT.set(parent).is_ok() {
+        // SAFETY: registering a plain extern "C" fn with no captured state.
+        unsafe { libc::atexit(remove_parents) };
+    }
+}
+
+fn cgroup_dirs_under(parent: &str, id: &str) -> Vec<PathBuf> {
     let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     let mi = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mut out = Vec::new();
@@ -890,8 +921,8 @@ pub fn cgroup_dirs<S: Suite>(id: &str) -> Vec<PathBuf> {
             .unwrap_or(&own_path)
             .trim_start_matches('/')
             .to_string();
-        out.push(mnt.join(&rel).join(S::CGROUP_PARENT).join(id));
-        out.push(mnt.join(S::CGROUP_PARENT).join(id));
+        out.push(mnt.join(&rel).join(parent).join(id));
+        out.push(mnt.join(parent).join(id));
     }
     out.sort();
     out.dedup();

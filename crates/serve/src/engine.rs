@@ -378,10 +378,10 @@ impl Engine {
     pub fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         let _hk = self.hk_lock.lock().unwrap_or_else(|e| e.into_inner());
-        rootfs::teardown_run_dir(&self.cfg.run_dir);
+        // Cgroups first: the pool finds its directories through files in the run dir.
         self.pool.cleanup_previous();
-        let _ = std::fs::remove_dir_all(self.cfg.run_dir.join("roots"));
         let _ = std::fs::remove_file(self.cfg.run_dir.join("engine.pid"));
+        rootfs::teardown_run_dir(&self.cfg.run_dir);
     }
 
     // ------------------------------------------------------------------ handlers

@@ -98,7 +98,6 @@ fn main() {
             let n = pool.cleanup_previous();
             let m = rootfs::mounts_under(&cfg.run_dir).len();
             rootfs::teardown_run_dir(&cfg.run_dir);
-            let _ = std::fs::remove_dir_all(cfg.run_dir.join("roots"));
             println!("removed {n} cgroups, {m} mounts");
         }
         _ => die(USAGE),

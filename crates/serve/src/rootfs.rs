@@ -114,10 +114,15 @@ pub fn prepare_run_dir(run_dir: &Path) -> io::Result<usize> {
     Ok(n)
 }
 
-/// Unmount everything under and including `run_dir` (clean shutdown).
+/// Unmount everything under and including `run_dir` (clean shutdown), then remove the
+/// directory (roots, the base skeleton, the compiled zygote) unless a mount is still there:
+/// removing a tree with a bind of the base rootfs inside would reach into the host's files.
 pub fn teardown_run_dir(run_dir: &Path) {
     for m in mounts_under(run_dir) {
         let _ = umount_detach(&m);
+    }
+    if mounts_under(run_dir).is_empty() {
+        let _ = std::fs::remove_dir_all(run_dir);
     }
 }
 

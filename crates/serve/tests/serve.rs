@@ -515,10 +515,11 @@ fn restart_cleans_up_after_a_killed_engine() {
         assert!(!alive, "pid {p} of the killed engine survived");
     }
     assert_eq!(d.post("echo", "2").status, 200);
-    // A clean stop leaves nothing.
+    // A clean stop leaves nothing: no mount, no cgroup, not even the run directory.
     d.stop();
     assert!(d.mounts().is_empty(), "{:?}", d.mounts());
     assert!(d.cgroup_dirs().is_empty(), "{:?}", d.cgroup_dirs());
+    assert!(!d.run_dir.exists(), "{} left behind", d.run_dir.display());
 }
 
 #[test]

@@ -154,6 +154,8 @@ pub fn safe_remove_dir(dir: &Path) {
 
 struct RunDirs {
     suite: &'static str,
+    /// `Suite::CGROUP_PARENT`, removed at exit.
+    cgroup_parent: &'static str,
     tmp: PathBuf,
     run: PathBuf,
     template: PathBuf,
@@ -163,6 +165,7 @@ extern "C" fn remove_run_dirs() {
     if let Some(d) = RUN_DIRS.get() {
         safe_remove_dir(&d.tmp);
         let _ = fs::remove_dir(&d.run);
+        remove_cgroup_parent(d.cgroup_parent);
     }
 }
 
@@ -202,6 +205,7 @@ fn run_dirs<S: Suite>() -> &'static RunDirs {
         }
         RunDirs {
             suite: S::RUN_DIR,
+            cgroup_parent: S::CGROUP_PARENT,
             tmp,
             run,
             template,
@@ -430,7 +434,6 @@ pub struct Ctx<S: Suite> {
 
 impl<S: Suite> Ctx<S> {
     pub fn new(name: &str) -> Self {
-        remove_cgroup_parent_at_exit(S::CGROUP_PARENT);
         let rd = run_dirs::<S>();
         let n = next();
         let short: String = name
@@ -853,26 +856,17 @@ pub fn cgroup_dirs<S: Suite>(id: &str) -> Vec<PathBuf> {
 /// The runtime removes the parent directory of a container's cgroup only if that container's
 /// create made it; with tests running side by side, the last container out finds it made by
 /// another and leaves it. So the test process removes it (in every hierarchy, if empty) when
-/// it exits, after all its tests: not from a test's own clean-up, where another test could be
-/// between making the parent and making its container's directory in it.
-fn remove_cgroup_parent_at_exit(parent: &'static str) {
-    static PARENT: OnceLock<&'static str> = OnceLock::new();
-    extern "C" fn remove_parents() {
-        if let Some(parent) = PARENT.get() {
-            let mut dirs: Vec<PathBuf> = cgroup_dirs_under(parent, "x")
-                .iter()
-                .filter_map(|d| d.parent().map(Path::to_path_buf))
-                .collect();
-            dirs.dedup();
-            for d in dirs {
-                // Only an empty cgroup can go; a busy or missing one is left as it is.
-                let _ = fs::remove_dir(&d);
-            }
-        }
-    }
-    if PARENT.set(parent).is_ok() {
-        // SAFETY: registering a plain extern "C" fn with no captured state.
-        unsafe { libc::atexit(remove_parents) };
+/// it exits, after all its tests (`remove_run_dirs`): not from a test's own clean-up, where
+/// another test could be between making the parent and making its container's directory in it.
+fn remove_cgroup_parent(parent: &str) {
+    let mut dirs: Vec<PathBuf> = cgroup_dirs_under(parent, "x")
+        .iter()
+        .filter_map(|d| d.parent().map(Path::to_path_buf))
+        .collect();
+    dirs.dedup();
+    for d in dirs {
+        // Only an empty cgroup can go; a busy or missing one is left as it is.
+        let _ = fs::remove_dir(&d);
     }
 }
 

@@ -147,33 +147,48 @@ pub fn prepare_pylib(run_dir: &Path, python_dir: &Path, python: &str) -> io::Res
         lib.join("sprout_init.py"),
         "import sys, time\n_t = time.monotonic()\nsys.path.insert(0, \"/.sprout\")\nimport sprout_zygote\nsprout_zygote._T_INIT = (_t, time.monotonic())\nsprout_zygote.main()\n",
     )?;
-    let _ = std::process::Command::new(python)
-        .args([
-            "-I",
-            "-S",
-            "-c",
-            "import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)",
-        ])
-        .arg(lib.join("sprout_zygote.py"))
-        .stdin(std::process::Stdio::null())
-        .status();
-    // Judged by the result (a reaper thread of the caller may take the exit status).
-    let pyc_dir = lib.join("__pycache__");
-    let ok = std::fs::read_dir(&pyc_dir).is_ok_and(|mut d| {
-        d.any(|e| {
-            e.is_ok_and(|e| {
-                let n = e.file_name();
-                let n = n.to_string_lossy();
-                n.starts_with("sprout_zygote.") && n.ends_with(".pyc")
-            })
-        })
-    });
+    let ok = precompile(python, &lib.join("sprout_zygote.py"), None);
     if !ok {
         eprintln!(
             "sprout-serve: could not pre-compile sprout_zygote.py with {python}; cold starts compile it"
         );
     }
     Ok(lib)
+}
+
+/// Compile `file` (a .py) into its `__pycache__` with `python`, the sandboxes' interpreter
+/// run on the host, as Python's import system would (timestamp-checked .pyc); `shown_as` is
+/// the file name its code reports (tracebacks), e.g. where the sandbox sees it. True if the
+/// .pyc is there afterwards. A sandbox whose python has another version or magic number
+/// finds no usable file and compiles the source itself.
+pub fn precompile(python: &str, file: &Path, shown_as: Option<&str>) -> bool {
+    let _ = std::process::Command::new(python)
+        .args([
+            "-I",
+            "-S",
+            "-c",
+            "import py_compile, sys; py_compile.compile(sys.argv[1], dfile=sys.argv[2] or None, doraise=True)",
+        ])
+        .arg(file)
+        .arg(shown_as.unwrap_or(""))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    // Judged by the result (a reaper thread of the caller may take the exit status).
+    let (Some(dir), Some(stem)) = (file.parent(), file.file_stem()) else {
+        return false;
+    };
+    let prefix = format!("{}.", stem.to_string_lossy());
+    std::fs::read_dir(dir.join("__pycache__")).is_ok_and(|mut d| {
+        d.any(|e| {
+            e.is_ok_and(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                n.starts_with(&prefix) && n.ends_with(".pyc")
+            })
+        })
+    })
 }
 
 const MOUNTPOINTS: &[&str] = &[

@@ -69,6 +69,53 @@ fn start_paths_hot_warm_zygote() {
     assert_eq!(d.post("echo", "1").json(), "v2");
 }
 
+/// `handler add` compiles f.py with the sandboxes' python; a cold sandbox runs that code
+/// object instead of compiling (a fresh interpreter's first compile costs ~0.7 ms), and only
+/// while the .pyc matches f.py's mtime and size.
+#[test]
+fn cold_sandbox_runs_the_bytecode_compiled_at_add() {
+    need_root!();
+    let d = Daemon::start("pyc", "zygotes = false\nfreeze_after_ms = 60000\n");
+    d.add("h", "def f(event):\n    return 'from source'\n", &[]);
+    let reg = d.dir.join("registry/h");
+    let pyc: Vec<std::path::PathBuf> = std::fs::read_dir(reg.join("__pycache__"))
+        .expect("handler add made __pycache__")
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with("f.") && n.ends_with(".pyc")
+        })
+        .collect();
+    assert_eq!(pyc.len(), 1, "{pyc:?}");
+    // Swap in bytecode that answers differently, under the same header (magic, flags,
+    // f.py's mtime and size): the sandbox must run it, not the source.
+    // The sandboxes' interpreter (the engine's `python` default), which compiled the .pyc.
+    let other = std::process::Command::new("/usr/bin/python3")
+        .args(["-I", "-S", "-c"])
+        .arg(
+            "import marshal, sys; sys.stdout.buffer.write(marshal.dumps(compile(\"def f(event):\\n    return 'from pyc'\\n\", '/handler/f.py', 'exec')))",
+        )
+        .output()
+        .unwrap();
+    assert!(other.status.success(), "{other:?}");
+    let mut data = std::fs::read(&pyc[0]).unwrap();
+    data.truncate(16);
+    data.extend_from_slice(&other.stdout);
+    std::fs::write(&pyc[0], &data).unwrap();
+    let r = d.post("h", "{}");
+    assert_eq!(r.header("x-sprout-path"), Some("cold"), "{}", r.body);
+    assert_eq!(r.json(), "from pyc", "{}", d.log());
+    // A .pyc that no longer matches f.py (another mtime) is ignored: the source runs.
+    d.add("g", "def f(event):\n    return 'g from source'\n", &[]);
+    let g = d.dir.join("registry/g/f.py");
+    let f = std::fs::File::options().write(true).open(&g).unwrap();
+    f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+        .unwrap();
+    drop(f);
+    let r = d.post("g", "{}");
+    assert_eq!(r.json(), "g from source", "{}", d.log());
+}
+
 #[test]
 fn plain_cold_without_zygotes() {
     need_root!();

@@ -145,6 +145,11 @@ pub(crate) enum MkdirError {
 
 /// mkdir `dir` and any missing ancestors below `base` (which must exist), appending every
 /// directory actually created to `created`, parents first. One mkdir in the common case.
+///
+/// An ancestor can vanish between its mkdir and its child's: a shared parent (the relative
+/// cgroupsPath `parent/<id>` of containers started side by side) is removed again by another
+/// container's delete when that container made it and finds it empty. The ancestors are then
+/// made again, a bounded number of times, instead of failing the create.
 pub(crate) fn mkdir_below(
     base: &Path,
     dir: &Path,
@@ -153,27 +158,31 @@ pub(crate) fn mkdir_below(
     if dir == base {
         return Err(MkdirError::BaseMissing);
     }
-    match std::fs::create_dir(dir) {
-        Ok(()) => {
-            created.push(dir.to_path_buf());
-            Ok(())
-        }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let parent = dir.parent().ok_or(MkdirError::BaseMissing)?;
-            mkdir_below(base, parent, created)?;
-            match std::fs::create_dir(dir) {
-                Ok(()) => {
+    let mut last = None;
+    for _ in 0..MKDIR_TRIES {
+        match std::fs::create_dir(dir) {
+            Ok(()) => {
+                if !created.iter().any(|c| c == dir) {
                     created.push(dir.to_path_buf());
-                    Ok(())
                 }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-                Err(e) => Err(MkdirError::Io(dir.to_path_buf(), e)),
+                return Ok(());
             }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let parent = dir.parent().ok_or(MkdirError::BaseMissing)?;
+                mkdir_below(base, parent, created)?;
+                last = Some(e);
+            }
+            Err(e) => return Err(MkdirError::Io(dir.to_path_buf(), e)),
         }
-        Err(e) => Err(MkdirError::Io(dir.to_path_buf(), e)),
     }
+    Err(MkdirError::Io(
+        dir.to_path_buf(),
+        last.unwrap_or_else(|| io::ErrorKind::NotFound.into()),
+    ))
 }
+
+const MKDIR_TRIES: usize = 100;
 
 /// Poll `check` with a short, growing sleep until it returns true or `timeout` elapses.
 pub(crate) fn wait_until(

@@ -1061,3 +1061,64 @@ fn kill_all_without_any_freezer_signals_listed_pids() {
     m.kill_all(libc::SIGTERM).unwrap();
     assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
 }
+
+/// A shared parent removed again (another container's delete finding it empty) between the
+/// mkdir of the parent and that of the leaf: the create makes the parent again instead of
+/// failing. Plain directories race the same way cgroup directories do. Each round the
+/// "other delete" removes the parent once, as soon as it sees it made, as a real one would.
+#[test]
+fn mkdir_below_survives_a_parent_removed_meanwhile() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const ROUNDS: usize = 2000;
+    let t = TempDir::new("mkrace");
+    let base = t.path().to_path_buf();
+    let parent = base.join("shared");
+    let round = Arc::new(AtomicUsize::new(usize::MAX));
+    let stop = Arc::new(AtomicBool::new(false));
+    let remover = {
+        let (parent, round, stop) = (parent.clone(), round.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (mut seen, mut removed) = (usize::MAX, 0usize);
+            while !stop.load(Ordering::Relaxed) {
+                let r = round.load(Ordering::Acquire);
+                if r == seen || !parent.exists() {
+                    continue;
+                }
+                seen = r;
+                if std::fs::remove_dir(&parent).is_ok() {
+                    removed += 1;
+                }
+            }
+            removed
+        })
+    };
+    for i in 0..ROUNDS {
+        let leaf = parent.join(format!("c{i}"));
+        round.store(i, Ordering::Release);
+        let mut created = Vec::new();
+        if let Err(e) = crate::fs::mkdir_below(&base, &leaf, &mut created) {
+            let why = match e {
+                crate::fs::MkdirError::BaseMissing => "base missing".to_string(),
+                crate::fs::MkdirError::Io(p, e) => format!("{}: {e}", p.display()),
+            };
+            stop.store(true, Ordering::Relaxed);
+            panic!("round {i}: mkdir_below failed: {why}");
+        }
+        assert!(leaf.is_dir(), "round {i}");
+        assert_eq!(created.last(), Some(&leaf), "round {i}: {created:?}");
+        let n = created.len();
+        created.dedup();
+        assert_eq!(created.len(), n, "round {i}: a directory recorded twice");
+        // Start the next round with no parent, so that the create makes it again.
+        std::fs::remove_dir(&leaf).unwrap();
+        while parent.exists() && std::fs::remove_dir(&parent).is_err() {}
+    }
+    stop.store(true, Ordering::Relaxed);
+    let removed = remover.join().unwrap();
+    assert!(
+        removed > 0,
+        "the parent was never removed under a create: the race was not exercised"
+    );
+    eprintln!("parent removed under a create in {removed} of {ROUNDS} rounds");
+}

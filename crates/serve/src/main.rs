@@ -128,7 +128,10 @@ fn handler_add(cfg: &config::Config, name: &str, dir: &Path) {
         .registry
         .join(format!(".add-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    copy_dir(dir, &tmp).unwrap_or_else(|e| die(format!("copying {}: {e}", dir.display())));
+    if let Err(e) = copy_dir(dir, &tmp) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        die(format!("copying {}: {e}", dir.display()));
+    }
     // The handler's bytecode, compiled now rather than in every plain cold sandbox, where a
     // fresh interpreter's first compile() of even a one-line module costs ~0.7 ms. A handler
     // that does not compile is registered all the same: its sandbox reports the error.
@@ -138,7 +141,13 @@ fn handler_add(cfg: &config::Config, name: &str, dir: &Path) {
         .registry
         .join(format!(".old-{name}-{}", std::process::id()));
     let _ = std::fs::rename(&dst, &old);
-    std::fs::rename(&tmp, &dst).unwrap_or_else(|e| die(e));
+    if let Err(e) = std::fs::rename(&tmp, &dst) {
+        // Nothing half-added stays in the registry: the copy (and its bytecode) goes, and
+        // the previous version comes back.
+        let _ = std::fs::remove_dir_all(&tmp);
+        let _ = std::fs::rename(&old, &dst);
+        die(e);
+    }
     let _ = std::fs::remove_dir_all(&old);
     println!("added {name}");
 }

@@ -850,7 +850,7 @@ fn scan_processes<S: Suite>(
 /// every hierarchy (and, in case a runtime wrongly treats the path as
 /// absolute, below each root).
 pub fn cgroup_dirs<S: Suite>(id: &str) -> Vec<PathBuf> {
-    cgroup_dirs_under(S::CGROUP_PARENT, id)
+    cgroup_dirs_under(S::CGROUP_PARENT, id, true)
 }
 
 /// The runtime removes the parent directory of a container's cgroup only if that container's
@@ -859,7 +859,8 @@ pub fn cgroup_dirs<S: Suite>(id: &str) -> Vec<PathBuf> {
 /// it exits, after all its tests (`remove_run_dirs`): not from a test's own clean-up, where
 /// another test could be between making the parent and making its container's directory in it.
 fn remove_cgroup_parent(parent: &str) {
-    let mut dirs: Vec<PathBuf> = cgroup_dirs_under(parent, "x")
+    // Below this process's own cgroup only: a root-level directory of that name is not ours.
+    let mut dirs: Vec<PathBuf> = cgroup_dirs_under(parent, "x", false)
         .iter()
         .filter_map(|d| d.parent().map(Path::to_path_buf))
         .collect();
@@ -870,7 +871,9 @@ fn remove_cgroup_parent(parent: &str) {
     }
 }
 
-fn cgroup_dirs_under(parent: &str, id: &str) -> Vec<PathBuf> {
+/// `also_below_roots`: add the path below each hierarchy's root too (where a runtime that
+/// wrongly took the relative path as absolute would have put it).
+fn cgroup_dirs_under(parent: &str, id: &str, also_below_roots: bool) -> Vec<PathBuf> {
     let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     let mi = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mut out = Vec::new();
@@ -916,7 +919,9 @@ fn cgroup_dirs_under(parent: &str, id: &str) -> Vec<PathBuf> {
             .trim_start_matches('/')
             .to_string();
         out.push(mnt.join(&rel).join(parent).join(id));
-        out.push(mnt.join(parent).join(id));
+        if also_below_roots {
+            out.push(mnt.join(parent).join(id));
+        }
     }
     out.sort();
     out.dedup();

@@ -42,12 +42,21 @@ step "apt packages"
 # linker; python3 + python3-pip: sprout-serve's tests (zygote, wheels);
 # dbus + python3-dbus + python3-gi: the systemd cgroup driver test runs a private
 # dbus-daemon with a fake systemd (tests/integration/fake-systemd);
-# podman, containerd, docker.io: the real-client suite (tests/clients/run.sh, test.sh step 5);
+# podman, containerd, docker.io: the real-client suite (tests/clients/run.sh, test.sh step 5),
+# installed without recommends, so what that suite needs beyond them is named here:
+#   catatonit: podman's pause process for pods (`pod create`: "finding pause binary") and
+#     `run --init` (podman only recommends it);
+#   containernetworking-plugins: podman 4.3's CNI network backend (the suite's own bridge
+#     network) and the containerd CRI plugin's bin_dir /usr/lib/cni;
+#   iptables: the CNI bridge/firewall plugins (and dockerd) call it; tini: docker run --init;
+#   uidmap: newuidmap/newgidmap for podman's user namespaces; iproute2 (ip), procps (pgrep):
+#     the suite's own host-side checks;
 # musl-tools: musl-gcc for the musl build of sprout (scripts/build.sh);
 # the rest is usually there already (checked, not reinstalled).
 APT_PKGS=(busybox-static libseccomp-dev musl-tools pkg-config crun runc hyperfine strace
           build-essential python3 python3-pip file dbus python3-dbus python3-gi
           podman containerd docker.io
+          catatonit containernetworking-plugins iptables tini uidmap iproute2 procps
           ca-certificates git util-linux coreutils tar gzip)
 missing=()
 for p in "${APT_PKGS[@]}"; do

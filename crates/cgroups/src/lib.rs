@@ -56,6 +56,7 @@ mod pool;
 mod resources;
 mod resources_v1;
 mod resources_v2;
+mod rootless;
 mod stats;
 pub mod systemd;
 #[cfg(test)]
@@ -67,6 +68,7 @@ mod v2;
 
 pub use events::{OomEvents, OomWait};
 pub use pool::{Pool, POOL_PREFIX};
+pub use rootless::running_rootless;
 pub use stats::{
     BlkioEntry, BlkioStats, CpuStats, CpuUsage, HugetlbStats, MemoryEntry, MemoryStats, PidsStats,
     Stats, Throttling,

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# tests/vm/guest.sh — runs INSIDE the test VM (as root), called by tests/vm/run.sh over ssh.
+#
+#   guest.sh cargo SUITE LABEL RUNTIME   the suite's test executables (target/vm-tests.tsv) with
+#                                        SPROUT_BIN=RUNTIME, --test-threads=2 --show-output
+#   guest.sh clients LABEL RUNTIME       tests/clients/run.sh with SPROUT=RUNTIME (sprout: with its
+#                                        runc reference, whose REF lines give the runc column)
+#   guest.sh podman LABEL RUNTIME        tests/vm/podman-matrix.sh (root + rootless, both managers)
+#   guest.sh compliance LABEL RUNTIME    tests/compliance/run.sh RUNTIME (runtime-tools validation)
+#
+# Prints the suite's own output, then machine-readable lines for run.sh:
+#   @@RESULT SUITE LABEL PASS FAIL SKIP SECONDS
+#   @@FAIL SUITE LABEL NAME :: DETAIL          @@SKIP SUITE LABEL NAME :: REASON
+# Logs: /var/tmp/vm-results/SUITE-LABEL.*
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+OUTD=/var/tmp/vm-results
+mkdir -p "$OUTD"
+kind=$1 suite=$2; shift 2
+case "$kind" in cargo) label=$1 rt=$2 ;; *) label=$suite rt=$1; suite=$kind ;; esac
+T0=$(date +%s)
+RES=$OUTD/$suite-$label.tsv
+: > "$RES"
+exec </dev/null
+
+# emit: read TSV STATUS NAME DETAIL from $RES, print the @@ lines
+emit() {
+  local p f s
+  p=$(grep -c '^pass' "$RES"); f=$(grep -c '^fail' "$RES"); s=$(grep -c '^skip' "$RES")
+  awk -F'\t' -v S="$suite" -v L="$label" '$1=="fail"{print "@@FAIL " S " " L " " $2 " :: " $3} $1=="skip"{print "@@SKIP " S " " L " " $2 " :: " $3}' "$RES"
+  echo "@@RESULT $suite $label $p $f $s $(( $(date +%s) - T0 ))"
+}
+
+case "$kind" in
+cargo)
+  per_exe_timeout=${SPROUT_VM_TEST_TIMEOUT:-1800}
+  while IFS=$'\t' read -r s pkgdir exe; do
+    [ "$s" = "$suite" ] || continue
+    log=$OUTD/$suite-$label-$(basename "$exe").log
+    echo "== $suite/$label: $(basename "$exe") (SPROUT_BIN=$rt)"
+    t1=$(date +%s)
+    (cd "$pkgdir" && SPROUT_BIN=$rt timeout -k 20 "$per_exe_timeout" "$exe" --test-threads=2 --show-output) > "$log" 2>&1
+    rc=$?
+    grep -E '^test .* \.\.\. |^test result:' "$log" | grep -v '\.\.\. ok$' | head -60
+    grep -E '^test result:' "$log" | tail -1
+    echo "   ($(( $(date +%s) - t1 )) s, exit $rc)"
+    python3 "$HERE/libtest.py" "$log" "$rc" "$(basename "$exe")" | sed "s|\t|\t$(basename "$exe" | sed 's/-[0-9a-f]\{16\}$//')::|" >> "$RES"
+  done < "$REPO/target/vm-tests.tsv"
+  emit ;;
+clients)
+  log=$OUTD/clients-$label.log
+  if [ "$label" = sprout ]; then
+    SPROUT=$rt bash "$REPO/tests/clients/run.sh" 2>&1 | tee "$log"
+  else
+    SPROUT=$rt bash "$REPO/tests/clients/run.sh" --no-ref 2>&1 | tee "$log"
+  fi
+  sed -n 's/^PASS \(.*\)$/pass\t\1\t/p; s/^FAIL \(.*\)$/fail\t\1\t/p; s/^SKIP \([^ ]*\) (\(.*\))$/skip\t\1\t\2/p' "$log" >> "$RES"
+  # details of failures: the indented "    | " lines after a FAIL line
+  awk '/^FAIL /{n=$2; next} n!="" && /^    \| /{d[n]=d[n] substr($0,7) " | "; if (++c[n]>=3) n=""; next} {n=""} END{for (k in d) print k "\t" d[k]}' "$log" > "$OUTD/clients-$label.details"
+  awk -F'\t' 'NR==FNR{d[$1]=$2; next} $1=="fail" && ($2 in d){$3=substr(d[$2],1,500)} {print $1 "\t" $2 "\t" $3}' "$OUTD/clients-$label.details" "$RES" > "$RES.x" && mv "$RES.x" "$RES"
+  emit
+  if [ "$label" = sprout ]; then   # the runc reference column from the same run
+    suite=clients label=runc T0=$T0 RES=$OUTD/clients-runc.tsv
+    sed -n 's/^REF  \(.*\) \[runc: PASS\]$/pass\t\1\t/p; s/^REF  \(.*\) \[runc: FAIL\]$/fail\t\1\t/p' "$log" > "$RES"
+    emit
+  fi ;;
+podman|podman-rootless)
+  log=$OUTD/$suite-$label.log
+  bash "$HERE/podman-matrix.sh" "$rt" 2>&1 | tee "$log"
+  sed -n 's/^PASS \(.*\)$/pass\t\1\t/p; s/^SKIP \([^ ]*\) (\(.*\))$/skip\t\1\t\2/p' "$log" >> "$RES"
+  sed -n 's/^FAIL \([^ ]*\) :: \(.*\)$/fail\t\1\t\2/p' "$log" >> "$RES"
+  emit ;;
+compliance)
+  log=$OUTD/compliance-$label.log
+  rdir=$OUTD/compliance-$label
+  rm -rf "$rdir"
+  bash "$REPO/tests/compliance/run.sh" -o "$rdir" "$rt" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  # count test points ourselves: ok (not SKIP) / not ok / ok # SKIP; a program that timed out or
+  # produced no TAP is one fail
+  for tap in "$rdir"/*.tap; do
+    [ -e "$tap" ] || continue
+    p=$(basename "$tap" .tap)
+    awk -v P="$p" '
+      /^ok / && /# [Ss][Kk][Ii][Pp]/ {sub(/^ok [0-9]* *-? */,""); print "skip\t" P ": " $0 "\t"; next}
+      /^ok / {n++; print "pass\t" P "#" n "\t"; next}
+      /^not ok / {d=$0; sub(/^not ok [0-9]* *-? */,"",d); print "fail\t" P ": " d "\t"}' "$tap" >> "$RES"
+    if ! grep -q '^1\.\.[0-9]' "$tap"; then
+      echo -e "fail\t$p: no TAP plan (crashed or timed out)\t$(tail -3 "$rdir/$p.stderr" 2>/dev/null | tr '\n' ' ' | cut -c1-300)" >> "$RES"
+    fi
+  done
+  [ "$rc" = 0 ] || echo "compliance/run.sh exit $rc"
+  emit ;;
+*) echo "guest.sh: unknown kind $kind" >&2; exit 2 ;;
+esac

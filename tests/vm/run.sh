@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# tests/vm/run.sh — the VM stage of CI: the project's suites on a pure cgroup-v2 + systemd host
+# (Debian 13 VM, tests/vm/image.sh + vm.sh), against the real kernel/systemd/podman/docker there,
+# each side by side with the VM's crun and runc where the suite can choose the runtime.
+#
+#   bash tests/vm/run.sh [--suites LIST] [--no-peers] [--keep-vm] [--fresh]
+#
+#   --suites LIST  comma-separated, default all, in this order:
+#                  unit         every other workspace test executable (crates' unit tests), sprout only
+#                  integration  tests/integration (SPROUT_BIN = sprout | crun | runc)
+#                  security     tests/security    (SPROUT_BIN = sprout | crun | runc)
+#                  serve        crates/serve's tests (sprout only)
+#                  podman       tests/vm/podman-matrix.sh: rootful podman and rootless podman (user
+#                               `tester`), --cgroup-manager=cgroupfs and systemd (sprout | crun | runc)
+#                  clients      tests/clients/run.sh (sprout, with its runc reference; crun as SPROUT)
+#                  compliance   tests/compliance/run.sh RUNTIME (sprout | crun | runc)
+#   --no-peers     sprout only (no crun/runc columns)
+#   --keep-vm      leave the VM running at the end (it is stopped otherwise; a VM that was already
+#                  running when this started is reused and left running)
+#   --fresh        reboot a VM that is already running (clean overlay)
+#
+# Needs: target/release/sprout (static; scripts/build.sh --workspace builds it when missing, with
+# sprout-serve), the runtime-tools validation binaries in $RUNTIME_TOOLS_DIR (scripts/setup-deps.sh;
+# compliance only). Builds the test executables here exactly as scripts/test.sh does (target/ci-tests,
+# LTO off, 16 codegen units; Debian 12's glibc runs in Debian 13) and runs them in the VM at the
+# same absolute paths. Logs: build/vm/<UTC time>/ (and build/vm/latest).
+#
+# Output: each suite's own output, a time per stage, a results table (per suite: sprout / crun / runc
+# pass-fail-skip), every sprout failure and skip with its first error line, and the last line
+# `vm: N passed, N failed, N skipped` (sprout). A test that cannot run in the VM is a skip with its
+# reason, never a pass.
+# Exit status: 0 all sprout suites passed; 1 a sprout test failed; 2 the harness broke (build, image,
+# boot, copy) — the results so far are still printed.
+#
+# Budget (TCG, 2 cores): see the timings in the report at the end of each run; the peers' columns are
+# what to cut first (--no-peers) if the stage grows past ~40 min.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../../scripts/ci-env.sh
+. "$REPO/scripts/ci-env.sh"
+cd "$REPO"
+exec </dev/null
+
+ALL=unit,integration,security,serve,podman,clients,compliance
+SUITES=$ALL PEERS=1 KEEP=0 FRESH=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --suites) SUITES=$2; shift 2 ;;
+    --suites=*) SUITES=${1#--suites=}; shift ;;
+    --no-peers) PEERS=0; shift ;;
+    --keep-vm) KEEP=1; shift ;;
+    --fresh) FRESH=1; shift ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "vm/run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+for s in ${SUITES//,/ }; do
+  case ",$ALL," in *",$s,"*) ;; *) echo "vm/run.sh: unknown suite $s (known: $ALL)" >&2; exit 2 ;; esac
+done
+want() { case ",$SUITES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+VM=(bash "$HERE/vm.sh")
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+LOGD=$REPO/build/vm/$STAMP
+mkdir -p "$LOGD"; ln -sfn "$STAMP" "$REPO/build/vm/latest"
+T_ALL=$(date +%s)
+TIMES=() BROKE=() STARTED=0
+stage_t0=0
+stage() { stage_t0=$(date +%s); echo ""; echo "==> vm: $1"; }
+stage_end() { TIMES+=("$(printf '%-34s %6ss  %s' "$1" $(( $(date +%s) - stage_t0 )) "${2:-ok}")"); }
+broke() { BROKE+=("$1"); stage_end "$1" "BROKEN"; echo "vm/run.sh: $1 failed" >&2; }
+
+cleanup() {
+  if [ "$STARTED" = 1 ] && [ "$KEEP" = 0 ]; then "${VM[@]}" stop || true; fi
+}
+trap cleanup EXIT
+trap 'echo "vm/run.sh: interrupted" >&2; exit 2' INT TERM
+
+report() {
+  local res=$LOGD/results.txt
+  cat "$LOGD"/*.out 2>/dev/null | grep '^@@RESULT ' > "$res" || true
+  echo ""
+  echo "==> vm: times"
+  printf '    %s\n' "${TIMES[@]}"
+  echo ""
+  echo "==> vm: results (pass/fail/skip; - = not run)"
+  printf '    %-12s %-18s %-18s %-18s\n' suite sprout crun runc
+  local s l cell line
+  for s in ${SUITES//,/ }; do
+    line=$(printf '    %-12s' "$s")
+    for l in sprout crun runc; do
+      cell=$(awk -v S="$s" -v L="$l" '$2==S && $3==L {print $4 "/" $5 "/" $6 " (" $7 "s)"}' "$res" | tail -1)
+      line+=$(printf ' %-18s' "${cell:--}")
+    done
+    echo "$line"
+    if [ "$s" = podman ]; then
+      line=$(printf '    %-12s' "podman-rootless")
+      for l in sprout crun runc; do
+        cell=$(awk -v L="$l" '$2=="podman-rootless" && $3==L {print $4 "/" $5 "/" $6 " (" $7 "s)"}' "$res" | tail -1)
+        line+=$(printf ' %-18s' "${cell:--}")
+      done
+      echo "$line"
+    fi
+  done
+  echo ""
+  local nf; nf=$(cat "$LOGD"/*.out 2>/dev/null | grep -c '^@@FAIL [^ ]* sprout ' || true)
+  if [ "$nf" -gt 0 ]; then
+    echo "==> vm: sprout failures ($nf)"
+    cat "$LOGD"/*.out | grep '^@@FAIL [^ ]* sprout ' | sed 's/^@@FAIL \([^ ]*\) sprout /    \1: /' | cut -c1-700
+    echo ""
+  fi
+  local ns; ns=$(cat "$LOGD"/*.out 2>/dev/null | grep -c '^@@SKIP [^ ]* sprout ' || true)
+  if [ "$ns" -gt 0 ]; then
+    echo "==> vm: sprout skips ($ns)"
+    cat "$LOGD"/*.out | grep '^@@SKIP [^ ]* sprout ' | sed 's/^@@SKIP \([^ ]*\) sprout /    \1: /' | cut -c1-300
+    echo ""
+  fi
+  [ ${#BROKE[@]} -eq 0 ] || echo "==> vm: BROKEN stages: ${BROKE[*]}"
+  echo "    logs: $LOGD (total $(( $(date +%s) - T_ALL ))s)"
+  awk '$3=="sprout"{p+=$4; f+=$5; s+=$6} END{printf "vm: %d passed, %d failed, %d skipped\n", p, f, s}' "$res"
+}
+finish() {
+  report
+  if [ ${#BROKE[@]} -gt 0 ]; then exit 2; fi
+  if awk '$3=="sprout" && $5>0 {bad=1} END{exit !bad}' "$LOGD/results.txt"; then exit 1; fi
+  exit 0
+}
+
+# ---------------------------------------------------------------- 1. binaries
+stage "build (sprout, sprout-serve, test executables)"
+SPROUT=$REPO/target/release/sprout
+if [ ! -x "$SPROUT" ] || { want serve && [ ! -x "$REPO/target/release/sprout-serve" ]; }; then
+  bash "$REPO/scripts/build.sh" --workspace || { broke "build"; finish; }
+fi
+echo "    $("$SPROUT" --version 2>&1 | head -1)"
+TSV=$REPO/target/vm-tests.tsv
+if want unit || want integration || want security || want serve; then
+  env CARGO_TARGET_DIR="$REPO/target/ci-tests" CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    cargo test --workspace --release --no-run --message-format=json > "$LOGD/cargo-test.json" 2> "$LOGD/cargo-test.stderr"
+  rc=$?
+  if [ $rc != 0 ]; then tail -30 "$LOGD/cargo-test.stderr"; broke "build test executables"; finish; fi
+  python3 - "$LOGD/cargo-test.json" > "$TSV" <<'PY' || { broke "list test executables"; finish; }
+import json, os, sys
+suite = {"sprout-integration-tests": "integration", "sprout-security-tests": "security", "sprout-serve": "serve"}
+seen = set()
+for ln in open(sys.argv[1]):
+    try:
+        m = json.loads(ln)
+    except ValueError:
+        continue
+    if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
+        continue
+    exe = m["executable"]
+    if exe in seen:
+        continue
+    seen.add(exe)
+    pkg = m["package_id"]
+    # package_id: "path+file:///work/main/tests/integration#sprout-integration-tests@0.1.0" (or older form)
+    name = m["target"]["name"]
+    pkgname = pkg.split("#")[1].split("@")[0] if "#" in pkg else pkg.split()[0]
+    if "#" in pkg and "@" not in pkg.split("#")[1]:
+        pkgname = os.path.basename(pkg.split("#")[0])
+    print(f"{suite.get(pkgname, 'unit')}\t{os.path.dirname(m['manifest_path'])}\t{exe}")
+PY
+  cut -f1 "$TSV" | sort | uniq -c | sed 's/^/    test executables: /'
+fi
+stage_end "build"
+
+# ---------------------------------------------------------------- 2. image + boot
+stage "image"
+IMG=$(bash "$HERE/image.sh" | tail -1) || { broke "image"; finish; }
+echo "    $IMG (built in $(cat "$IMG/build-seconds" 2>/dev/null)s; $(tr '\n' ' ' < "$IMG/versions.txt" 2>/dev/null))"
+stage_end "image"
+stage "boot"
+if "${VM[@]}" status >/dev/null 2>&1; then
+  if [ "$FRESH" = 1 ]; then "${VM[@]}" stop; else echo "    reusing the running VM ($("${VM[@]}" status))"; fi
+fi
+if ! "${VM[@]}" status >/dev/null 2>&1; then
+  "${VM[@]}" start || { broke "boot"; finish; }
+  STARTED=1
+fi
+stage_end "boot ($(cat /var/tmp/sprout-vm/run/boot-seconds 2>/dev/null || echo ?)s to ssh)"
+
+# ---------------------------------------------------------------- 3. copy into the VM
+stage "copy repo, binaries and suites into the VM"
+LIST=$LOGD/push.list
+{
+  git ls-files -co --exclude-standard
+  echo target/release/sprout
+  [ -x target/release/sprout-serve ] && echo target/release/sprout-serve
+  [ -f "$TSV" ] && { echo target/vm-tests.tsv; cut -f3 "$TSV" | sed "s|^$REPO/||"; }
+} | sort -u | while read -r f; do [ -e "$f" ] && echo "$f"; done > "$LIST"
+extra=()
+if want compliance; then
+  [ -x "$RUNTIME_TOOLS_DIR/bin/runtimetest" ] && extra+=("$RUNTIME_TOOLS_DIR")
+  [ -d "$NODE_TAP_PREFIX/node_modules" ] && extra+=("$NODE_TAP_PREFIX")
+fi
+# the repo at the same absolute path (test executables have it compiled in), the suite's tools too
+if ! { tar -C "$REPO" -c -T "$LIST" --transform "s|^|${REPO#/}/|" -f - ; [ ${#extra[@]} -eq 0 ] || tar -C / -c "${extra[@]#/}" -f -; } \
+    | gzip -1 | "${VM[@]}" ssh "rm -rf '$REPO' && mkdir -p '$REPO' && gzip -dc | tar -C / -xi -f - && echo ok" > "$LOGD/push.out" 2>&1 \
+    || ! grep -q ok "$LOGD/push.out"; then
+  cat "$LOGD/push.out"; broke "copy"; finish
+fi
+"${VM[@]}" ssh "set -e; install -m755 '$SPROUT' /usr/local/bin/sprout
+  [ ! -x '$REPO/target/release/sprout-serve' ] || install -m755 '$REPO/target/release/sprout-serve' /usr/local/bin/sprout-serve
+  mkdir -p /var/tmp/vm-results && chmod 1777 /var/tmp/vm-results && rm -rf /var/tmp/vm-results/*
+  echo \"    in the VM: \$(stat -fc %T /sys/fs/cgroup), kernel \$(uname -r), \$(systemctl --version | head -1), \$(systemctl is-system-running)\"
+  echo \"    crun \$(crun --version | head -1 | awk '{print \$3}') at \$(command -v crun), runc \$(runc --version | head -1 | awk '{print \$3}') at \$(command -v runc), podman \$(podman --version | awk '{print \$3}')\"" \
+  || { broke "copy (install)"; finish; }
+CRUN=$("${VM[@]}" ssh 'command -v crun') RUNC=$("${VM[@]}" ssh 'command -v runc')
+stage_end "copy"
+
+# ---------------------------------------------------------------- 4. suites
+# run_guest OUTNAME [-u USER] ARGS...: guest.sh in the VM, output to the terminal and $LOGD/OUTNAME.out
+run_guest() {
+  local out=$1; shift
+  local u=(); if [ "$1" = -u ]; then u=(-u "$2"); shift 2; fi
+  timeout -k 30 "${SPROUT_VM_SUITE_TIMEOUT:-2400}" "${VM[@]}" ssh "${u[@]}" "bash '$REPO/tests/vm/guest.sh' $*" 2>&1 \
+    | tee "$LOGD/$out.out" | grep -v '^@@' | sed 's/^/    /'
+  grep '^@@RESULT' "$LOGD/$out.out" | sed 's/^@@RESULT /    => /' || echo "    => no result (see $LOGD/$out.out)"
+}
+peers() { if [ "$PEERS" = 1 ]; then echo "sprout:/usr/local/bin/sprout crun:$CRUN runc:$RUNC"; else echo "sprout:/usr/local/bin/sprout"; fi; }
+for s in ${SUITES//,/ }; do
+  case $s in
+    unit|serve)
+      stage "$s (sprout)"; run_guest "$s-sprout" cargo "$s" sprout /usr/local/bin/sprout; stage_end "$s sprout" ;;
+    integration|security)
+      for p in $(peers); do
+        stage "$s (${p%%:*})"; run_guest "$s-${p%%:*}" cargo "$s" "${p%%:*}" "${p#*:}"; stage_end "$s ${p%%:*}"
+      done ;;
+    podman)
+      for p in $(peers); do
+        stage "podman rootful (${p%%:*})"; run_guest "podman-${p%%:*}" podman "${p%%:*}" "${p#*:}"; stage_end "podman rootful ${p%%:*}"
+        stage "podman rootless as tester (${p%%:*})"; run_guest "podman-rootless-${p%%:*}" -u tester podman-rootless "${p%%:*}" "${p#*:}"; stage_end "podman rootless ${p%%:*}"
+      done ;;
+    clients)
+      stage "clients (sprout, runc reference)"; run_guest clients-sprout clients sprout /usr/local/bin/sprout; stage_end "clients sprout+runc"
+      if [ "$PEERS" = 1 ]; then stage "clients (crun)"; run_guest clients-crun clients crun "$CRUN"; stage_end "clients crun"; fi ;;
+    compliance)
+      for p in $(peers); do
+        stage "compliance (${p%%:*})"; run_guest "compliance-${p%%:*}" compliance "${p%%:*}" "${p#*:}"; stage_end "compliance ${p%%:*}"
+      done ;;
+  esac
+done
+finish

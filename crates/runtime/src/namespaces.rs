@@ -167,30 +167,135 @@ impl Plan {
     }
 }
 
-/// Write /proc/PID/{uid,gid}_map from the spec's mappings (parent side).
+/// The text of a uid_map/gid_map ("inside outside count" per line).
+fn map_text(m: &[oci_spec::runtime::LinuxIdMapping]) -> String {
+    m.iter()
+        .map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size()))
+        .collect()
+}
+
+/// Whether a map needs the setuid helper (newuidmap/newgidmap) rather than a direct write, as
+/// runc and crun decide: only an unprivileged caller (euid != 0) needs it, and only for more
+/// than the one mapping of its own id that the kernel lets it write itself.
+pub fn needs_id_helper(euid: u32, own: u32, m: &[oci_spec::runtime::LinuxIdMapping]) -> bool {
+    euid != 0 && !matches!(m, [one] if one.host_id() == own && one.size() == 1)
+}
+
+/// The arguments of `newuidmap`/`newgidmap`: `PID inside outside count ...`.
+pub fn id_helper_args(pid: i32, m: &[oci_spec::runtime::LinuxIdMapping]) -> Vec<String> {
+    let mut a = vec![pid.to_string()];
+    for m in m {
+        a.extend([
+            m.container_id().to_string(),
+            m.host_id().to_string(),
+            m.size().to_string(),
+        ]);
+    }
+    a
+}
+
+/// `name` in $PATH, else in the usual places (/usr/bin, /bin, /usr/sbin, /sbin).
+fn find_helper(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/bin", "/bin", "/usr/sbin", "/sbin"].map(Into::into))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Run newuidmap/newgidmap for `pid`.
+fn run_id_helper(
+    name: &str,
+    field: &str,
+    pid: i32,
+    m: &[oci_spec::runtime::LinuxIdMapping],
+) -> Result<()> {
+    let Some(bin) = find_helper(name) else {
+        bail!(
+            "{field}: {name} not found (an unprivileged user can map only its own id itself; \
+             install uidmap / shadow-utils and give the user ranges in /etc/subuid and /etc/subgid)"
+        );
+    };
+    let args = id_helper_args(pid, m);
+    let out = std::process::Command::new(&bin)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| Error::os(format_args!("{field}: running {}", bin.display()), e))?;
+    if !out.status.success() {
+        let msg = String::from_utf8_lossy(&out.stderr);
+        let msg = msg.trim().replace('\n', "; ");
+        bail!(
+            "{field}: {} {} failed ({}): {msg}",
+            bin.display(),
+            args.join(" "),
+            out.status
+        );
+    }
+    Ok(())
+}
+
+/// Write one map: directly, or with the setuid helper when [`needs_id_helper`] says so or
+/// the direct write is refused (EPERM) to a non-root caller.
+fn write_one_map(
+    pid: i32,
+    kind: &str,
+    field: &str,
+    helper: &str,
+    euid: u32,
+    own: u32,
+    m: &[oci_spec::runtime::LinuxIdMapping],
+) -> Result<()> {
+    if m.is_empty() {
+        return Ok(());
+    }
+    if needs_id_helper(euid, own, m) {
+        return run_id_helper(helper, field, pid, m);
+    }
+    if euid != 0 && kind == "gid_map" {
+        // An unprivileged writer: the kernel wants setgroups denied before the gid map.
+        let _ = std::fs::write(format!("/proc/{pid}/setgroups"), "deny");
+    }
+    match std::fs::write(format!("/proc/{pid}/{kind}"), map_text(m)) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) && euid != 0 => {
+            run_id_helper(helper, field, pid, m)
+        }
+        Err(e) => Err(Error::os(format_args!("{field}: writing {kind}"), e)),
+    }
+}
+
+/// Write /proc/PID/{uid,gid}_map from the spec's mappings (parent side). As root (euid 0,
+/// in the initial namespace or in a rootless podman's) directly; an unprivileged caller
+/// writes the single mapping of its own id directly (setgroups denied first for the gid
+/// map, as the kernel requires) and goes through newuidmap/newgidmap for anything more.
 pub fn write_id_maps(
     pid: i32,
     uid: &[oci_spec::runtime::LinuxIdMapping],
     gid: &[oci_spec::runtime::LinuxIdMapping],
 ) -> Result<()> {
-    let fmt = |m: &[oci_spec::runtime::LinuxIdMapping]| {
-        m.iter()
-            .map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size()))
-            .collect::<String>()
-    };
-    if unsafe { libc::geteuid() } != 0 {
-        // Unprivileged: setgroups must be denied before a gid map can be written.
-        let _ = std::fs::write(format!("/proc/{pid}/setgroups"), "deny");
-    }
-    if !uid.is_empty() {
-        std::fs::write(format!("/proc/{pid}/uid_map"), fmt(uid))
-            .map_err(|e| Error::os("linux.uidMappings: writing uid_map", e))?;
-    }
-    if !gid.is_empty() {
-        std::fs::write(format!("/proc/{pid}/gid_map"), fmt(gid))
-            .map_err(|e| Error::os("linux.gidMappings: writing gid_map", e))?;
-    }
-    Ok(())
+    // SAFETY: no preconditions, cannot fail.
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    write_one_map(
+        pid,
+        "uid_map",
+        "linux.uidMappings",
+        "newuidmap",
+        euid,
+        euid,
+        uid,
+    )?;
+    write_one_map(
+        pid,
+        "gid_map",
+        "linux.gidMappings",
+        "newgidmap",
+        euid,
+        egid,
+        gid,
+    )
 }
 
 /// Join every namespace of a running container's init, for `exec` (child side).
@@ -248,4 +353,51 @@ pub fn enter_time_ns_with_offsets(
     cvt(unsafe { libc::setns(f.as_raw_fd(), clone_flag(LinuxNamespaceType::Time)) })
         .map_err(|e| Error::os("entering the time namespace", e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oci_spec::runtime::{LinuxIdMapping, LinuxIdMappingBuilder};
+
+    fn m(inside: u32, outside: u32, size: u32) -> LinuxIdMapping {
+        LinuxIdMappingBuilder::default()
+            .container_id(inside)
+            .host_id(outside)
+            .size(size)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn id_helper_only_for_unprivileged_callers_with_more_than_their_own_id() {
+        // root writes anything itself.
+        assert!(!needs_id_helper(
+            0,
+            0,
+            &[m(0, 1000, 1), m(1, 100000, 65536)]
+        ));
+        // An unprivileged user: its own id alone is written directly...
+        assert!(!needs_id_helper(1000, 1000, &[m(0, 1000, 1)]));
+        // ... anything else goes through newuidmap/newgidmap.
+        assert!(needs_id_helper(
+            1000,
+            1000,
+            &[m(0, 1000, 1), m(1, 100000, 65536)]
+        ));
+        assert!(needs_id_helper(1000, 1000, &[m(0, 1001, 1)]));
+        assert!(needs_id_helper(1000, 1000, &[m(0, 1000, 2)]));
+    }
+
+    #[test]
+    fn id_helper_arguments() {
+        assert_eq!(
+            id_helper_args(42, &[m(0, 1000, 1), m(1, 100000, 65536)]),
+            ["42", "0", "1000", "1", "1", "100000", "65536"]
+        );
+        assert_eq!(
+            map_text(&[m(0, 1000, 1), m(1, 100000, 65536)]),
+            "0 1000 1\n1 100000 65536\n"
+        );
+    }
 }

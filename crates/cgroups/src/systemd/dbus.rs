@@ -1,8 +1,10 @@
 //! A small, synchronous D-Bus client: just what the systemd cgroup driver needs.
 //!
 //! - Transport: a unix stream socket (`unix:path=` or `unix:abstract=` addresses).
-//! - Authentication: SASL `EXTERNAL` with the effective uid, pipelined with `BEGIN` (and the
-//!   bus `Hello` when talking to a message bus) so the handshake costs one round trip.
+//! - Authentication: SASL `EXTERNAL`, the identity left to the server's view of the socket
+//!   credentials (`AUTH EXTERNAL` + empty `DATA`, as sd-bus clients), pipelined with `BEGIN`
+//!   (and the bus `Hello` when talking to a message bus) so the handshake costs one round
+//!   trip; a server that refuses that gets a second connection with an explicit uid.
 //! - Wire format (D-Bus specification, "Message Protocol"): a 12-byte fixed header (endianness
 //!   `l`, type, flags, version 1, body length, serial), the header fields as `a(yv)`, padding
 //!   to 8, then the body. Every value is aligned to its natural alignment counted from the
@@ -702,6 +704,22 @@ fn unescape(v: &str) -> std::result::Result<String, String> {
     String::from_utf8(out).map_err(|_| format!("{v:?} is not UTF-8"))
 }
 
+/// The SASL lines sent at once: the NUL byte, `AUTH EXTERNAL` with `uid` (hex of its decimal
+/// digits) or without identity followed by an empty `DATA`, then `BEGIN`.
+pub(crate) fn auth_lines(uid: Option<u32>) -> String {
+    match uid {
+        Some(uid) => {
+            let hex: String = uid
+                .to_string()
+                .bytes()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            format!("\0AUTH EXTERNAL {hex}\r\nBEGIN\r\n")
+        }
+        None => "\0AUTH EXTERNAL\r\nDATA\r\nBEGIN\r\n".to_string(),
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Conn {
     sock: UnixStream,
@@ -718,7 +736,28 @@ pub(crate) struct Conn {
 
 impl Conn {
     /// Connect, authenticate with EXTERNAL and, on a message bus, say Hello.
-    pub fn connect(addr: &Addr, bus: bool, timeout: Duration) -> Result<Conn> {
+    ///
+    /// The identity is left to the server first (`AUTH EXTERNAL` then an empty `DATA`, as
+    /// sd-bus clients do): it takes the uid from the socket's credentials as IT sees them,
+    /// which is right whatever user namespace this process is in (rootless podman runs the
+    /// runtime as uid 0 of its namespace; systemd sees the user's own uid). A server that
+    /// refuses that is asked again with `uid_hint` spelled out (runc's way: the host uid).
+    pub fn connect(addr: &Addr, bus: bool, timeout: Duration, uid_hint: u32) -> Result<Conn> {
+        match Conn::connect_with(addr, bus, timeout, None) {
+            Err(Error::Protocol(e)) if e.starts_with("authentication refused") => {
+                Conn::connect_with(addr, bus, timeout, Some(uid_hint))
+            }
+            r => r,
+        }
+    }
+
+    /// One connection attempt; `uid`: the identity to send (`None`: empty, the server's view).
+    pub fn connect_with(
+        addr: &Addr,
+        bus: bool,
+        timeout: Duration,
+        uid: Option<u32>,
+    ) -> Result<Conn> {
         let sock = match addr {
             Addr::Path(p) => UnixStream::connect(p)?,
             Addr::Abstract(n) => {
@@ -737,9 +776,7 @@ impl Conn {
             bus,
             timeout,
         };
-        let uid = unsafe { libc::geteuid() }.to_string();
-        let hex: String = uid.bytes().map(|b| format!("{b:02x}")).collect();
-        let mut out = format!("\0AUTH EXTERNAL {hex}\r\nBEGIN\r\n").into_bytes();
+        let mut out = auth_lines(uid).into_bytes();
         let hello_serial = if bus {
             let m = c.next_call(Message::method_call(
                 Some("org.freedesktop.DBus"),
@@ -754,8 +791,15 @@ impl Conn {
             None
         };
         c.sock.write_all(&out)?;
-        let line = c.read_line()?;
-        if !line.starts_with("OK ") {
+        loop {
+            let line = c.read_line()?;
+            // The server's empty challenge to an AUTH EXTERNAL without identity.
+            if line.trim_end() == "DATA" && uid.is_none() {
+                continue;
+            }
+            if line.starts_with("OK ") {
+                break;
+            }
             return Err(proto(format!(
                 "authentication refused: {}",
                 line.trim_end()

@@ -5,10 +5,13 @@
 //! crun do:
 //!
 //! 1. [`prepare`] (from `Manager::create`): connect to systemd (its private socket
-//!    /run/systemd/private as root, else the system bus; `SPROUT_SYSTEMD_BUS` overrides with
-//!    the address of a bus that has `org.freedesktop.systemd1` on it) and find where
-//!    systemd's tree hangs in each hierarchy: the cgroup of the systemd process, without a
-//!    trailing `init.scope` (runc's rule, from /proc/1/cgroup; "/" on an ordinary host).
+//!    /run/systemd/private as root, else the system bus; rootless, the user's own manager:
+//!    `$XDG_RUNTIME_DIR/systemd/private`, else the session bus; `SPROUT_SYSTEMD_BUS`
+//!    overrides with the address of a bus that has `org.freedesktop.systemd1` on it) and find
+//!    where systemd's tree hangs in each hierarchy: the cgroup of the systemd process,
+//!    without a trailing `init.scope` (runc's rule, from /proc/1/cgroup; "/" on an ordinary
+//!    host); for a user manager its `ControlGroup` property
+//!    (`/user.slice/user-1000.slice/user@1000.service`), which `slice` is relative to.
 //!    Nothing is made yet: a scope cannot exist without a process.
 //! 2. `Manager::apply` before the unit exists only checks the resources and keeps them.
 //! 3. [`start`] (from `Manager::add_pid`, i.e. once the init exists and before it runs):
@@ -110,32 +113,153 @@ fn err(msg: impl std::fmt::Display) -> Error {
     Error::Invalid(format!("--systemd-cgroup: {msg}"))
 }
 
-/// Where to reach systemd: (address, is a message bus).
-fn target() -> std::result::Result<(Addr, bool), String> {
+/// Where to reach systemd.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Target {
+    pub addr: Addr,
+    /// A message bus (Hello, destinations, AddMatch), not systemd's private socket.
+    pub bus: bool,
+    /// The user's own systemd manager (`systemd --user`), for a rootless sprout.
+    pub user: bool,
+}
+
+/// The uid that `id` of this user namespace is on the parent's side, from the namespace's
+/// `uid_map` ("inside outside count" lines). `None`: `id` is not mapped.
+pub(crate) fn host_id(uid_map: &str, id: u32) -> Option<u32> {
+    uid_map.lines().find_map(|l| {
+        let f: Vec<u64> = l
+            .split_whitespace()
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        let [inside, outside, count] = f[..] else {
+            return None;
+        };
+        let id = id as u64;
+        (inside <= id && id < inside + count)
+            .then(|| u32::try_from(outside + (id - inside)).ok())
+            .flatten()
+    })
+}
+
+/// This process's effective uid as the parent user namespace sees it (the initial one for
+/// rootless podman: the user's real uid). The euid itself when it cannot be told.
+pub(crate) fn host_euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    std::fs::read_to_string("/proc/self/uid_map")
+        .ok()
+        .and_then(|m| host_id(&m, euid))
+        .unwrap_or(euid)
+}
+
+/// Where the user's systemd manager answers, as runc and crun look for it: its private
+/// socket `$XDG_RUNTIME_DIR/systemd/private` (direct, no bus daemon: what `systemctl --user`
+/// uses), else the session bus (`$DBUS_SESSION_BUS_ADDRESS`, else
+/// `unix:path=$XDG_RUNTIME_DIR/bus` when that exists). XDG_RUNTIME_DIR defaults to
+/// /run/user/<host uid>. `None`: no user manager to be found.
+pub(crate) fn user_target(
+    xdg_runtime_dir: Option<&str>,
+    session_bus: Option<&str>,
+    host_uid: u32,
+    exists: impl Fn(&Path) -> bool,
+) -> std::result::Result<Option<Target>, String> {
+    let dir = match xdg_runtime_dir.filter(|x| !x.is_empty()) {
+        Some(x) => PathBuf::from(x),
+        None => PathBuf::from(format!("/run/user/{host_uid}")),
+    };
+    let private = dir.join("systemd/private");
+    if exists(&private) {
+        return Ok(Some(Target {
+            addr: Addr::Path(private.to_string_lossy().into_owned()),
+            bus: false,
+            user: true,
+        }));
+    }
+    if let Some(a) = session_bus.filter(|a| !a.is_empty()) {
+        return dbus::parse_address(a)
+            .map(|addr| {
+                Some(Target {
+                    addr,
+                    bus: true,
+                    user: true,
+                })
+            })
+            .map_err(|e| format!("DBUS_SESSION_BUS_ADDRESS: {e}"));
+    }
+    let bus = dir.join("bus");
+    Ok(exists(&bus).then(|| Target {
+        addr: Addr::Path(bus.to_string_lossy().into_owned()),
+        bus: true,
+        user: true,
+    }))
+}
+
+/// Where to reach systemd: [`BUS_ENV`]; when rootless ([`crate::running_rootless`]) the
+/// user's manager ([`user_target`]); else the system manager's private socket
+/// /run/systemd/private as root, or the system bus. A rootless sprout with no user manager
+/// in sight (root in a user namespace of a container that runs its own systemd: runc's
+/// "OwnerUID 0" case) goes to the system manager too.
+fn target() -> std::result::Result<Target, String> {
     if let Some(v) = std::env::var_os(BUS_ENV).filter(|v| !v.is_empty()) {
         let v = v.to_string_lossy();
         return dbus::parse_address(&v)
-            .map(|a| (a, true))
+            .map(|addr| Target {
+                addr,
+                bus: true,
+                user: crate::running_rootless(),
+            })
             .map_err(|e| format!("{BUS_ENV}: {e}"));
     }
+    if crate::running_rootless() {
+        let xdg = std::env::var("XDG_RUNTIME_DIR").ok();
+        let session = std::env::var("DBUS_SESSION_BUS_ADDRESS").ok();
+        if let Some(t) = user_target(xdg.as_deref(), session.as_deref(), host_euid(), |p| {
+            p.exists()
+        })? {
+            return Ok(t);
+        }
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(format!(
+                "rootless, and the user's systemd manager is not to be found (no \
+                 $XDG_RUNTIME_DIR/systemd/private, $DBUS_SESSION_BUS_ADDRESS or \
+                 $XDG_RUNTIME_DIR/bus; XDG_RUNTIME_DIR={})",
+                xdg.as_deref().unwrap_or("(unset)")
+            ));
+        }
+    }
     if unsafe { libc::geteuid() } == 0 && Path::new(PRIVATE_SOCKET).exists() {
-        return Ok((Addr::Path(PRIVATE_SOCKET.into()), false));
+        return Ok(Target {
+            addr: Addr::Path(PRIVATE_SOCKET.into()),
+            bus: false,
+            user: false,
+        });
     }
     let sys = std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| SYSTEM_BUS.into());
     dbus::parse_address(&sys)
-        .map(|a| (a, true))
+        .map(|addr| Target {
+            addr,
+            bus: true,
+            user: false,
+        })
         .map_err(|e| format!("DBUS_SYSTEM_BUS_ADDRESS: {e}"))
 }
 
-/// Connect to systemd; on a message bus also subscribe to JobRemoved.
-fn connect() -> Result<Conn> {
-    let (addr, bus) = target().map_err(err)?;
-    let mut c = Conn::connect(&addr, bus, TIMEOUT)
-        .map_err(|e| err(format_args!("cannot connect to systemd at {addr}: {e}")))?;
-    if bus {
+/// Connect to systemd; on a message bus also subscribe to JobRemoved (AddMatch, and
+/// Subscribe: systemd sends its job signals to a bus only while someone is subscribed).
+fn connect() -> Result<(Conn, Target)> {
+    let t = target().map_err(err)?;
+    let addr = &t.addr;
+    let who = if t.user {
+        "the user's systemd manager"
+    } else {
+        "systemd"
+    };
+    let mut c = Conn::connect(addr, t.bus, TIMEOUT, host_euid())
+        .map_err(|e| err(format_args!("cannot connect to {who} at {addr}: {e}")))?;
+    if t.bus {
         c.call(
             "org.freedesktop.DBus",
             "/org/freedesktop/DBus",
@@ -146,8 +270,29 @@ fn connect() -> Result<Conn> {
             ))],
         )
         .map_err(|e| err(format_args!("AddMatch on {addr}: {e}")))?;
+        // Best effort: an older or restricted manager still answers the calls.
+        let _ = c.call(DEST, PATH, IFACE, "Subscribe", vec![]);
     }
-    Ok(c)
+    Ok((c, t))
+}
+
+/// The manager's own `ControlGroup` property: the cgroup its units hang below
+/// ("/user.slice/user-1000.slice/user@1000.service" for a user manager; runc joins the
+/// slice to it the same way).
+fn manager_cgroup(c: &mut Conn) -> Option<String> {
+    let r = c
+        .call(
+            DEST,
+            PATH,
+            "org.freedesktop.DBus.Properties",
+            "Get",
+            vec![Value::str(IFACE), Value::str("ControlGroup")],
+        )
+        .ok()?;
+    match r.first() {
+        Some(Value::Variant(v)) => v.as_str().filter(|s| s.starts_with('/')).map(String::from),
+        _ => None,
+    }
 }
 
 /// The pid of the systemd process at the other end.
@@ -182,11 +327,14 @@ pub(crate) fn root_of(own: &str) -> &str {
 /// systemd's own tree. Makes nothing.
 pub(crate) fn prepare(m: &mut Manager) -> Result<()> {
     let unit = m.systemd.clone().expect("systemd manager");
-    let mut c = connect()?;
+    let (mut c, t) = connect()?;
     let own = systemd_pid(&mut c)
         .and_then(|p| fs::read(&PathBuf::from(format!("/proc/{p}/cgroup"))).ok())
         .map(|s| SelfCgroup::parse(&s))
         .unwrap_or_default();
+    // A user manager's units hang below its own service's cgroup, which it reports itself
+    // (its process may not be visible from here); the hierarchy it tracks processes in.
+    let user_root = if t.user { manager_cgroup(&mut c) } else { None };
     // Hierarchies that are not mounted (the cgroupfs `create` drops them the same way).
     m.v1.retain_mut(|h| {
         if h.mount.is_dir() {
@@ -206,7 +354,11 @@ pub(crate) fn prepare(m: &mut Manager) -> Result<()> {
         } else {
             own.v1_path(&h.name)
         };
-        let root = root_of(sd.unwrap_or("/"));
+        let tracked = h.name == "name=systemd" || (h.name == "unified" && m.layout == Layout::V2);
+        let root = match &user_root {
+            Some(r) if tracked => r.as_str(),
+            _ => root_of(sd.unwrap_or("/")),
+        };
         let rel = h
             .dir
             .strip_prefix(&h.mount)
@@ -222,7 +374,7 @@ pub(crate) fn prepare(m: &mut Manager) -> Result<()> {
 fn conn_or_connect(live: &mut Live) -> Result<Conn> {
     match live.conn.take() {
         Some(c) => Ok(c),
-        None => connect(),
+        None => connect().map(|(c, _)| c),
     }
 }
 

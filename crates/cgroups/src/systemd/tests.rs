@@ -359,3 +359,126 @@ fn no_systemd_is_one_line_error() {
     assert!(e.contains("systemd is not running"), "{e}");
     assert!(!e.contains('\n'));
 }
+
+// ------------------------------------------------------------------ rootless: user manager
+
+#[test]
+fn host_id_maps_through_uid_map() {
+    // Rootless podman: 0 -> the user, 1.. -> the subordinate range.
+    let m = "         0       1000          1\n         1     100000      65536\n";
+    assert_eq!(host_id(m, 0), Some(1000));
+    assert_eq!(host_id(m, 1), Some(100000));
+    assert_eq!(host_id(m, 65536), Some(165535));
+    assert_eq!(host_id(m, 65537), None);
+    // The initial namespace: identity.
+    assert_eq!(host_id("0 0 4294967295\n", 1234), Some(1234));
+    assert_eq!(host_id("", 0), None);
+    assert_eq!(host_id("garbage\n0 5 1\n", 0), Some(5));
+}
+
+#[test]
+fn user_target_prefers_the_private_socket_then_the_session_bus() {
+    let all = |_: &Path| true;
+    let none = |_: &Path| false;
+    let t = user_target(Some("/run/user/1000"), Some("unix:path=/x"), 1000, all)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        t,
+        Target {
+            addr: Addr::Path("/run/user/1000/systemd/private".into()),
+            bus: false,
+            user: true
+        }
+    );
+    let t = user_target(
+        Some("/run/user/1000"),
+        Some("unix:path=/x,guid=1"),
+        1000,
+        none,
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!((t.addr, t.bus), (Addr::Path("/x".into()), true));
+    // No XDG_RUNTIME_DIR: /run/user/<host uid>; no session bus: its "bus" socket.
+    let t = user_target(None, None, 1001, |p: &Path| {
+        p == Path::new("/run/user/1001/bus")
+    })
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        (t.addr, t.bus),
+        (Addr::Path("/run/user/1001/bus".into()), true)
+    );
+    assert_eq!(user_target(Some(""), None, 7, none).unwrap(), None);
+    assert!(user_target(None, Some("tcp:host=x"), 7, none).is_err());
+}
+
+#[test]
+fn auth_lines_leave_the_identity_to_the_server() {
+    assert_eq!(
+        dbus::auth_lines(None),
+        "\0AUTH EXTERNAL\r\nDATA\r\nBEGIN\r\n"
+    );
+    // "1000" -> 31303030
+    assert_eq!(
+        dbus::auth_lines(Some(1000)),
+        "\0AUTH EXTERNAL 31303030\r\nBEGIN\r\n"
+    );
+}
+
+/// A one-shot fake peer: reads the client's SASL bytes and answers `replies` in turn (one
+/// per connection).
+fn fake_auth_server(replies: Vec<&'static str>) -> (PathBuf, std::thread::JoinHandle<Vec<String>>) {
+    use std::io::{Read, Write};
+    let dir = std::env::temp_dir().join(format!(
+        "sprout-auth-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("s");
+    let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let h = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        for r in replies {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 256];
+            while !buf.ends_with(b"BEGIN\r\n") {
+                let n = s.read(&mut chunk).unwrap();
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            got.push(String::from_utf8_lossy(&buf).into_owned());
+            s.write_all(r.as_bytes()).unwrap();
+        }
+        got
+    });
+    (sock, h)
+}
+
+#[test]
+fn connect_accepts_the_data_challenge() {
+    let (sock, h) = fake_auth_server(vec!["DATA\r\nOK 0123456789abcdef\r\n"]);
+    let a = Addr::Path(sock.to_string_lossy().into_owned());
+    dbus::Conn::connect(&a, false, Duration::from_secs(5), 1000).unwrap();
+    assert_eq!(h.join().unwrap(), ["\0AUTH EXTERNAL\r\nDATA\r\nBEGIN\r\n"]);
+}
+
+#[test]
+fn connect_retries_with_the_uid_when_refused() {
+    let (sock, h) = fake_auth_server(vec!["REJECTED EXTERNAL\r\n", "OK 0123456789abcdef\r\n"]);
+    let a = Addr::Path(sock.to_string_lossy().into_owned());
+    dbus::Conn::connect(&a, false, Duration::from_secs(5), 1000).unwrap();
+    assert_eq!(
+        h.join().unwrap(),
+        [
+            "\0AUTH EXTERNAL\r\nDATA\r\nBEGIN\r\n",
+            "\0AUTH EXTERNAL 31303030\r\nBEGIN\r\n"
+        ]
+    );
+}

@@ -8,7 +8,12 @@
 #      CRITEST (critest binary; default: critest on PATH or ~/go/bin/critest).
 # Needs root. Everything lives in a fresh temp dir: a private podman --root/--runroot,
 # a private containerd and a private dockerd (own sockets, data and state dirs), all
-# stopped by pid and removed at exit. Images are built locally from busybox-static
+# stopped by pid and removed at exit. Nothing shared with other users of the host is used or
+# touched: the podman checks run on a bridge network of their own (unique name, unique bridge
+# interface, a subnet no host route or address uses), containerd's CRI pods on a CNI bridge of
+# their own, dockerd runs with --bridge=none and its own cgroup parent, ctr in a namespace of its
+# own; each is removed at exit (never docker0, cni-podman0/podman0 or the `podman` network that
+# another podman on the host may have). Images are built locally from busybox-static
 # (nothing is pulled). Prints PASS/FAIL/SKIP lines and "N passed, N failed" (sprout);
 # runc's results are printed as REF lines and counted separately. Exit status: 0 when no
 # sprout check failed.
@@ -39,6 +44,10 @@ want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 exec </dev/null   # never read the caller's stdin (CI)
 
 TMP=$(mktemp -d /tmp/sprout-clients.XXXXXX)
+# This run's own suffix for every name other users of the host could also use (podman network,
+# bridge interfaces, ctr namespace, cgroup parents): the temp dir's random part, lower case.
+RUN_ID=$(printf '%s' "${TMP##*.}" | tr 'A-Z' 'a-z')
+[ -n "$RUN_ID" ] && [ -d "$TMP" ] || { echo "run.sh: mktemp failed" >&2; exit 2; }
 # Work from the scratch dir: conmon writes an empty `oom` file into its working directory when a
 # container is OOM-killed (pm_oom), and nothing of this suite may land in the caller's tree.
 SPROUT=$(realpath "$SPROUT")
@@ -79,8 +88,39 @@ hasnt() { ! printf '%s' "$1" | grep -Eq -- "$2" || { echo "unexpected /$2/ in:";
 to() { timeout -k 5 "$T" "$@"; }
 # Run (out, rc) in one go: sets OUT and RC.
 cap() { OUT=$("$@" 2>&1); RC=$?; }
-# Wait until CMD's output matches REGEX (up to ~10s).
-wait_for() { local re=$1; shift; local i; for i in $(seq 50); do "$@" 2>&1 | grep -Eq -- "$re" && return 0; sleep 0.2; done; echo "timed out waiting for /$re/ from: $*"; "$@" 2>&1; return 1; }
+# Wait until CMD's output matches REGEX (up to WAIT_S seconds, default 30: a loaded host is slow,
+# and a passing check never waits that long).
+WAIT_S=${WAIT_S:-30}
+wait_for() { local re=$1; shift; local end=$((SECONDS + WAIT_S))
+  while :; do "$@" 2>&1 | grep -Eq -- "$re" && return 0; [ "$SECONDS" -lt "$end" ] || break; sleep 0.2; done
+  echo "timed out (${WAIT_S}s) waiting for /$re/ from: $*"; "$@" 2>&1; return 1; }
+
+# pick_subnet [EXCLUDE_CIDR...]: a free 10.x.y.0/24, overlapping no IPv4 address or route of
+# the host (any table) nor the CIDRs given; empty output when none is found.
+pick_subnet() {
+  { ip -4 -o addr show; ip -4 route show table all; } 2>/dev/null | python3 -c '
+import ipaddress, random, re, sys
+used = [ipaddress.ip_network(m, strict=False)
+        for m in re.findall(r"(?<![0-9.])([0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(?:/[0-9]+)?)", sys.stdin.read())
+        if not m.startswith("0.0.0.0")]
+used += [ipaddress.ip_network(a, strict=False) for a in sys.argv[1:] if a]
+rng = random.Random()
+for _ in range(2000):
+    n = ipaddress.ip_network("10.%d.%d.0/24" % (rng.randrange(100, 250), rng.randrange(0, 256)))
+    if not any(n.overlaps(u) for u in used):
+        print(n); break
+' "$@"
+}
+# free_ifname PREFIX: PREFIX + RUN_ID (at most 15 characters), or with a digit added while an
+# interface of that name exists (another run's, never ours to touch).
+free_ifname() {
+  local base=${1}${RUN_ID} n i
+  n=${base:0:14}
+  for i in "" 0 1 2 3 4 5 6 7 8 9; do
+    ip link show "$n$i" >/dev/null 2>&1 || { echo "$n$i"; return 0; }
+  done
+  return 1
+}
 
 PIDS_TO_STOP=()
 stop_pid() { # pid: TERM, wait up to 15s, KILL
@@ -165,8 +205,11 @@ build_images() {
 # podman with the test's storage and the runtime under test: "${PODMAN[@]}" (pmset after PMRT changes)
 pmset() { PODMAN=(podman --root "$TMP/podman/root" --runroot "$TMP/podman/runroot" --storage-driver "$PM_DRIVER" --runtime "$PMRT"); }
 pm() { pmset; to "${PODMAN[@]}" "$@"; }
+# The podman checks' own network (pm_net_setup): name, bridge interface, subnet.
+PM_NET="" PM_BR="" PM_SUBNET=""
 pm_setup() {
   mkdir -p "$TMP/podman"/{root,runroot,tmp,net}
+  CLEANUPS+=("pm_net_cleanup")   # runs after the `rm -af` below (CLEANUPS run last-first)
   local hn hu
   hn=$(ulimit -Hn); hu=$(ulimit -Hu)
   [ "$hn" = unlimited ] && hn=1048576; [ "$hu" = unlimited ] && hu=4194304
@@ -192,7 +235,65 @@ EOF
   pm import "$TMP/busybox.tar" "$IMG" >/dev/null 2>&1 || return 1
   CLEANUPS+=("PMRT=sprout; pm rm -af -t 0; PMRT=runc; pm rm -af -t 0; pm rmi -af; pm_kill_leftovers")
   pm save --format docker-archive -o "$TMP/busybox-podman-docker.tar" "$IMG" >/dev/null 2>&1 &&
-  pm save --format oci-archive -o "$TMP/busybox-podman-oci.tar" "$IMG" >/dev/null 2>&1
+  pm save --format oci-archive -o "$TMP/busybox-podman-oci.tar" "$IMG" >/dev/null 2>&1 || return 1
+  # Without it only the checks on a network fail (pm_need_net), not the whole podman part.
+  pm_net_setup || echo "# podman network setup failed: the network checks will fail"
+  return 0
+}
+pm_need_net() { [ -n "$PM_NET" ] || { echo "no network of the suite's own (its setup failed, see above)"; return 1; }; }
+# A bridge network of this run's own, in the private network_config_dir, made the default
+# (`--network bridge` and pods land on it too): the built-in default network `podman` would use
+# the host-wide bridge cni-podman0 (CNI) / podman0 (netavark) and 10.88.0.0/16, which another
+# podman on the host may hold with another address (the bridge plugin then refuses to set up any
+# container). --internal: no gateway address on the bridge, no masquerading, so the host's routing
+# and NAT do not change. podman 4.3 has no --interface-name and would name the bridge
+# cni-podman<N>/podman<N> (a name another podman may use): pm_net_own_config renames it.
+pm_net_setup() {
+  PM_SUBNET=$(pick_subnet) && [ -n "$PM_SUBNET" ] || { echo "# no free 10.x.y.0/24 subnet on this host"; return 1; }
+  PM_BR=$(free_ifname sprpm) || { echo "# no free bridge interface name"; return 1; }
+  PM_NET=sprout-test-$RUN_ID
+  PMRT=runc
+  cap pm network create --driver bridge --internal --disable-dns --subnet "$PM_SUBNET" "$PM_NET"
+  [ "$RC" = 0 ] || { echo "# podman network create: $OUT"; PM_NET=""; return 1; }
+  cap pm_net_own_config; [ "$RC" = 0 ] || { echo "# podman network config: $OUT"; return 1; }
+  cap pm network inspect --format '{{.NetworkInterface}}' "$PM_NET"
+  [ "$OUT" = "$PM_BR" ] || { echo "# podman network $PM_NET: interface '$OUT', not $PM_BR"; return 1; }
+  printf 'default_network = "%s"\n' "$PM_NET" >>"$TMP/podman/containers.conf"   # [network] is the last table
+  echo "# podman network $PM_NET: bridge $PM_BR, subnet $PM_SUBNET (internal)"
+}
+# Rewrite the network's config file (private network_config_dir) so that it uses only what is
+# this run's: the bridge interface $PM_BR; for CNI also IPAM state in the temp dir (not
+# /var/lib/cni/networks) and no portmap/firewall plugins (they add rules to the host-wide
+# CNI-FORWARD/CNI-HOSTPORT chains). netavark: the interface name only (it adds no firewall
+# rules for an internal network).
+pm_net_own_config() {
+  python3 - "$TMP/podman/net" "$PM_NET" "$PM_BR" "$TMP/podman/cni-ipam" <<'PY'
+import json, os, sys
+d, name, br, ipam = sys.argv[1:]
+p = os.path.join(d, name + ".conflist")
+if os.path.exists(p):
+    c = json.load(open(p))
+    c["plugins"] = [x for x in c["plugins"] if x.get("type") not in ("portmap", "firewall")]
+    for x in c["plugins"]:
+        if x.get("type") == "bridge":
+            x["bridge"] = br
+            x.setdefault("ipam", {})["dataDir"] = ipam
+else:
+    p = os.path.join(d, name + ".json")
+    c = json.load(open(p))
+    c["network_interface"] = br
+with open(p + ".tmp", "w") as f:
+    json.dump(c, f, indent=1)
+os.rename(p + ".tmp", p)
+PY
+}
+pm_net_cleanup() { # only what pm_net_setup made: the network, its bridge, CNI's IPAM/cache files for it
+  [ -n "$PM_NET" ] || return 0
+  PMRT=runc; pm network rm -f "$PM_NET"
+  [ -n "$PM_BR" ] && ip link show "$PM_BR" >/dev/null 2>&1 && ip link del "$PM_BR"
+  rm -rf "/var/lib/cni/networks/$PM_NET"
+  rm -f /var/lib/cni/results/"$PM_NET"-* 2>/dev/null
+  return 0
 }
 
 pm_kill_leftovers() { # should `podman rm -a` have failed: container inits, then their conmons, by pid
@@ -275,7 +376,11 @@ pm_net_none() { cap pm run --rm --network none "$IMG" ip -o link; echo "$OUT"
   has "$OUT" 'lo: <LOOPBACK,UP'  # runc/crun bring lo up in a new network namespace
 }
 pm_net_host() { cap pm run --rm --network host "$IMG" ip -o link; eq "$(printf '%s\n' "$OUT" | grep -c '^[0-9]')" "$(ip -o link | grep -c '^[0-9]')"; }
-pm_net_bridge() { cap pm run --rm --network bridge "$IMG" ip -o -4 addr show eth0; has "$OUT" 'inet [0-9.]+/'; }
+pm_net_bridge() { # on the suite's own network: an address from its subnet, on eth0
+  pm_need_net || return 1
+  cap pm run --rm --network "$PM_NET" "$IMG" ip -o -4 addr show eth0; has "$OUT" "inet ${PM_SUBNET%.0/24}\\.[0-9]+/24" || return 1
+  # `--network bridge` means the configured default network: the suite's too, never cni-podman0
+  cap pm run --rm --network bridge "$IMG" ip -o -4 addr show eth0; has "$OUT" "inet ${PM_SUBNET%.0/24}\\.[0-9]+/24"; }
 pm_memory() { cap pm run --rm --memory 64m "$IMG" sh -c 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max'; eq "$OUT" 67108864; }
 pm_pids() { cap pm run --rm --pids-limit 33 "$IMG" sh -c 'cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max'; eq "$OUT" 33; }
 pm_cpus() { cap pm run --rm --cpus 0.5 "$IMG" sh -c 'cat /sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cut -d" " -f1 /sys/fs/cgroup/cpu.max'; eq "$OUT" 50000; }
@@ -294,7 +399,7 @@ pm_seccomp() { cap pm run --rm "$IMG" sh -c 'grep Seccomp: /proc/self/status'; h
   cap pm run --rm --security-opt seccomp=unconfined "$IMG" sh -c 'grep Seccomp: /proc/self/status'; has "$OUT" 'Seccomp:\s+0'; }
 pm_tmpfs_shm() { cap pm run --rm --tmpfs /scratch:size=1m --shm-size 8m "$IMG" sh -c 'df -k /scratch /dev/shm | tail -2'
   has "$OUT" 'tmpfs +1024 ' && has "$OUT" 'shm +8192 |tmpfs +8192 '; }
-pm_sysctl() { cap pm run --rm --sysctl net.ipv4.ip_forward=1 --network bridge "$IMG" cat /proc/sys/net/ipv4/ip_forward; eq "$OUT" 1; }
+pm_sysctl() { pm_need_net || return 1; cap pm run --rm --sysctl net.ipv4.ip_forward=1 --network "$PM_NET" "$IMG" cat /proc/sys/net/ipv4/ip_forward; eq "$OUT" 1; }
 pm_device() { cap pm run --rm --device /dev/null:/dev/mynull "$IMG" sh -c 'echo x > /dev/mynull && echo dev-ok'; eq "$OUT" dev-ok; }
 pm_stats() { local n=st-$PMRT; pm run -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
   cap pm stats --no-stream --format '{{.Name}} {{.PIDs}}' $n; pm rm -f -t0 $n >/dev/null; has "$OUT" "^$n 1"; }
@@ -309,7 +414,7 @@ pm_pod() { # a pod: the infra container's namespaces joined by path
   local pod=pod-$PMRT
   cap pm pod create --name $pod --share net,ipc,uts --hostname podhost; [ "$RC" = 0 ] || { echo "pod create: $OUT"; return 1; }
   cap pm run -d --pod $pod --name $pod-a "$IMG" sh -c 'echo shared > /dev/shm/x; sleep 1000'; [ "$RC" = 0 ] || { echo "run a: $OUT"; pm pod rm -f $pod; return 1; }
-  sleep 0.5
+  wait_for '^shared$' pm exec $pod-a cat /dev/shm/x || { pm pod rm -f -t 0 $pod >/dev/null 2>&1; return 1; }
   cap pm run --rm --pod $pod "$IMG" sh -c 'hostname; cat /dev/shm/x; readlink /proc/self/ns/net'; local o=$OUT
   local na; na=$(pm exec $pod-a readlink /proc/self/ns/net)
   pm pod rm -f -t 0 $pod >/dev/null 2>&1
@@ -338,7 +443,7 @@ EOF2
   printf '{"version":"1.0.0","hook":{"path":"%s","args":["h.sh","poststop"]},"when":{"annotations":{"^sprout-test-hook$":"yes"}},"stages":["poststop"]}' "$TMP/hooks/h.sh" >"$TMP/hooks/post.json"
   rm -f "$TMP/hooks/ran-$PMRT"
   cap pm --hooks-dir "$TMP/hooks" run --rm --annotation sprout-test-hook=yes "$IMG" true; [ "$RC" = 0 ] || { echo "$OUT"; return 1; }
-  sleep 0.5; OUT=$(cat "$TMP/hooks/ran-$PMRT" 2>&1); echo "$OUT"
+  wait_for '^poststop' cat "$TMP/hooks/ran-$PMRT" >/dev/null; OUT=$(cat "$TMP/hooks/ran-$PMRT" 2>&1); echo "$OUT"
   # the state's status for prestart: runc 1.1 says "creating", sprout "created"; both are fine
   has "$OUT" 'prestart "status": *"creat(ing|ed)"' && has "$OUT" '^poststop "status": *"stopped"'; }
 pm_failed_create_cleanup() { # after a failed create podman runs `delete --force`, which must succeed quietly
@@ -352,7 +457,7 @@ pm_oci_archive() { # the OCI archive round-trips (image load through podman, run
 run_podman() {
   command -v podman >/dev/null || { skip podman "podman not installed"; return; }
   echo "## podman $(CONTAINERS_CONF=/dev/null podman --version | awk '{print $3}')"
-  pm_setup || { result sprout podman setup 1 "podman setup failed"; return; }
+  pm_setup || { result sprout podman setup 1 "podman setup failed (above)"; return; }
   local c rts="sprout"
   [ "$WITH_REF" = 1 ] && rts="sprout runc"
   for c in run_rm exit_code exit_code_255 enoent eacces enoent_create stdin detached pause pause_rm_force tty tty_exec \
@@ -372,7 +477,11 @@ run_podman() {
 # ---------------------------------------------------------------------------------------
 # containerd (private instance) + ctr
 CTD=$TMP/containerd
-ct() { to ctr --address "$CTD/containerd.sock" -n sprout-clients "$@"; }
+# This run's ctr namespace (also the default cgroup parent of ctr's containers, /<namespace>) and
+# CRI network: names of its own, so that nothing another containerd user has is touched.
+CT_NS=sprout-clients-$RUN_ID
+CTD_NET=sprout-test-ctd-$RUN_ID CTD_BR="" CTD_SUBNET=""
+ct() { to ctr --address "$CTD/containerd.sock" -n "$CT_NS" "$@"; }
 ct_run() { ct run --runc-binary "$CTBIN" --runc-root "$CTD/rt-$CTWHO" "$@"; }
 ctd_config() { # the runtime entries documented in docs/compatibility.md
   mkdir -p "$CTD"/{root,state,cni}
@@ -410,14 +519,18 @@ state = "$CTD/state"
     conf_dir = "$CTD/cni"
 EOF
   # A private CNI bridge for CRI pods (no gateway, no masquerade; IPAM state in the temp dir;
-  # the bridge is deleted at exit).
+  # the bridge is deleted at exit): its own network name, bridge interface and a free subnet.
+  if [ -z "$CTD_BR" ]; then
+    CTD_BR=$(free_ifname sprct) || { echo "no free bridge interface name"; return 1; }
+    CTD_SUBNET=$(pick_subnet $PM_SUBNET); [ -n "$CTD_SUBNET" ] || { echo "no free 10.x.y.0/24 subnet"; return 1; }
+  fi
   cat >"$CTD/cni/10-sprout-test.conflist" <<EOF
-{"cniVersion": "0.4.0", "name": "sprout-test", "plugins": [{"type": "bridge", "bridge": "sprtest0", "isGateway": false,
- "ipMasq": false, "ipam": {"type": "host-local", "subnet": "10.233.77.0/24", "dataDir": "$CTD/cni-ipam"}}]}
+{"cniVersion": "0.4.0", "name": "$CTD_NET", "plugins": [{"type": "bridge", "bridge": "$CTD_BR", "isGateway": false,
+ "ipMasq": false, "ipam": {"type": "host-local", "subnet": "$CTD_SUBNET", "dataDir": "$CTD/cni-ipam"}}]}
 EOF
 }
 ctd_start() {
-  ctd_config
+  ctd_config || return 1
   containerd --config "$CTD/config.toml" >"$CTD/containerd.log" 2>&1 &
   CTD_PID=$!
   PIDS_TO_STOP+=("$CTD_PID")
@@ -434,10 +547,12 @@ ctd_stop() {
     ctr --address "$CTD/containerd.sock" -n k8s.io t rm -f "$c" >/dev/null 2>&1; ctr --address "$CTD/containerd.sock" -n k8s.io c rm "$c" >/dev/null 2>&1
   done
   stop_pid "$CTD_PID"
-  ip link del sprtest0 >/dev/null 2>&1
-  # ctr's default cgroup parent is /<namespace>; containerd leaves it behind.
-  rmdir /sys/fs/cgroup/*/sprout-clients/* /sys/fs/cgroup/*/sprout-clients /sys/fs/cgroup/*/sprout-clients-test/* \
-        /sys/fs/cgroup/*/sprout-clients-test /sys/fs/cgroup/sprout-clients /sys/fs/cgroup/sprout-clients-test 2>/dev/null
+  [ -n "$CTD_BR" ] && ip link show "$CTD_BR" >/dev/null 2>&1 && ip link del "$CTD_BR" >/dev/null 2>&1
+  rm -f /var/lib/cni/results/"$CTD_NET"-* 2>/dev/null   # CNI's cache of this run's attachments
+  # ctr's default cgroup parent is /<namespace>; containerd leaves it behind. Only this run's
+  # (names with RUN_ID, never empty: checked at start), only when empty (rmdir).
+  rmdir /sys/fs/cgroup/*/"$CT_NS"/* /sys/fs/cgroup/*/"$CT_NS" /sys/fs/cgroup/*/"$CT_NS"-test/* \
+        /sys/fs/cgroup/*/"$CT_NS"-test /sys/fs/cgroup/"$CT_NS" /sys/fs/cgroup/"$CT_NS"-test 2>/dev/null
   # Shims outlive containerd by design: stop the ones serving our temp dir (by pid).
   local p
   for p in $(pgrep -f "containerd-shim-runc-v2 .*-address $CTD/containerd.sock" 2>/dev/null); do stop_pid "$p"; done
@@ -448,9 +563,9 @@ ctd_images() {
 
 ct_run_rm() { cap ct_run --rm "$IMG" rm-$CTWHO echo hello; eq "$OUT" hello && eq "$RC" 0; }
 ct_exit_code() { cap ct_run --rm "$IMG" ec-$CTWHO sh -c 'exit 3'; eq "$RC" 3; }
-ct_stdin() { OUT=$(echo piped-in | timeout -k 5 $T ctr --address "$CTD/containerd.sock" -n sprout-clients run --runc-binary "$CTBIN" --runc-root "$CTD/rt-$CTWHO" --rm "$IMG" in-$CTWHO cat 2>&1); eq "$OUT" piped-in; }
+ct_stdin() { OUT=$(echo piped-in | timeout -k 5 $T ctr --address "$CTD/containerd.sock" -n "$CT_NS" run --runc-binary "$CTBIN" --runc-root "$CTD/rt-$CTWHO" --rm "$IMG" in-$CTWHO cat 2>&1); eq "$OUT" piped-in; }
 ct_tty() {
-  OUT=$(to $PTY --timeout 30 -- ctr --address "$CTD/containerd.sock" -n sprout-clients run --runc-binary "$CTBIN" \
+  OUT=$(to $PTY --timeout 30 -- ctr --address "$CTD/containerd.sock" -n "$CT_NS" run --runc-binary "$CTBIN" \
     --runc-root "$CTD/rt-$CTWHO" --rm -t "$IMG" tty-$CTWHO sh -c 'tty; exit 2'); RC=$?
   has "$OUT" '/dev/pts/0' && eq "$RC" 2
 }
@@ -458,9 +573,9 @@ ct_detached() {
   local n=d-$CTWHO
   cap ct_run -d "$IMG" $n sh -c 'trap "exit 0" TERM; while :; do sleep 0.1; done'; [ "$RC" = 0 ] || { echo "run -d: $OUT"; return 1; }
   wait_for "^$n +[0-9]+ +RUNNING" ct task ls || return 1
-  [ -d "$CTD/rt-$CTWHO/sprout-clients/$n" ] || { echo "no runtime state in $CTD/rt-$CTWHO/sprout-clients/$n"; return 1; }
+  [ -d "$CTD/rt-$CTWHO/$CT_NS/$n" ] || { echo "no runtime state in $CTD/rt-$CTWHO/$CT_NS/$n"; return 1; }
   cap ct task exec --exec-id e1 $n sh -c 'echo exec-ok; exit 4'; eq "$OUT" exec-ok && eq "$RC" 4 || return 1
-  OUT=$(to $PTY --timeout 20 -- ctr --address "$CTD/containerd.sock" -n sprout-clients task exec -t --exec-id e2 $n sh -c 'tty; exit 5'); RC=$?
+  OUT=$(to $PTY --timeout 20 -- ctr --address "$CTD/containerd.sock" -n "$CT_NS" task exec -t --exec-id e2 $n sh -c 'tty; exit 5'); RC=$?
   has "$OUT" '/dev/pts/' && eq "$RC" 5 || return 1
   cap ct task ps $n; [ "$(printf '%s\n' "$OUT" | grep -c '^[0-9]')" -ge 1 ] || { echo "$OUT"; return 1; }
   cap ct task pause $n; eq "$RC" 0 || { echo "pause: $OUT"; return 1; }
@@ -471,7 +586,7 @@ ct_detached() {
   wait_for "^$n +[0-9]+ +STOPPED" ct task ls || return 1
   cap ct task rm $n; eq "$RC" 0 || { echo "task rm: $OUT"; return 1; }
   cap ct container rm $n; eq "$RC" 0 || { echo "container rm: $OUT"; return 1; }
-  [ ! -e "$CTD/rt-$CTWHO/sprout-clients/$n" ] || { echo "runtime state left: $CTD/rt-$CTWHO/sprout-clients/$n"; return 1; }
+  [ ! -e "$CTD/rt-$CTWHO/$CT_NS/$n" ] || { echo "runtime state left: $CTD/rt-$CTWHO/$CT_NS/$n"; return 1; }
 }
 ct_kill_sigkill() {
   local n=k-$CTWHO
@@ -486,7 +601,8 @@ ct_exec_more() { # exec --user/--cwd, kill --exec-id, kill --all on a running ta
   wait_for "^$n +[0-9]+ +RUNNING" ct task ls || return 1
   cap ct task exec --exec-id u1 --user 65534 --cwd /tmp $n sh -c 'echo $(id -u) $(pwd)'; local o1=$OUT
   ct task exec -d --exec-id long $n sleep 1000 >/dev/null 2>&1 &
-  sleep 1
+  # until the exec'd process is in the task (sh + 2 sleeps + it), not a fixed second
+  local i; for i in $(seq $((WAIT_S * 5))); do [ "$(ct task ps $n 2>/dev/null | grep -c '^[0-9]')" -ge 4 ] && break; sleep 0.2; done
   cap ct task kill --exec-id long -s SIGKILL $n; local r2=$RC o2=$OUT
   wait
   cap ct task metrics $n; local r3=$RC o3=$OUT
@@ -500,7 +616,7 @@ ct_rm_paused() { # task rm -f of a paused task
   local n=rp-$CTWHO
   ct_run -d "$IMG" $n sleep 1000 >/dev/null && ct task pause $n >/dev/null || return 1
   # ctr sends `kill --all <id> KILL` then waits: the runtime must thaw the frozen cgroup.
-  OUT=$(timeout -k 5 20 ctr --address "$CTD/containerd.sock" -n sprout-clients task rm -f $n 2>&1); local r=$? o=$OUT
+  OUT=$(timeout -k 5 20 ctr --address "$CTD/containerd.sock" -n "$CT_NS" task rm -f $n 2>&1); local r=$? o=$OUT
   if [ "$r" != 0 ]; then ct task kill -s SIGKILL $n >/dev/null 2>&1; sleep 1; ct task rm -f $n >/dev/null 2>&1; fi
   ct container rm $n >/dev/null 2>&1
   eq "$r" 0 || { echo "$o"; return 1; }
@@ -524,8 +640,8 @@ ct_enoent_abs() { # an absolute path that does not exist: runc fails create; exi
 }
 ct_memory() { # ctr mounts no cgroupfs in the container: read the limit on the host
   local n=m-$CTWHO r=0
-  ct_run -d --memory-limit 67108864 --cgroup "/sprout-clients-test/$n" "$IMG" $n sleep 1000 >/dev/null || return 1
-  OUT=$(cat /sys/fs/cgroup/memory/sprout-clients-test/$n/memory.limit_in_bytes 2>&1 || cat /sys/fs/cgroup/sprout-clients-test/$n/memory.max 2>&1)
+  ct_run -d --memory-limit 67108864 --cgroup "/$CT_NS-test/$n" "$IMG" $n sleep 1000 >/dev/null || return 1
+  OUT=$(cat /sys/fs/cgroup/memory/$CT_NS-test/$n/memory.limit_in_bytes 2>&1 || cat /sys/fs/cgroup/$CT_NS-test/$n/memory.max 2>&1)
   eq "$OUT" 67108864 || r=1
   ct task kill -s SIGKILL $n >/dev/null; sleep 0.5; ct task rm -f $n >/dev/null 2>&1; ct container rm $n >/dev/null 2>&1
   return $r
@@ -554,6 +670,8 @@ run_containerd() {
 # ---------------------------------------------------------------------------------------
 # Docker (private dockerd)
 DK=$TMP/docker
+# The containers' cgroup parent: this run's own (dockerd's default, /docker, is the host's dockerd's).
+DK_CGPARENT=sprout-clients-$RUN_ID-docker
 DOCKER_BIN=/usr/bin/docker
 [ -x $DOCKER_BIN ] || DOCKER_BIN=$(command -v docker 2>/dev/null || echo docker)
 dk() { to $DOCKER_BIN -H "unix://$DK/docker.sock" "$@"; }
@@ -563,6 +681,7 @@ dk_start() {
   cat >"$DK/daemon.json" <<EOF
 {
   "runtimes": { "sprout": { "path": "$SPROUT" } },
+  "cgroup-parent": "/$DK_CGPARENT",
   "default-ulimits": { "nofile": { "Name": "nofile", "Hard": $hn, "Soft": $hn } }
 }
 EOF
@@ -583,6 +702,7 @@ dk_stop() {
   local p
   for p in $(pgrep -f "containerd-shim-runc-v2 .*$DK/exec" 2>/dev/null); do stop_pid "$p"; done
   for p in $(pgrep -f "containerd --config $DK/exec" 2>/dev/null); do stop_pid "$p"; done
+  rmdir /sys/fs/cgroup/*/"$DK_CGPARENT"/* /sys/fs/cgroup/*/"$DK_CGPARENT" /sys/fs/cgroup/"$DK_CGPARENT" 2>/dev/null   # ours, if empty
 }
 dk_run_rm() { cap dk run --runtime $DKRT --rm "$IMG" echo hello; eq "$OUT" hello && eq "$RC" 0; }
 dk_exit_code() { cap dk run --runtime $DKRT --rm "$IMG" sh -c 'exit 3'; eq "$RC" 3; }
@@ -661,7 +781,7 @@ dk_cgroupns_private() { # the cgroup mount shows the container's own cgroup, not
 dk_share_ns() { # --network/--pid/--ipc container:<id>: namespaces joined by path
   local n=sh-$DKRT
   dk run --runtime $DKRT -d --name $n --ipc shareable "$IMG" sh -c 'echo shared > /dev/shm/x; sleep 1000' >/dev/null || return 1
-  sleep 0.5
+  wait_for '^shared$' dk exec $n cat /dev/shm/x || { dk rm -f $n >/dev/null; return 1; }
   cap dk run --runtime $DKRT --rm --network container:$n --pid container:$n --ipc container:$n "$IMG" sh -c \
     'cat /dev/shm/x; ps -o args | grep -c "[s]leep 1000"; readlink /proc/self/ns/net'; local o=$OUT
   local na; na=$(dk exec $n readlink /proc/self/ns/net)
@@ -670,7 +790,7 @@ dk_share_ns() { # --network/--pid/--ipc container:<id>: namespaces joined by pat
 dk_exec_opts() { local n=eo-$DKRT
   dk run --runtime $DKRT -d --name $n "$IMG" sleep 1000 >/dev/null || return 1
   cap dk exec -u 65534 -w /tmp -e X=y $n sh -c 'echo $(id -u) $(pwd) $X; grep CapEff /proc/self/status'; local o1=$OUT
-  cap dk exec -d $n sh -c 'echo detached > /tmp/d'; sleep 0.5; cap dk exec $n cat /tmp/d; local o3=$OUT
+  cap dk exec -d $n sh -c 'echo detached > /tmp/d'; wait_for '^detached$' dk exec $n cat /tmp/d >/dev/null; cap dk exec $n cat /tmp/d; local o3=$OUT
   dk rm -f $n >/dev/null
   has "$o1" '^65534 /tmp y' && has "$o1" 'CapEff:\s+0+$' && eq "$o3" detached; }
 dk_restart_policy() { # the daemon restarts a dying container through the runtime

@@ -87,6 +87,22 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl Error {
+    /// An I/O error for lack of permission (EACCES, EPERM, EROFS).
+    pub fn is_permission(&self) -> bool {
+        matches!(self, Error::Io { source, .. }
+            if matches!(source.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::EROFS)))
+    }
+
+    /// The errno of an I/O error.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            Error::Io { source, .. } => source.raw_os_error(),
+            Error::Invalid(_) => None,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Layout {
     /// Only v1 controller hierarchies.
@@ -192,6 +208,13 @@ pub struct Manager {
     /// `--systemd-cgroup`: the transient unit systemd makes the cgroup for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     systemd: Option<systemd::Unit>,
+    /// Rootless ([`running_rootless`]): no device program (bpf(2) needs privileges in the
+    /// initial namespace), and [`Manager::create_for`] may go without a cgroup.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    rootless: bool,
+    /// No `linux.cgroupsPath` was given (the default `<id>` placement).
+    #[serde(skip)]
+    default_path: bool,
 }
 
 pub(crate) fn warn(msg: &str) {
@@ -216,7 +239,15 @@ impl Manager {
             self_cgroup: None,
             systemd_running: None,
         };
-        Manager::new_in(&host, cgroups_path, container_id, systemd)
+        let mut m = Manager::new_in(&host, cgroups_path, container_id, systemd)?;
+        m.rootless = running_rootless();
+        Ok(m)
+    }
+
+    /// Treat the caller as rootless or not (tests; [`Manager::with_layout`] detects it).
+    #[doc(hidden)]
+    pub fn set_rootless(&mut self, rootless: bool) {
+        self.rootless = rootless;
     }
 
     /// [`Manager::new`] against an explicit [`Host`] (tests).
@@ -248,6 +279,13 @@ impl Manager {
         let place = |name: &str, mount: PathBuf, own_path: Option<&str>| -> Result<Hier> {
             let base = if cg.relative {
                 match own_path {
+                    // cgroup v2 (runc's rule): a relative path next to a caller that sits in a
+                    // systemd scope (a login session, a `systemd-run --scope`) goes beside that
+                    // scope, in its slice: the scope holds processes, so no controller can be
+                    // enabled below it ("no internal processes"), and it is not ours to change.
+                    Some(p) if name == "unified" && host.layout == Layout::V2 => {
+                        path::under(&mount, path::beside_scope(p))
+                    }
                     Some(p) => path::under(&mount, p),
                     None => {
                         return Err(Error::Invalid(format!(
@@ -273,6 +311,8 @@ impl Manager {
             unified: None,
             created: Vec::new(),
             systemd: unit,
+            rootless: false,
+            default_path: cgroups_path.is_none_or(str::is_empty),
         };
         match host.layout {
             Layout::V2 => {
@@ -328,9 +368,40 @@ impl Manager {
         }
     }
 
+    /// [`Manager::create`] for a container with these resources. Rootless without write access
+    /// to the cgroup tree (EACCES, EPERM, EROFS), runc's rule: with no `linux.cgroupsPath` and no
+    /// limits to set (device rules aside) the container goes without a cgroup of its own;
+    /// otherwise a one-line error says why.
+    pub fn create_for(&mut self, res: Option<&oci_spec::runtime::LinuxResources>) -> Result<()> {
+        match self.create() {
+            Err(e) if self.rootless && e.is_permission() => {
+                if self.default_path && !resources::needs_limits(res) {
+                    self.v1.clear();
+                    self.unified = None;
+                    return Ok(());
+                }
+                Err(Error::Invalid(format!(
+                    "rootless container: {e} (without write access to the cgroup tree a \
+                     rootless container needs no linux.cgroupsPath and no resource limits; \
+                     or run it with --systemd-cgroup, or delegate a cgroup to this user)"
+                )))
+            }
+            r => r,
+        }
+    }
+
+    /// Whether the container has any cgroup directory (a rootless container may have none).
+    pub fn has_cgroup(&self) -> bool {
+        self.unified.is_some() || !self.v1.is_empty()
+    }
+
     /// With `--systemd-cgroup`, before the unit exists (in `create`) the resources are
     /// checked and kept for `add_pid`; later (`update`) they also go to SetUnitProperties.
     pub fn apply(&self, resources: &oci_spec::runtime::LinuxResources) -> Result<()> {
+        if self.rootless && !self.has_cgroup() {
+            // create_for let a rootless container go without a cgroup: nothing to limit.
+            return Ok(());
+        }
         if let Some(u) = &self.systemd {
             if systemd::apply(self, u, resources)? {
                 return Ok(());
@@ -357,9 +428,27 @@ impl Manager {
         for h in self.v1.iter().chain(self.unified.iter()) {
             let p = h.dir.join("cgroup.procs");
             if let Err(e) = fs::write(&p, s.as_bytes()) {
-                if h.name == "cpuset" && e.raw_os_error() == Some(libc::ENOSPC) {
+                let why = match e.raw_os_error() {
+                    Some(libc::ENOSPC) if h.name == "cpuset" => {
+                        Some("cpuset.cpus or cpuset.mems is empty".to_string())
+                    }
+                    Some(libc::EOPNOTSUPP) if h.name == "unified" => Some(format!(
+                        "not a domain cgroup (cgroup.type: {}); a process can only join a \
+                         domain cgroup or a threaded cgroup of its own threaded subtree",
+                        fs::read_at(&h.dir, "cgroup.type")
+                            .map(|t| t.trim().to_string())
+                            .unwrap_or_else(|_| "unknown".into())
+                    )),
+                    Some(libc::EBUSY) if h.name == "unified" => Some(
+                        "it has controllers enabled in its cgroup.subtree_control, and a cgroup \
+                         that delegates controllers cannot hold processes"
+                            .to_string(),
+                    ),
+                    _ => None,
+                };
+                if let Some(why) = why {
                     return Err(Error::Invalid(format!(
-                        "moving pid {pid} into {}: cpuset.cpus or cpuset.mems is empty",
+                        "moving pid {pid} into {}: {why}",
                         h.dir.display()
                     )));
                 }

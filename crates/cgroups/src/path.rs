@@ -265,6 +265,19 @@ pub(crate) fn expand_slice(slice: &str) -> std::result::Result<String, String> {
 }
 
 /// Join a hierarchy-relative cgroup path ("/a/b") under a mount point.
+/// runc's placement of relative paths on cgroup v2: the caller's cgroup, or its parent when the
+/// caller's cgroup is a systemd scope (`….scope`).
+pub(crate) fn beside_scope(own: &str) -> &str {
+    if own.ends_with(".scope") {
+        match own.rfind('/') {
+            Some(0) | None => "/",
+            Some(i) => &own[..i],
+        }
+    } else {
+        own
+    }
+}
+
 pub(crate) fn under(mount: &std::path::Path, cg: &str) -> std::path::PathBuf {
     let cg = cg.trim_start_matches('/');
     if cg.is_empty() {
@@ -277,6 +290,21 @@ pub(crate) fn under(mount: &std::path::Path, cg: &str) -> std::path::PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_paths_go_beside_a_scope() {
+        assert_eq!(
+            beside_scope("/user.slice/user-0.slice/session-7.scope"),
+            "/user.slice/user-0.slice"
+        );
+        assert_eq!(beside_scope("/init.scope"), "/");
+        assert_eq!(
+            beside_scope("/system.slice/foo.service"),
+            "/system.slice/foo.service"
+        );
+        assert_eq!(beside_scope("/"), "/");
+        assert_eq!(beside_scope("/a.scope/b"), "/a.scope/b");
+    }
 
     #[test]
     fn parse_self_cgroup_hybrid() {

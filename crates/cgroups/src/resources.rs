@@ -40,6 +40,32 @@ pub(crate) fn try_set(dir: &Path, file: &str, value: &str, field: &str) -> Resul
     }
 }
 
+/// Whether `res` asks for any limit a cgroup controller enforces (device rules aside): runc's
+/// `needAnyControllers`, used to let a rootless container without cgroup access go without one.
+/// Empty objects, nulls, zeros and empty lists ask for nothing.
+pub(crate) fn needs_limits(res: Option<&oci_spec::runtime::LinuxResources>) -> bool {
+    fn set(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Null => false,
+            serde_json::Value::Bool(b) => *b,
+            serde_json::Value::Number(n) => n.as_f64() != Some(0.0),
+            serde_json::Value::String(s) => !s.is_empty(),
+            serde_json::Value::Array(a) => a.iter().any(set),
+            serde_json::Value::Object(o) => o.values().any(set),
+        }
+    }
+    let Some(res) = res else {
+        return false;
+    };
+    match serde_json::to_value(res) {
+        Ok(serde_json::Value::Object(mut o)) => {
+            o.remove("devices");
+            o.values().any(set)
+        }
+        _ => true,
+    }
+}
+
 pub(crate) fn missing(dir: &Path, file: &str, field: &str, v2: bool) -> Error {
     if !dir.exists() {
         return invalid(
@@ -294,6 +320,19 @@ pub(crate) fn devices_trivial(list: &[LinuxDeviceCgroup]) -> Option<bool> {
 mod tests {
     use super::*;
     use oci_spec::runtime::LinuxDeviceCgroupBuilder;
+
+    #[test]
+    fn limits_that_need_a_cgroup() {
+        let r = |j: &str| -> oci_spec::runtime::LinuxResources { serde_json::from_str(j).unwrap() };
+        assert!(!needs_limits(None));
+        assert!(!needs_limits(Some(&r("{}"))));
+        assert!(!needs_limits(Some(&r(
+            r#"{"devices":[{"allow":false,"access":"rwm"}],"memory":{},"cpu":{"shares":0}}"#
+        ))));
+        assert!(needs_limits(Some(&r(r#"{"pids":{"limit":10}}"#))));
+        assert!(needs_limits(Some(&r(r#"{"memory":{"limit":1048576}}"#))));
+        assert!(needs_limits(Some(&r(r#"{"unified":{"io.weight":"100"}}"#))));
+    }
 
     #[test]
     fn conversions() {

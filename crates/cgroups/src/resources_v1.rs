@@ -436,7 +436,7 @@ fn hugetlb(m: &Manager, limits: &[LinuxHugepageLimit]) -> Result<()> {
     }
     // Hybrid without a v1 hugetlb hierarchy: drive it on the cgroup2 leaf.
     if let (Layout::Hybrid, Some(u)) = (m.layout(), m.unified_hier()) {
-        return crate::resources_v2::hugetlb_v2(u, &vals, true);
+        return crate::resources_v2::hugetlb_v2(u, &vals, Some(m.created()));
     }
     Err(not_mounted("hugepageLimits", "hugetlb"))
 }

@@ -5,7 +5,7 @@
 //! after every other resource (a failure there leaves the limits written, as runc does).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{
     LinuxBlockIo, LinuxCpu, LinuxHugepageLimit, LinuxMemory, LinuxNetwork, LinuxPids, LinuxRdma,
@@ -47,7 +47,10 @@ pub(crate) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
     if let Some(x) = res.unified() {
         unified(d, x)?;
     }
-    if let Some(x) = res.devices() {
+    // Rootless: no device program (bpf(2) needs CAP_BPF/CAP_SYS_ADMIN in the initial user
+    // namespace, and BPF_PROG_QUERY fails before it), as runc and crun; such a container
+    // cannot mknod devices or reach host device nodes it was not given anyway.
+    if let Some(x) = res.devices().as_ref().filter(|_| !m.rootless) {
         crate::ebpf::attach_device_filter(d, x)?;
     }
     Ok(())
@@ -107,8 +110,12 @@ fn memory(d: &Path, mem: &LinuxMemory) -> Result<()> {
         }
     }
     // swap first: memory.swap.max is independent of memory.max on v2, and runc's order.
+    // Without swap accounting (no memory.swap.max: swap off, or swapaccount=0) "no limit" and
+    // "no swap" are what the container gets anyway: runc writes nothing then, and neither do we.
     if let Some(s) = swap {
-        set(d, "memory.swap.max", &s, "memory.swap", true)?;
+        if !try_set(d, "memory.swap.max", &s, "memory.swap")? && s != "max" && s != "0" {
+            return Err(r::missing(d, "memory.swap.max", "memory.swap", true));
+        }
     }
     if let Some(l) = limit {
         set(d, "memory.max", &r::max_or(l), "memory.limit", true)?;
@@ -255,23 +262,33 @@ fn hugetlb(u: &Hier, limits: &[LinuxHugepageLimit]) -> Result<()> {
         let size = r::hugepage_size(l.page_size())?;
         vals.push((size, r::hugepage_limit(l.page_size(), l.limit())?));
     }
-    hugetlb_v2(u, &vals, false)
+    hugetlb_v2(u, &vals, None)
 }
 
 /// Write hugetlb.<size>.max (and .rsvd.max where present) on a cgroup2 leaf. With
-/// `delegate`, a missing file first enables hugetlb from the leaf's base down (the hybrid
-/// tracking leaf is created without controllers, to keep `create` cheap).
-pub(crate) fn hugetlb_v2(u: &Hier, vals: &[(String, i64)], delegate: bool) -> Result<()> {
+/// `delegate` (the directories this container made above its leaf), a missing file first
+/// enables hugetlb in those (the hybrid tracking leaf is created without controllers, to keep
+/// `create` cheap); never above them.
+pub(crate) fn hugetlb_v2(
+    u: &Hier,
+    vals: &[(String, i64)],
+    delegate: Option<&[PathBuf]>,
+) -> Result<()> {
     let d = u.dir.as_path();
     let mut delegated = false;
     for (size, lim) in vals {
         let file = format!("hugetlb.{size}.max");
         let v = r::max_or(*lim);
         if !try_set(d, &file, &v, "hugepageLimits")? {
-            if !delegate || delegated {
+            let Some(ours) = delegate.filter(|_| !delegated) else {
                 return Err(r::missing(d, &file, "hugepageLimits", true));
+            };
+            for dir in ours
+                .iter()
+                .filter(|p| p.starts_with(&u.mount) && **p != u.dir)
+            {
+                crate::v2::enable(dir, &["hugetlb"]);
             }
-            crate::v2::enable_chain(&u.base, d, &["hugetlb"]);
             delegated = true;
             set(d, &file, &v, "hugepageLimits", true)?;
         }

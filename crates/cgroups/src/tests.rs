@@ -562,7 +562,7 @@ fn v2_host(t: &TempDir) -> Host {
 }
 
 #[test]
-fn v2_create_delegates_controllers_within_own_subtree() {
+fn v2_create_changes_no_cgroup_it_did_not_make() {
     let t = TempDir::new("v2create");
     let host = v2_host(&t);
     let r = t.path();
@@ -573,9 +573,13 @@ fn v2_create_delegates_controllers_within_own_subtree() {
         m.created(),
         &[r.join("user.slice/me/pod"), r.join("user.slice/me/pod/ctr")]
     );
+    // Controllers are enabled only in directories this create made (a fake tree has no
+    // cgroup.controllers in them: nothing to enable); the caller's cgroup and everything above
+    // it are not ours (tests/integration/tests/cgroup_placement.rs checks the real kernel).
     assert_eq!(
         read(r.join("user.slice/me/cgroup.subtree_control")),
-        "+cpu +io +memory +pids"
+        "",
+        "the caller's cgroup: untouched"
     );
     assert_eq!(
         read(r.join("cgroup.subtree_control")),
@@ -586,6 +590,16 @@ fn v2_create_delegates_controllers_within_own_subtree() {
     m.destroy().unwrap();
     assert!(!r.join("user.slice/me/pod").exists());
     assert!(r.join("user.slice/me").exists());
+
+    // A caller in a systemd scope: relative paths go beside the scope, in its slice.
+    let scoped = Host {
+        self_cgroup: Some("0::/user.slice/me/session-3.scope\n".into()),
+        ..host.clone()
+    };
+    let m = Manager::new_in(&scoped, Some("pod/ctr"), "x", false).unwrap();
+    assert_eq!(m.unified_path().unwrap(), r.join("user.slice/me/pod/ctr"));
+    let m = Manager::new_in(&scoped, None, "x", false).unwrap();
+    assert_eq!(m.unified_path().unwrap(), r.join("user.slice/me/x"));
 
     // An absolute path on v2 does not even need /proc/self/cgroup.
     let host2 = Host {

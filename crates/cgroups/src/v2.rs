@@ -21,21 +21,26 @@ pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> 
             u.mount.display()
         )));
     }
-    if created.is_empty() {
-        return Ok(()); // joined an existing cgroup: leave its parents alone
+    // Delegate controllers down the directories this call made above the leaf, and only there:
+    // each one enables what its parent gave it (its cgroup.controllers). A cgroup that existed
+    // before (the caller's own, its slice, the root, a parent another container made) is not
+    // ours to change; what its cgroup.subtree_control lacks, `apply` reports by field.
+    for d in created.iter().filter(|d| **d != u.dir) {
+        let avail = match fs::read_at(d, "cgroup.controllers") {
+            Ok(a) => a,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                continue; // not a cgroup2 directory (a test's fake tree)
+            }
+            Err(e) => return Err(e),
+        };
+        let ctrls: Vec<&str> = avail.split_whitespace().collect();
+        enable(d, &ctrls);
     }
-    // Delegate every controller the base offers down to the leaf. Only directories from
-    // our base (own cgroup, or the root for absolute paths) down are touched.
-    let avail = fs::read_at(&u.base, "cgroup.controllers")?;
-    let ctrls: Vec<&str> = avail.split_whitespace().collect();
-    enable_chain(&u.base, &u.dir, &ctrls);
     Ok(())
 }
 
-/// Write "+c1 +c2 .." to cgroup.subtree_control of `base` and every directory between it and
-/// `leaf` (exclusive). Failures are tolerated (e.g. EBUSY on an own cgroup that still holds
-/// processes): `apply` then reports the missing interface files precisely.
-pub(crate) fn enable_chain(base: &Path, leaf: &Path, ctrls: &[&str]) {
+/// Write "+c1 +c2 .." to `dir`'s cgroup.subtree_control (one at a time when the batch fails).
+pub(crate) fn enable(dir: &Path, ctrls: &[&str]) {
     if ctrls.is_empty() {
         return;
     }
@@ -44,21 +49,10 @@ pub(crate) fn enable_chain(base: &Path, leaf: &Path, ctrls: &[&str]) {
         .map(|c| format!("+{c}"))
         .collect::<Vec<_>>()
         .join(" ");
-    let mut dirs = vec![base.to_path_buf()];
-    if let Ok(rest) = leaf.strip_prefix(base) {
-        let mut cur = base.to_path_buf();
-        let comps: Vec<_> = rest.components().collect();
-        for c in comps.iter().take(comps.len().saturating_sub(1)) {
-            cur.push(c);
-            dirs.push(cur.clone());
-        }
-    }
-    for d in dirs {
-        let p = d.join("cgroup.subtree_control");
-        if fs::write(&p, line.as_bytes()).is_err() && ctrls.len() > 1 {
-            for c in ctrls {
-                let _ = fs::write(&p, format!("+{c}").as_bytes());
-            }
+    let p = dir.join("cgroup.subtree_control");
+    if fs::write(&p, line.as_bytes()).is_err() && ctrls.len() > 1 {
+        for c in ctrls {
+            let _ = fs::write(&p, format!("+{c}").as_bytes());
         }
     }
 }

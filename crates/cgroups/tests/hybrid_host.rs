@@ -450,20 +450,14 @@ fn hybrid_hugetlb_on_the_unified_leaf() {
         println!("SKIPPED: hugetlb not offered by our own cgroup2 cgroup ({own})");
         return;
     }
-    let _g = common::HugetlbRootGuard::new(&unified);
-    // Someone else on this shared host may already have hugetlb on in the root's subtree.
-    let already_on = read(unified.join("cgroup.subtree_control"))
-        .split_whitespace()
-        .any(|c| c == "hugetlb");
+    // The root's cgroup.subtree_control is not ours: hugetlb reaches the leaf only if someone
+    // already enabled it there (then the limit is set); otherwise apply names the field and
+    // the root stays as it was.
+    let before = read(unified.join("cgroup.subtree_control"));
+    let already_on = before.split_whitespace().any(|c| c == "hugetlb");
     m.create().unwrap();
     let leaf = m.unified_path().unwrap().to_path_buf();
-    if !already_on {
-        assert!(
-            !leaf.join("hugetlb.2MB.max").exists(),
-            "create stays cheap: no controllers delegated"
-        );
-    }
-    m.apply(
+    let res = m.apply(
         &LinuxResourcesBuilder::default()
             .hugepage_limits(vec![LinuxHugepageLimitBuilder::default()
                 .page_size("2MB")
@@ -472,8 +466,24 @@ fn hybrid_hugetlb_on_the_unified_leaf() {
                 .unwrap()])
             .build()
             .unwrap(),
-    )
-    .unwrap();
+    );
+    assert_eq!(
+        read(unified.join("cgroup.subtree_control")),
+        before,
+        "the root cgroup's subtree_control must not change"
+    );
+    if !already_on {
+        let e = res.unwrap_err().to_string();
+        assert!(
+            e.contains("hugepageLimits") && e.contains("subtree_control"),
+            "{e}"
+        );
+        m.destroy().unwrap();
+        assert_gone(m.created());
+        println!("hugetlb not enabled in the root's subtree_control: the clear error was checked");
+        return;
+    }
+    res.unwrap();
     assert_eq!(read(leaf.join("hugetlb.2MB.max")), (4u64 << 20).to_string());
     let st = m.stats().unwrap();
     assert!(st.hugetlb.contains_key("2MB"), "{:?}", st.hugetlb);

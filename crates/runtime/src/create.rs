@@ -118,6 +118,31 @@ pub fn clone3(flags: u64, cgroup_fd: Option<&OwnedFd>) -> std::io::Result<(i32, 
     Ok((pid as i32, Some(unsafe { OwnedFd::from_raw_fd(pidfd) })))
 }
 
+/// [`clone3`] straight into the cgroup of `cgroup_fd` (CLONE_INTO_CGROUP) when one is given.
+/// Where the kernel refuses that placement (EOPNOTSUPP: the target is not a domain cgroup,
+/// e.g. threaded or "domain invalid"; EBUSY: it has controllers in its cgroup.subtree_control;
+/// EACCES/EPERM: no write access to its cgroup.procs or to that of the common ancestor), the
+/// child is cloned where the caller is and the third value is `false`: the caller moves it with
+/// a write to cgroup.procs, whose error then names the cgroup and the reason.
+pub fn clone3_into(
+    flags: u64,
+    cgroup_fd: Option<&OwnedFd>,
+) -> std::io::Result<(i32, Option<OwnedFd>, bool)> {
+    match clone3(flags, cgroup_fd) {
+        Ok((pid, fd)) => Ok((pid, fd, cgroup_fd.is_some())),
+        Err(e)
+            if cgroup_fd.is_some()
+                && matches!(
+                    e.raw_os_error(),
+                    Some(libc::EOPNOTSUPP | libc::EBUSY | libc::EACCES | libc::EPERM)
+                ) =>
+        {
+            clone3(flags, None).map(|(pid, fd)| (pid, fd, false))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// `wait_for_start`: true for `create` (the init waits on the exec fifo for `start`), false for
 /// `run`, which starts at once and needs no fifo.
 pub fn create(
@@ -218,7 +243,7 @@ pub fn create(
     // Nothing of the container runs before GO.
     let cgroup_first = layout == sprout_cgroups::Layout::V2;
     if cgroup_first {
-        cg.create()?;
+        cg.create_for(linux.and_then(|l| l.resources().as_ref()))?;
         cleanup.cgroup = Some(cg.clone());
         apply_resources(&cg, linux)?;
         trace.mark("cgroup");
@@ -286,14 +311,13 @@ pub fn create(
         no_new_keyring: opts.no_new_keyring,
         preserve_fds: opts.preserve_fds,
         cgroup_v2: layout == sprout_cgroups::Layout::V2,
-        clone_into_cgroup: cg_fd.is_some(),
         has_runtime_hooks,
         trace: trace.enabled(),
     };
     trace.mark("prepare");
 
-    let (pid, pidfd) =
-        clone3(plan.clone_flags, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
+    let (pid, pidfd, joined) =
+        clone3_into(plan.clone_flags, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
     if pid == 0 {
         drop(parent_chan);
         init::run(&ctx);
@@ -316,7 +340,7 @@ pub fn create(
     st.pid_start = pid_start;
     if !cgroup_first {
         // mkdir only (what `delete` has to undo); apply after the state names the directories.
-        cg.create()?;
+        cg.create_for(linux.and_then(|l| l.resources().as_ref()))?;
         cleanup.cgroup = Some(cg.clone());
         // The init may mount its cgroups now, before it is moved in (the slow part on v1:
         // ~10 cgroup.procs writes, the first one waiting for an RCU grace period), unless it
@@ -356,7 +380,7 @@ pub fn create(
         sys::restore_affinity(pid, mask)
             .map_err(|e| Error::os("restoring the init's CPU affinity", e))?;
     }
-    if cg_fd.is_none() {
+    if !joined {
         cg.add_pid(pid)?;
     }
     send_or_init_error(&parent_chan, sync::GO, b"")?;

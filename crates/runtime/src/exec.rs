@@ -15,7 +15,7 @@ use oci_spec::runtime::{Capability, LinuxCapabilities, LinuxNamespaceType, Proce
 
 use crate::bail;
 use crate::config::parse_spec;
-use crate::create::clone3;
+use crate::create::clone3_into;
 use crate::error::{Error, Result};
 use crate::init;
 use crate::state::{self, Status, Store};
@@ -173,7 +173,8 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     let (parent_chan, child_chan) = Channel::pair().map_err(|e| Error::os("socketpair", e))?;
     trace.mark("prepare");
 
-    let (helper, helper_pidfd) = clone3(0, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
+    let (helper, helper_pidfd, joined) =
+        clone3_into(0, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
     if helper == 0 {
         drop(parent_chan);
         let e = exec_child(
@@ -207,7 +208,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         let _ = sys::pidfd_send_signal(fd, libc::SIGKILL);
         reap(fd);
     };
-    if cg_fd.is_none() {
+    if !joined {
         if let Some(cg) = cg {
             if let Err(e) = cg.add_pid(helper) {
                 kill_and_reap(&helper_pidfd);

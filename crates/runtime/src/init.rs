@@ -30,7 +30,6 @@ pub struct InitCtx<'a> {
     pub no_new_keyring: bool,
     pub preserve_fds: u32,
     pub cgroup_v2: bool,
-    pub clone_into_cgroup: bool,
     pub has_runtime_hooks: bool,
     pub trace: bool,
 }

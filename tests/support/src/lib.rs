@@ -912,7 +912,20 @@ fn cgroup_dirs_under(parent: &str, id: &str, also_below_roots: bool) -> Vec<Path
             }
             _ => continue,
         };
-        let Some(own_path) = own_path else { continue };
+        let Some(mut own_path) = own_path else {
+            continue;
+        };
+        // Pure cgroup v2 (runc's rule, and sprout's): a relative path next to a caller in a
+        // systemd scope goes beside the scope, in its slice.
+        if fstype == "cgroup2"
+            && own_path.ends_with(".scope")
+            && own.lines().all(|l| l.starts_with("0::"))
+        {
+            own_path = match own_path.rfind('/') {
+                Some(0) | None => "/".to_string(),
+                Some(i) => own_path[..i].to_string(),
+            };
+        }
         let rel = own_path
             .strip_prefix(mroot)
             .unwrap_or(&own_path)

@@ -84,34 +84,3 @@ pub fn proc_cgroup(pid: u32, ctrl: &str) -> Option<String> {
         c.split(',').any(|x| x == ctrl).then(|| p.to_string())
     })
 }
-
-/// Serialises the tests (in one binary) that toggle hugetlb on the cgroup2 root, and puts
-/// the root's cgroup.subtree_control back as it was found.
-pub struct HugetlbRootGuard {
-    root: std::path::PathBuf,
-    was_on: bool,
-    _lock: std::sync::MutexGuard<'static, ()>,
-}
-
-static HUGETLB_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-impl HugetlbRootGuard {
-    pub fn new(root: &Path) -> HugetlbRootGuard {
-        let lock = HUGETLB_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let sc = std::fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
-        HugetlbRootGuard {
-            root: root.to_path_buf(),
-            was_on: sc.split_whitespace().any(|c| c == "hugetlb"),
-            _lock: lock,
-        }
-    }
-}
-
-impl Drop for HugetlbRootGuard {
-    fn drop(&mut self) {
-        if !self.was_on {
-            // Best effort: fails harmlessly if someone else now uses it below the root.
-            let _ = std::fs::write(self.root.join("cgroup.subtree_control"), "-hugetlb");
-        }
-    }
-}

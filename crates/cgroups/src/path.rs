@@ -200,7 +200,12 @@ pub(crate) fn resolve_systemd_unit(
         }
     }
     let slice = if slice.is_empty() {
-        "system.slice"
+        // runc: the user manager's default slice for rootless containers.
+        if crate::running_rootless() {
+            "user.slice"
+        } else {
+            "system.slice"
+        }
     } else {
         slice
     };

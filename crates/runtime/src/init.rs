@@ -40,7 +40,13 @@ pub fn run(ctx: &InitCtx) -> ! {
     // Until execve replaces our image, /proc/<pid>/exe of this process is the runtime's binary on
     // the host. Non-dumpable: nothing in the container (without CAP_SYS_PTRACE over the host's
     // user namespace) can open it (CVE-2019-5736). execve restores dumpability for the program.
-    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    // With a new user namespace the parent (or newuidmap/newgidmap, which check that
+    // /proc/PID is owned by the caller) must open /proc/PID/{uid,gid}_map first: a
+    // non-dumpable process's /proc files belong to root, which an unprivileged parent cannot
+    // open. Stay dumpable until the maps are written (runc's nsexec does the same).
+    if !ctx.plan.new_user {
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    }
     let mut tr = ChildTrace::new(ctx.trace);
     let mut go = GoLatch {
         waited: false,
@@ -222,6 +228,8 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                 .map_err(|e| Error::os("asking for id maps", e))?;
         }
         go.wait(ctx)?;
+        // The maps are written: non-dumpable from here on (see `run`).
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
         cvt(unsafe { libc::setresgid(0, 0, 0) })
             .map_err(|e| Error::os("becoming root in the user namespace (gid)", e))?;
         cvt(unsafe { libc::setresuid(0, 0, 0) })
@@ -285,7 +293,16 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                 })?;
                 let _ = binds.set(match early {
                     Some(b) => b,
-                    None if !(ctx.cgroup_v2 && plan.new_cgroup) => rootfs::own_cgroup_binds(),
+                    // v2 with a cgroup namespace mounts cgroup2 and needs no binds, unless
+                    // that mount may be refused (EBUSY under a bind of the host's /sys, as
+                    // `spec --rootless` writes; EPERM in a user namespace): then it binds this
+                    // cgroup, whose host path must be read before the unshare.
+                    None if !(ctx.cgroup_v2 && plan.new_cgroup)
+                        || plan.new_user
+                        || binds_host_sys(spec) =>
+                    {
+                        rootfs::own_cgroup_binds()
+                    }
                     None => Vec::new(),
                 });
                 if plan.new_cgroup {
@@ -684,4 +701,16 @@ fn open_dir(p: &Path) -> Result<OwnedFd> {
         return Err(Error::last_os(format!("root.path {}", p.display())));
     }
     Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+
+/// Whether the config bind-mounts something onto /sys (the host's, as `spec --rootless` does).
+fn binds_host_sys(spec: &oci_spec::runtime::Spec) -> bool {
+    spec.mounts().iter().flatten().any(|m| {
+        m.destination() == Path::new("/sys")
+            && (m.typ().as_deref() == Some("bind")
+                || m.options()
+                    .iter()
+                    .flatten()
+                    .any(|o| o == "bind" || o == "rbind"))
+    })
 }

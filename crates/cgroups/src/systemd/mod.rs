@@ -455,6 +455,24 @@ pub(crate) fn resource_props(layout: Layout, res: &LinuxResources) -> Result<Vec
                 p.push(prop("CPUShares", Value::U64(s)));
             }
         }
+        // cpuset: systemd (>= 244, cgroup v2) owns cpuset.cpus/mems of the unit through
+        // AllowedCPUs/AllowedMemoryNodes; without them a daemon-reload would reset what the
+        // cgroupfs write sets (runc and crun send both).
+        if v2 {
+            for (name, field, v) in [
+                ("AllowedCPUs", "cpu.cpus", cpu.cpus()),
+                ("AllowedMemoryNodes", "cpu.mems", cpu.mems()),
+            ] {
+                if let Some(list) = v.as_deref().filter(|l| !l.trim().is_empty()) {
+                    let bits = cpu_list_bits(list)
+                        .map_err(|why| resources::invalid(field, format_args!("{list:?}: {why}")))?;
+                    p.push(prop(
+                        name,
+                        Value::Array("y".into(), bits.into_iter().map(Value::Byte).collect()),
+                    ));
+                }
+            }
+        }
         let quota = resources::quota(cpu.quota())?;
         let period = resources::period(cpu.period())?;
         if quota.is_some() || period.is_some() {
@@ -491,6 +509,37 @@ pub(crate) fn resource_props(layout: Layout, res: &LinuxResources) -> Result<Vec
         }
     }
     Ok(p)
+}
+
+/// A cpuset list ("0-3,6") as systemd's CPU bitmask: bit n of byte n/8 is CPU (or node) n.
+pub(crate) fn cpu_list_bits(list: &str) -> std::result::Result<Vec<u8>, String> {
+    const MAX: u32 = 8192;
+    let mut bits: Vec<u8> = Vec::new();
+    for part in list.trim().split(',') {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a, b),
+            None => (part, part),
+        };
+        let num = |x: &str| {
+            x.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n < MAX)
+                .ok_or_else(|| format!("{part:?} is not a CPU number or range"))
+        };
+        let (a, b) = (num(a)?, num(b)?);
+        if a > b {
+            return Err(format!("{part:?}: the range is reversed"));
+        }
+        for n in a..=b {
+            let i = (n / 8) as usize;
+            if bits.len() <= i {
+                bits.resize(i + 1, 0);
+            }
+            bits[i] |= 1 << (n % 8);
+        }
+    }
+    Ok(bits)
 }
 
 /// Every property of StartTransientUnit for `unit` with `pid` (`None` for a slice unit).

@@ -132,6 +132,8 @@ pub struct Engine {
     mp_dir: PathBuf,
     roots: PathBuf,
     log_fd: OwnedFd,
+    /// `/dev/null`: every sandbox's and zygote's stdin.
+    null_fd: OwnedFd,
     installs: InstallCache,
     pub metrics: Metrics,
     st: Mutex<State>,
@@ -310,6 +312,11 @@ impl Engine {
             .custom_flags(libc::O_CLOEXEC)
             .open(run.join("sandboxes.log"))
             .map_err(|e| e.to_string())?;
+        let null = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open("/dev/null")
+            .map_err(|e| format!("/dev/null: {e}"))?;
         let (tx, rx) = mpsc::channel::<Job>();
         let installs = InstallCache::new(
             cfg.package_cache.clone(),
@@ -325,6 +332,7 @@ impl Engine {
             mp_dir,
             roots: run.join("roots"),
             log_fd: log.into(),
+            null_fd: null.into(),
             installs,
             metrics: Metrics::default(),
             st: Mutex::new(State::default()),
@@ -1094,6 +1102,7 @@ impl Engine {
             procs: &procs,
             sock: b.as_raw_fd(),
             log_fd: self.log_fd.as_raw_fd(),
+            null_fd: self.null_fd.as_raw_fd(),
             unshare: flags,
             uid: self.cfg.sandbox.uid,
             gid: self.cfg.sandbox.gid,
@@ -1135,6 +1144,7 @@ impl Engine {
                 procs: &procs,
                 sock: b.as_raw_fd(),
                 log_fd: self.log_fd.as_raw_fd(),
+                null_fd: self.null_fd.as_raw_fd(),
                 unshare: self.early_flags(),
                 uid: self.cfg.sandbox.uid,
                 gid: self.cfg.sandbox.gid,
@@ -1570,6 +1580,7 @@ impl Engine {
                 &self.cfg.zygote_script(),
                 &b,
                 self.log_fd.as_raw_fd(),
+                self.null_fd.as_raw_fd(),
             ) {
                 return Err(fail(cg, format!("spawn zygote: {e}")));
             }

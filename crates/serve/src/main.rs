@@ -29,6 +29,9 @@ fn die(msg: impl std::fmt::Display) -> ! {
 }
 
 fn main() {
+    // Whatever started us may have left fds open (a pipe on fd 251, a socket): none of them
+    // may reach a zygote or a sandbox (or pip, or the compiler). Before any thread exists.
+    spawn::cloexec_from(3);
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut cfg_path: Option<PathBuf> = std::env::var_os("SPROUT_SERVE_CONFIG").map(PathBuf::from);
     if let Some(i) = args.iter().position(|a| a == "--config") {

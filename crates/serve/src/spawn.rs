@@ -25,10 +25,41 @@ pub struct ColdSpec<'a> {
     pub procs: &'a [RawFd],
     pub sock: RawFd,
     pub log_fd: RawFd,
+    /// `/dev/null`, the sandbox's stdin (never the engine's own fd 0).
+    pub null_fd: RawFd,
     pub unshare: i32,
     pub uid: u32,
     pub gid: u32,
     pub seccomp: Option<&'a sprout_seccomp::Prepared>,
+}
+
+/// Mark every fd from `first` up close-on-exec: one close_range(2) (Linux 5.11+); on an older
+/// kernel (ENOSYS/EINVAL) a loop over the fd table's size (raw fcntl only: this also runs
+/// between a raw clone and exec). Async-signal-safe.
+pub fn cloexec_from(first: u32) {
+    unsafe {
+        if libc::syscall(
+            libc::SYS_close_range,
+            first,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return;
+        }
+        let mut rl: libc::rlimit = std::mem::zeroed();
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
+            rl.rlim_cur.min(1 << 20) as i32
+        } else {
+            1024
+        };
+        for fd in first as i32..max {
+            let fl = libc::fcntl(fd, libc::F_GETFD);
+            if fl >= 0 && fl & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, fl | libc::FD_CLOEXEC);
+            }
+        }
+    }
 }
 
 /// Write `{"ready":false,"error":"setup: <what> failed (errno N)"}` as a frame, no allocation.
@@ -276,6 +307,9 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
             libc::dup2(s.log_fd, 2);
             libc::dup2(s.log_fd, 1);
         }
+        if s.null_fd >= 0 {
+            libc::dup2(s.null_fd, 0);
+        }
         if let Some(p) = s.seccomp {
             if p.load().is_err() {
                 child_fail(sock, b"seccomp");
@@ -287,6 +321,8 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
         } else if libc::dup2(sock, 3) != 3 {
             child_fail(sock, b"dup2");
         }
+        // Nothing but 0-3 crosses the exec, whatever the engine holds or inherited.
+        cloexec_from(4);
         libc::execve(python.as_ptr(), argv.as_ptr(), envp.as_ptr());
         child_fail(3, b"exec python");
     }
@@ -299,6 +335,7 @@ pub fn spawn_zygote(
     script: &Path,
     sock: &std::os::unix::net::UnixStream,
     log_fd: RawFd,
+    null_fd: RawFd,
 ) -> std::io::Result<i32> {
     let py = CString::new(python).unwrap();
     let args: Vec<CString> = vec![
@@ -336,12 +373,16 @@ pub fn spawn_zygote(
             libc::dup2(log_fd, 2);
             libc::dup2(log_fd, 1);
         }
+        if null_fd >= 0 {
+            libc::dup2(null_fd, 0);
+        }
         if fd == 3 {
             let fl = libc::fcntl(3, libc::F_GETFD);
             libc::fcntl(3, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
         } else {
             libc::dup2(fd, 3);
         }
+        cloexec_from(4);
         libc::execve(py.as_ptr(), argv.as_ptr(), envp.as_ptr());
         libc::_exit(127);
     }

@@ -1151,3 +1151,65 @@ fn cold_start_is_one_clone_and_a_compiled_init() {
         assert_eq!(n, 1, "pid {k}: {n} processes in {cg}");
     }
 }
+
+const LIST_FDS: &str = r#"
+import os
+def f(event):
+    fds = []
+    for fd in range(4096):
+        try:
+            os.fstat(fd)
+            fds.append(fd)
+        except OSError:
+            pass
+    return {"fds": fds, "stdin_rdev": os.fstat(0).st_rdev}
+"#;
+
+/// Issue #17: an fd the engine inherited from whatever started it (here a pipe on fd 251)
+/// reached the zygote and every sandbox. Now a sandbox holds exactly 0-3 (stdin /dev/null,
+/// stdout/stderr, its socket) on the zygote, cold-spare and plain cold paths.
+#[test]
+fn inherited_fds_do_not_reach_sandboxes() {
+    need_root!();
+    for (name, extra, path) in [
+        ("fdz", "", "zygote"),
+        ("fdc", "zygotes = false\n", "cold"),
+        ("fdn", "zygotes = false\nzygote_spares = 0\n", "cold"),
+    ] {
+        let mut d = Daemon::config(name, extra);
+        let _r = d.spawn_with_extra_fd(251);
+        d.add("fds", LIST_FDS, &[]);
+        if path == "zygote" {
+            assert!(
+                eventually(10_000, || d.status()["zygotes"][0]["state"] == "ready"),
+                "{}",
+                d.status()
+            );
+        } else if name == "fdc" {
+            assert!(
+                eventually(5_000, || d.status()["cold_spares"] == 2),
+                "{}",
+                d.status()
+            );
+        }
+        let r = d.post("fds", "{}");
+        assert_eq!(r.status, 200, "{name}: {}", r.body);
+        assert_eq!(r.header("x-sprout-path"), Some(path), "{name}: {}", r.body);
+        let v = r.json();
+        // stdin, stdout, stderr and the sandbox's socket (fd 3 when exec'd; a forked
+        // sandbox keeps the number its zygote received it on).
+        let fds = v["fds"].as_array().unwrap();
+        assert_eq!(fds.len(), 4, "{name}: {v}");
+        assert_eq!(fds[..3], [0, 1, 2], "{name}: {v}");
+        assert!(!fds.contains(&251.into()), "{name}: {v}");
+        // /dev/null is char device 1:3.
+        assert_eq!(v["stdin_rdev"], 0x103, "{name}: {v}");
+        if name == "fdz" {
+            let z = d.status()["zygotes"][0]["pid"].as_i64().unwrap();
+            assert!(
+                std::fs::metadata(format!("/proc/{z}/fd/251")).is_err(),
+                "the zygote holds fd 251"
+            );
+        }
+    }
+}

@@ -93,20 +93,55 @@ impl Daemon {
 
     /// Start the daemon as `bin PRE_ARGS... --config CFG` (e.g. `sprout serve`).
     pub fn spawn_with(&mut self, bin: &Path, pre_args: &[&str]) {
+        self.spawn_cmd(bin, pre_args, None);
+    }
+
+    /// Start the daemon with the write end of a pipe open on fd `extra` (not close-on-exec):
+    /// what a careless parent (a shell, a supervisor) leaves behind. Returns the read end.
+    pub fn spawn_with_extra_fd(&mut self, extra: i32) -> std::os::fd::OwnedFd {
+        use std::os::fd::FromRawFd;
+        let mut p = [0i32; 2];
+        assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        let (r, w) = unsafe {
+            (
+                std::os::fd::OwnedFd::from_raw_fd(p[0]),
+                std::os::fd::OwnedFd::from_raw_fd(p[1]),
+            )
+        };
+        self.spawn_cmd(
+            Path::new(BIN),
+            &[],
+            Some((std::os::fd::AsRawFd::as_raw_fd(&w), extra)),
+        );
+        drop(w);
+        r
+    }
+
+    fn spawn_cmd(&mut self, bin: &Path, pre_args: &[&str], dup: Option<(i32, i32)>) {
+        use std::os::unix::process::CommandExt;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.join("daemon.log"))
             .unwrap();
-        let child = Command::new(bin)
-            .args(pre_args)
+        let mut cmd = Command::new(bin);
+        cmd.args(pre_args)
             .arg("--config")
             .arg(&self.cfg)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+            .stderr(log);
+        if let Some((from, to)) = dup {
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::dup2(from, to) != to {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd.spawn().unwrap();
         self.child = Some(child);
         let t = Instant::now();
         loop {
@@ -124,6 +159,17 @@ impl Daemon {
                 self.log()
             );
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Where the engine writes its sandboxes' output (`sandbox_log` in the config).
+    pub fn sandbox_log(&self) -> PathBuf {
+        let own = self.dir.join("sandboxes.log");
+        let cfg = std::fs::read_to_string(&self.cfg).unwrap_or_default();
+        if cfg.contains("sandbox_log = ") {
+            own
+        } else {
+            self.run_dir.join("sandboxes.log")
         }
     }
 

@@ -224,11 +224,23 @@ fn monotonic_s() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-fn valid_name(n: &str) -> bool {
-    !n.is_empty()
+/// The one check of a handler name, for every way one comes in (`handler add`, `handler
+/// remove`, `POST /run/<name>`): 1-64 ASCII letters, digits, `-` and `_`, so a name is always
+/// one plain entry of the registry (no `/`, no `..`, not absolute, not hidden). The error is
+/// one line naming the bad name.
+pub fn check_handler_name(n: &str) -> Result<(), String> {
+    let ok = !n.is_empty()
         && n.len() <= 64
         && n.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "bad handler name '{}' (1-64 letters, digits, - and _)",
+            n.escape_debug()
+        ))
+    }
 }
 
 fn mtime(p: &Path) -> String {
@@ -395,12 +407,8 @@ impl Engine {
     // ------------------------------------------------------------------ handlers
 
     pub fn handler_info(&self, name: &str) -> Result<HandlerInfo, ApiError> {
-        if !valid_name(name) {
-            return Err(ApiError::new(
-                400,
-                "bad_request",
-                format!("bad handler name '{name}'"),
-            ));
+        if let Err(e) = check_handler_name(name) {
+            return Err(ApiError::new(400, "bad_request", e));
         }
         let dir = self.cfg.registry.join(name);
         let f = dir.join("f.py");

@@ -63,6 +63,7 @@ fn main() {
         [] | ["daemon"] => daemon(cfg),
         ["handler", "add", name, dir] => handler_add(&cfg, name, Path::new(dir)),
         ["handler", "remove", name] => {
+            engine::check_handler_name(name).unwrap_or_else(|e| die(e));
             let d = cfg.registry.join(name);
             if !d.join("f.py").exists() {
                 die(format!("no handler '{name}'"));
@@ -108,16 +109,7 @@ fn main() {
 }
 
 fn handler_add(cfg: &config::Config, name: &str, dir: &Path) {
-    if name.is_empty()
-        || name.len() > 64
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        die(format!(
-            "bad handler name '{name}' (letters, digits, - and _)"
-        ));
-    }
+    engine::check_handler_name(name).unwrap_or_else(|e| die(e));
     if !dir.join("f.py").is_file() {
         die(format!("{}/f.py not found", dir.display()));
     }

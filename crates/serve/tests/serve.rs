@@ -1213,3 +1213,56 @@ fn inherited_fds_do_not_reach_sandboxes() {
         }
     }
 }
+
+/// Issue #17: `handler remove ../victim` and `handler remove /abs/path` deleted directories
+/// outside the registry. Every command takes the name through one check: a one-line error
+/// naming it, a non-zero exit, nothing touched.
+#[test]
+fn handler_names_are_checked_everywhere() {
+    let d = Daemon::config("names", "");
+    let reg = d.dir.join("registry");
+    std::fs::create_dir_all(&reg).unwrap();
+    let victim = d.dir.join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("f.py"), ECHO).unwrap();
+    let src = d.dir.join("src-ok");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("f.py"), ECHO).unwrap();
+    let abs = victim.to_str().unwrap().to_string();
+    for name in [
+        "../victim",
+        abs.as_str(),
+        "..",
+        ".",
+        "",
+        "a/../../victim",
+        "x y",
+        &"n".repeat(65),
+    ] {
+        for args in [
+            vec!["handler", "remove", name],
+            vec!["handler", "add", name, src.to_str().unwrap()],
+        ] {
+            let out = d.cli(&args);
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(!out.status.success(), "{args:?} succeeded: {err}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(
+                err.contains("bad handler name") && err.contains(&format!("'{name}'")),
+                "{args:?}: {err}"
+            );
+            assert!(victim.join("f.py").is_file(), "{args:?} removed the victim");
+        }
+    }
+    // Nothing was added either.
+    let left: Vec<_> = std::fs::read_dir(&reg).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(std::fs::read_dir(&d.dir).unwrap().count(), 4); // config, registry, victim, src-ok
+                                                               // A good name still works both ways.
+    assert!(d
+        .cli(&["handler", "add", "ok", src.to_str().unwrap()])
+        .status
+        .success());
+    assert!(d.cli(&["handler", "remove", "ok"]).status.success());
+    assert!(!reg.join("ok").exists());
+}

@@ -86,7 +86,13 @@ fn v2_host(mnt: &Path) -> Host {
 fn v2_lifecycle_on_a_private_cgroup2_mount() {
     with_private_cgroup2("v2life", |mnt| {
         let name = unique("v2");
+        // Relative paths go below our cgroup, or beside it when it is a systemd scope.
         let own = proc_cgroup(std::process::id(), "").expect("0:: line");
+        let own = match own.strip_suffix(".scope").and_then(|o| o.rsplit_once('/')) {
+            Some(("", _)) => "/".to_string(),
+            Some((parent, _)) => parent.to_string(),
+            None => own,
+        };
         let mut m =
             Manager::new_in(&v2_host(mnt), Some(&format!("{name}/ctr")), "x", false).unwrap();
         let leaf = m.unified_path().unwrap().to_path_buf();

@@ -432,8 +432,11 @@ pub fn prepare_root(rootfs: &Path, propagation: Option<&str>) -> Result<()> {
         .unwrap_or(libc::MS_SLAVE | libc::MS_REC);
     mount(None, c"/", None, flag, None)
         .map_err(|e| Error::os("making / private to the container", e))?;
-    if flag & libc::MS_SHARED != 0 {
+    if flag & libc::MS_SHARED != 0 || flag & libc::MS_REC == 0 {
         // pivot_root refuses a new root whose parent mount is shared: make that one private.
+        // A recursive slave or private "/" already covers it; "shared", or a flag on "/"
+        // alone ("private", "slave"), leaves the rootfs's own mount (a shared /tmp under
+        // systemd, say) as it was.
         make_parent_mount_private(rootfs)?;
     }
     let c = cstr(rootfs);

@@ -1,7 +1,8 @@
 //! Shared helpers for the security tests in `tests/` (escapes, faults, hostile input):
 //! the harness of `sprout-test-support` (see there for `SPROUT_BIN`,
 //! `SPROUT_GLOBAL_ARGS` and the isolation rules) for the [`Security`] suite, with
-//! per-run directories of their own (`/run/sprout-sectest`, `/tmp/sprout-sectest`),
+//! per-run directories of their own (`/run/sprout-sectest`, `/tmp/sprout-sectest` or
+//! `/var/tmp/sprout-sectest` where /tmp is nosuid/nodev),
 //! and a static C probe ([`probe_bin`]) that the tests copy into a rootfs to attack
 //! the runtime from inside a container.
 //!
@@ -50,7 +51,9 @@ pub fn new_mounts_since(before: &[String]) -> Vec<String> {
         .into_iter()
         .filter(|m| !before.contains(m))
         .filter(|m| {
-            !m.starts_with("/tmp/sprout-sectest/") && !m.starts_with("/run/sprout-sectest/")
+            !m.starts_with("/tmp/sprout-sectest/")
+                && !m.starts_with("/var/tmp/sprout-sectest/")
+                && !m.starts_with("/run/sprout-sectest/")
         })
         .collect()
 }

@@ -183,11 +183,27 @@ fn clean_stale(parent: &Path) {
     }
 }
 
+/// Where bundles and scratch files go: /tmp, unless it is mounted nosuid or nodev (Debian 13 and
+/// Fedora mount a tmpfs there with both), which would make setuid binaries and device nodes in a
+/// test's rootfs fail for reasons that are the host's, not the runtime's: then /var/tmp.
+fn scratch_base() -> PathBuf {
+    let flags = |p: &str| {
+        let c = std::ffi::CString::new(p).unwrap();
+        // SAFETY: statvfs writes into the zeroed struct we own; the path is a valid C string.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then_some(st.f_flag)
+    };
+    match flags("/tmp") {
+        Some(f) if f & (libc::ST_NOSUID | libc::ST_NODEV) != 0 => PathBuf::from("/var/tmp"),
+        _ => PathBuf::from("/tmp"),
+    }
+}
+
 /// The per-run directories of this test binary (one suite per binary).
 fn run_dirs<S: Suite>() -> &'static RunDirs {
     let d = RUN_DIRS.get_or_init(|| {
         let pid = std::process::id();
-        let tmp_parent = Path::new("/tmp").join(S::RUN_DIR);
+        let tmp_parent = scratch_base().join(S::RUN_DIR);
         let run_parent = Path::new("/run").join(S::RUN_DIR);
         fs::create_dir_all(&tmp_parent).unwrap();
         fs::create_dir_all(&run_parent).unwrap();
@@ -871,6 +887,22 @@ fn remove_cgroup_parent(parent: &str) {
     }
 }
 
+/// Where a relative cgroupsPath is placed, given the caller's path in one hierarchy and its whole
+/// /proc/self/cgroup: below the caller's cgroup, except on a pure cgroup v2 host (only a "0::"
+/// line) when the caller sits in a systemd scope: then beside the scope, in its slice (runc's
+/// rule, and sprout's).
+pub fn relative_base(own_path: &str, proc_self_cgroup: &str) -> String {
+    let pure_v2 = proc_self_cgroup.lines().all(|l| l.starts_with("0::"));
+    if pure_v2 && own_path.ends_with(".scope") {
+        match own_path.rfind('/') {
+            Some(0) | None => "/".to_string(),
+            Some(i) => own_path[..i].to_string(),
+        }
+    } else {
+        own_path.to_string()
+    }
+}
+
 /// `also_below_roots`: add the path below each hierarchy's root too (where a runtime that
 /// wrongly took the relative path as absolute would have put it).
 fn cgroup_dirs_under(parent: &str, id: &str, also_below_roots: bool) -> Vec<PathBuf> {
@@ -912,20 +944,10 @@ fn cgroup_dirs_under(parent: &str, id: &str, also_below_roots: bool) -> Vec<Path
             }
             _ => continue,
         };
-        let Some(mut own_path) = own_path else {
+        let Some(own_path) = own_path else {
             continue;
         };
-        // Pure cgroup v2 (runc's rule, and sprout's): a relative path next to a caller in a
-        // systemd scope goes beside the scope, in its slice.
-        if fstype == "cgroup2"
-            && own_path.ends_with(".scope")
-            && own.lines().all(|l| l.starts_with("0::"))
-        {
-            own_path = match own_path.rfind('/') {
-                Some(0) | None => "/".to_string(),
-                Some(i) => own_path[..i].to_string(),
-            };
-        }
+        let own_path = relative_base(&own_path, &own);
         let rel = own_path
             .strip_prefix(mroot)
             .unwrap_or(&own_path)
@@ -1331,8 +1353,9 @@ macro_rules! suite_api {
     ($suite:ty) => {
         pub use $crate::{
             build_busybox_rootfs, busybox_applets, cap_mask, has_mounts_below, is_zombie, json_set,
-            mount_points, os, pid_alive, runtime_bin, runtime_name, safe_remove_dir, serde_json,
-            status_field, wait_for, wait_for_quiet, CmdOpts, Output, Spawned, CMD_TIMEOUT,
+            mount_points, os, pid_alive, relative_base, runtime_bin, runtime_name, safe_remove_dir,
+            serde_json, status_field, wait_for, wait_for_quiet, CmdOpts, Output, Spawned,
+            CMD_TIMEOUT,
         };
 
         /// Per-test context: its own `--root`, scratch directory and id prefix.

@@ -464,8 +464,9 @@ pub(crate) fn resource_props(layout: Layout, res: &LinuxResources) -> Result<Vec
                 ("AllowedMemoryNodes", "cpu.mems", cpu.mems()),
             ] {
                 if let Some(list) = v.as_deref().filter(|l| !l.trim().is_empty()) {
-                    let bits = cpu_list_bits(list)
-                        .map_err(|why| resources::invalid(field, format_args!("{list:?}: {why}")))?;
+                    let bits = cpu_list_bits(list).map_err(|why| {
+                        resources::invalid(field, format_args!("{list:?}: {why}"))
+                    })?;
                     p.push(prop(
                         name,
                         Value::Array("y".into(), bits.into_iter().map(Value::Byte).collect()),

@@ -455,6 +455,20 @@ def _prewarm():
     _loads(_dumps(ns["f"]({"a": [1, "x", 2.5, None, True, {"b": -1}]})).encode())
 
 
+def _own_output(fd):
+    """The sandbox's stdout/stderr become its own log pipe (the engine drains and tags it):
+    until now they were the zygote's. What the inherited buffers still hold goes to the
+    zygote's pipe first."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
 def become_sandbox(sysc, setup, root_fd, bpf):
     """When assigned a handler: chroot into its root, late namespaces (network), identity,
     no_new_privs, seccomp."""
@@ -773,6 +787,8 @@ def _spare_child(ctl, sysc, bpf, msg, fds):
         setup, rfds = recv_msg(sock, 4)
         if not rfds:
             raise RuntimeError("no root fd")
+        if len(rfds) > 1:
+            _own_output(rfds[1])
         become_sandbox(sysc, setup, rfds[0], bpf)
     except EOFError:
         os._exit(0)

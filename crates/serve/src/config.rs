@@ -12,8 +12,14 @@ pub struct Config {
     pub registry: PathBuf,
     /// Install cache: one read-only directory per `name-version`.
     pub package_cache: PathBuf,
-    /// Run dir: sandbox roots, the record of what to clean after a crash, logs.
+    /// Run dir: sandbox roots, the record of what to clean after a crash (removed by a clean
+    /// shutdown).
     pub run_dir: PathBuf,
+    /// Where the engine writes what sandboxes and zygotes print (stdout/stderr), each line
+    /// tagged `[<handler> s<id>]` or `[zygote <packages>]`; appended to, never removed.
+    pub sandbox_log: PathBuf,
+    /// Most bytes of output the engine keeps per sandbox (the rest is read and dropped).
+    pub sandbox_log_bytes: u64,
     /// Base root file system. Empty: quick-start (read-only binds of the host's /usr, /lib,
     /// /lib64, /bin and a minimal /etc). Otherwise a directory (e.g. built by `rootfs build`).
     pub base_rootfs: Option<PathBuf>,
@@ -126,6 +132,8 @@ impl Default for Config {
             registry: "/var/lib/sprout-serve/handlers".into(),
             package_cache: "/var/lib/sprout-serve/packages".into(),
             run_dir: "/run/sprout-serve".into(),
+            sandbox_log: "/var/log/sprout-serve/sandboxes.log".into(),
+            sandbox_log_bytes: 1 << 20,
             base_rootfs: None,
             python: "/usr/bin/python3".into(),
             python_dir: None,

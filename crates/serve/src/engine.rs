@@ -131,7 +131,8 @@ pub struct Engine {
     base: PathBuf,
     mp_dir: PathBuf,
     roots: PathBuf,
-    log_fd: OwnedFd,
+    /// Sandboxes' and zygotes' stdout/stderr: a pipe each, drained into `sandbox_log`.
+    logs: Arc<crate::logsink::LogSink>,
     /// `/dev/null`: every sandbox's and zygote's stdin.
     null_fd: OwnedFd,
     installs: InstallCache,
@@ -318,12 +319,8 @@ impl Engine {
         } else {
             (None, String::new())
         };
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(run.join("sandboxes.log"))
-            .map_err(|e| e.to_string())?;
+        let logs = crate::logsink::LogSink::start(&cfg.sandbox_log, cfg.sandbox_log_bytes)
+            .map_err(|e| format!("sandbox_log: {e}"))?;
         let null = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_CLOEXEC)
@@ -343,7 +340,7 @@ impl Engine {
             base,
             mp_dir,
             roots: run.join("roots"),
-            log_fd: log.into(),
+            logs,
             null_fd: null.into(),
             installs,
             metrics: Metrics::default(),
@@ -915,6 +912,14 @@ impl Engine {
         let t_root = t0.elapsed();
         let flags = self.unshare_flags(h);
         let setup = self.setup_msg(h, flags);
+        // The sandbox's stdout/stderr: a pipe the engine drains and tags (never a host file).
+        let logw = match self.logs.pipe(format!("{} s{id}", h.name)) {
+            Ok(w) => w,
+            Err(e) => {
+                rootfs::remove_root(&root);
+                return Err(ApiError::new(500, "engine", format!("log pipe: {e}")));
+            }
+        };
         let mut started: Option<(UnixStream, PoolCg, &'static str)> = None;
         let mut from_zygote = None;
         if self.cfg.zygotes {
@@ -925,12 +930,12 @@ impl Engine {
                 }
                 match self.take_spare(&z) {
                     Ok((sock, cg)) => {
-                        // Hand the spare its root (dir fd) and handler.
+                        // Hand the spare its root (dir fd), its stdout/stderr and handler.
                         let sent = open_dir_path(&root).and_then(|fd| {
                             proto::send(
                                 &sock,
                                 &serde_json::to_vec(&setup).unwrap(),
-                                &[fd.as_raw_fd()],
+                                &[fd.as_raw_fd(), logw.as_raw_fd()],
                             )
                         });
                         match sent {
@@ -957,7 +962,7 @@ impl Engine {
         }
         let (sock, cg, path) = match started {
             Some(s) => s,
-            None => match self.start_cold(&root, flags, &setup) {
+            None => match self.start_cold(&root, flags, &setup, logw.as_raw_fd()) {
                 Ok((sock, cg)) => (sock, cg, "cold"),
                 Err(e) => {
                     rootfs::remove_root(&root);
@@ -965,6 +970,7 @@ impl Engine {
                 }
             },
         };
+        drop(logw);
         let t_spawn = t0.elapsed();
         let mut sb = Sandbox {
             id,
@@ -1068,6 +1074,7 @@ impl Engine {
         root: &Path,
         flags: i32,
         setup: &Value,
+        logw: RawFd,
     ) -> Result<(UnixStream, PoolCg), ApiError> {
         *self.cold_last_take.lock().unwrap() = Instant::now();
         let spare = self.cold_spares.lock().unwrap().pop();
@@ -1078,7 +1085,7 @@ impl Engine {
                 // The cold init reports its marks relative to this (CLOCK_MONOTONIC).
                 setup["t0"] = json!(monotonic_s());
             }
-            let sent = spawn::assign_cold_spare(&a, root, late)
+            let sent = spawn::assign_cold_spare(&a, root, late, logw)
                 .and_then(|_| proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &[]));
             match sent {
                 Ok(()) => {
@@ -1109,7 +1116,7 @@ impl Engine {
             root,
             procs: &procs,
             sock: b.as_raw_fd(),
-            log_fd: self.log_fd.as_raw_fd(),
+            log_fd: logw,
             null_fd: self.null_fd.as_raw_fd(),
             unshare: flags,
             uid: self.cfg.sandbox.uid,
@@ -1151,7 +1158,8 @@ impl Engine {
                 root: &self.roots,
                 procs: &procs,
                 sock: b.as_raw_fd(),
-                log_fd: self.log_fd.as_raw_fd(),
+                // Its own stdout/stderr comes with the assignment.
+                log_fd: -1,
                 null_fd: self.null_fd.as_raw_fd(),
                 unshare: self.early_flags(),
                 uid: self.cfg.sandbox.uid,
@@ -1583,11 +1591,20 @@ impl Engine {
                 ))),
             }
         } else {
+            let tag = if key.is_empty() {
+                "zygote root".to_string()
+            } else {
+                format!("zygote {key}")
+            };
+            let logw = match self.logs.pipe(tag) {
+                Ok(w) => w,
+                Err(e) => return Err(fail(cg, format!("zygote log pipe: {e}"))),
+            };
             if let Err(e) = spawn::spawn_zygote(
                 &self.cfg.python,
                 &self.cfg.zygote_script(),
                 &b,
-                self.log_fd.as_raw_fd(),
+                logw.as_raw_fd(),
                 self.null_fd.as_raw_fd(),
             ) {
                 return Err(fail(cg, format!("spawn zygote: {e}")));

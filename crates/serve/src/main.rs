@@ -6,6 +6,7 @@ mod config;
 mod engine;
 mod http;
 mod install;
+mod logsink;
 mod metrics;
 mod proto;
 mod reaper;

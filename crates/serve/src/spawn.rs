@@ -24,6 +24,8 @@ pub struct ColdSpec<'a> {
     pub root: &'a Path,
     pub procs: &'a [RawFd],
     pub sock: RawFd,
+    /// The sandbox's stdout/stderr (the write end of its log pipe); a cold spare gets its
+    /// own with the assignment instead.
     pub log_fd: RawFd,
     /// `/dev/null`, the sandbox's stdin (never the engine's own fd 0).
     pub null_fd: RawFd,
@@ -117,22 +119,24 @@ pub fn spawn_cold_spare(s: &ColdSpec) -> std::io::Result<i32> {
     spawn(s, true)
 }
 
-/// Hand a cold spare its root and late namespace flags (CLONE_NEWNS / CLONE_NEWNET).
+/// Hand a cold spare its root, late namespace flags (CLONE_NEWNS / CLONE_NEWNET) and its
+/// stdout/stderr (`log`: the write end of its log pipe).
 pub fn assign_cold_spare(
     sock: &std::os::unix::net::UnixStream,
     root: &Path,
     late: i32,
+    log: RawFd,
 ) -> std::io::Result<()> {
     let fd = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
         .open(root)?;
-    crate::proto::send(sock, &late.to_le_bytes(), &[fd.as_raw_fd()])
+    crate::proto::send(sock, &late.to_le_bytes(), &[fd.as_raw_fd(), log])
 }
 
 /// Child side of a cold spare's hand-over: exactly 8 bytes (length 4 + flags), the root dir fd
-/// riding on them. Raw syscalls only. None on EOF or a malformed message.
-unsafe fn wait_assignment(sock: RawFd) -> Option<(RawFd, i32)> {
+/// and the log pipe riding on them. Raw syscalls only. None on EOF or a malformed message.
+unsafe fn wait_assignment(sock: RawFd) -> Option<(RawFd, i32, RawFd)> {
     let mut buf = [0u8; 8];
     let mut cbuf = [0u64; 8];
     let mut iov = libc::iovec {
@@ -159,6 +163,11 @@ unsafe fn wait_assignment(sock: RawFd) -> Option<(RawFd, i32)> {
         return None;
     }
     let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const i32);
+    let log = if (*c).cmsg_len as usize >= libc::CMSG_LEN(8) as usize {
+        std::ptr::read_unaligned((libc::CMSG_DATA(c) as *const i32).add(1))
+    } else {
+        -1
+    };
     let mut got = n as usize;
     while got < 8 {
         let k = libc::read(sock, buf.as_mut_ptr().add(got) as *mut _, 8 - got);
@@ -168,7 +177,7 @@ unsafe fn wait_assignment(sock: RawFd) -> Option<(RawFd, i32)> {
         got += k as usize;
     }
     let late = i32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
-    Some((fd, late))
+    Some((fd, late, log))
 }
 
 fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
@@ -255,8 +264,9 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
         {
             child_fail(sock, b"sethostname");
         }
+        let mut log_fd = s.log_fd;
         if spare {
-            let Some((rootfd, late)) = wait_assignment(sock) else {
+            let Some((rootfd, late, log)) = wait_assignment(sock) else {
                 libc::_exit(0)
             };
             if libc::fchdir(rootfd) != 0 || libc::chroot(c".".as_ptr()) != 0 {
@@ -266,6 +276,7 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
                 child_fail(sock, b"chdir");
             }
             libc::close(rootfd);
+            log_fd = log;
             flags = early | late;
             if late != 0 && libc::unshare(late) != 0 {
                 child_fail(sock, b"unshare");
@@ -303,9 +314,9 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             child_fail(sock, b"no_new_privs");
         }
-        if s.log_fd >= 0 {
-            libc::dup2(s.log_fd, 2);
-            libc::dup2(s.log_fd, 1);
+        if log_fd >= 0 {
+            libc::dup2(log_fd, 2);
+            libc::dup2(log_fd, 1);
         }
         if s.null_fd >= 0 {
             libc::dup2(s.null_fd, 0);

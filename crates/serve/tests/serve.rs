@@ -1139,16 +1139,22 @@ fn cold_start_is_one_clone_and_a_compiled_init() {
             proc_field(*k, "NSpid:").ends_with("\t1") || proc_field(*k, "NSpid:").ends_with(" 1")
         );
         assert!(seen.insert(std::fs::read_link(format!("/proc/{k}/ns/pid")).unwrap()));
-        let cg = memory_cgroup(*k);
-        let n = std::fs::read_to_string(
-            std::path::Path::new("/sys/fs/cgroup/memory")
-                .join(cg.rsplit(':').next().unwrap().trim_start_matches('/'))
-                .join("cgroup.procs"),
-        )
-        .unwrap()
-        .lines()
-        .count();
-        assert_eq!(n, 1, "pid {k}: {n} processes in {cg}");
+        // A cold spare cloned by the housekeeping right now is still on its way into its
+        // pool cgroup (a v1 migration can wait for an RCU grace period): it must get there.
+        let (mut cg, mut n) = (String::new(), 0);
+        let alone = eventually(2_000, || {
+            cg = memory_cgroup(*k);
+            n = std::fs::read_to_string(
+                std::path::Path::new("/sys/fs/cgroup/memory")
+                    .join(cg.rsplit(':').next().unwrap().trim_start_matches('/'))
+                    .join("cgroup.procs"),
+            )
+            .unwrap()
+            .lines()
+            .count();
+            n == 1
+        });
+        assert!(alone, "pid {k}: {n} processes in {cg}");
     }
 }
 
@@ -1265,4 +1271,78 @@ fn handler_names_are_checked_everywhere() {
         .success());
     assert!(d.cli(&["handler", "remove", "ok"]).status.success());
     assert!(!reg.join("ok").exists());
+}
+
+const LOGS: &str = r#"
+import os, sys
+def f(event):
+    out = {}
+    for name, call in [("ftruncate", lambda: os.ftruncate(1, 0)),
+                       ("fallocate", lambda: os.posix_fallocate(1, 0, 1 << 24)),
+                       ("lseek", lambda: os.lseek(2, 0, 0))]:
+        try:
+            call()
+            out[name] = "ok"
+        except OSError as e:
+            out[name] = e.errno
+    print("hello from the handler", flush=True)
+    sys.stderr.write("an error line\n[other s999] forged line\n")
+    sys.stderr.flush()
+    if event and event.get("flood"):
+        chunk = b"x" * 65535 + b"\n"
+        for _ in range(int(event["flood"])):
+            os.write(1, chunk)
+    return out
+"#;
+
+/// Issue #17: a sandbox's stdout/stderr was the engine's own log file: a tenant could
+/// truncate it, fallocate it to any size or forge lines. Now each sandbox writes into a pipe
+/// the engine drains (a byte cap per sandbox), every line tagged by the engine with the
+/// handler and sandbox id; the log stays where the operator put it after a clean shutdown.
+#[test]
+fn sandbox_output_is_a_capped_tagged_pipe() {
+    need_root!();
+    for (name, extra) in [("logz", ""), ("logc", "zygotes = false\n")] {
+        let mut d = Daemon::start(name, extra);
+        d.add("logs", LOGS, &[]);
+        let log = d.sandbox_log();
+        let r = d.post("logs", "{}");
+        assert_eq!(r.status, 200, "{name}: {}", r.body);
+        let v = r.json();
+        for k in ["ftruncate", "fallocate", "lseek"] {
+            assert!(
+                v[k] == libc::EINVAL || v[k] == libc::ESPIPE,
+                "{name}: {k} on the sandbox's stdout: {v}"
+            );
+        }
+        let text = || std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            eventually(5_000, || text().contains("an error line")),
+            "{name}: {}",
+            text()
+        );
+        let lines: Vec<String> = text().lines().map(String::from).collect();
+        let hello = lines
+            .iter()
+            .find(|l| l.contains("hello from the handler"))
+            .unwrap_or_else(|| panic!("{name}: {lines:?}"));
+        assert!(hello.starts_with("[logs s"), "{name}: {hello}");
+        let forged = lines.iter().find(|l| l.contains("forged line")).unwrap();
+        assert!(forged.starts_with("[logs s"), "{name}: {forged}");
+        // 64 lines of 64 KiB: the engine keeps the sandbox's first sandbox_log_bytes.
+        let before = std::fs::metadata(&log).unwrap().len();
+        let r = d.post("logs", r#"{"flood": 64}"#);
+        assert_eq!(r.status, 200, "{name}: {}", r.body);
+        assert!(
+            eventually(5_000, || text().contains("capped")),
+            "{name}: no cap notice"
+        );
+        let grown = std::fs::metadata(&log).unwrap().len() - before;
+        assert!(
+            grown < (1 << 20) + (64 << 10),
+            "{name}: log grew by {grown}"
+        );
+        d.stop();
+        assert!(log.is_file(), "{name}: the log went with the shutdown");
+    }
 }

@@ -64,7 +64,8 @@ impl Daemon {
         std::fs::write(
             &cfg,
             format!(
-                "listen = \"127.0.0.1:{port}\"\nregistry = \"{}/registry\"\npackage_cache = \"{}/packages\"\nrun_dir = \"{}\"\ncgroup_name = \"{cgroup_name}\"\npool_prealloc = 2\n{extra}\n",
+                "listen = \"127.0.0.1:{port}\"\nsandbox_log = \"{}/sandboxes.log\"\nregistry = \"{}/registry\"\npackage_cache = \"{}/packages\"\nrun_dir = \"{}\"\ncgroup_name = \"{cgroup_name}\"\npool_prealloc = 2\n{extra}\n",
+                dir.display(),
                 dir.display(),
                 dir.display(),
                 run_dir.display()

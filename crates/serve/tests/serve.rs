@@ -1346,3 +1346,42 @@ fn sandbox_output_is_a_capped_tagged_pipe() {
         assert!(log.is_file(), "{name}: the log went with the shutdown");
     }
 }
+
+const IO_URING: &str = r#"
+import ctypes, os
+def f(event):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    params = ctypes.create_string_buffer(120)
+    out = {}
+    for name, nr, args in [("setup", 425, (1, params)),
+                           ("enter", 426, (-1, 0, 0, 0, None, 0)),
+                           ("register", 427, (-1, 0, None, 0))]:
+        ctypes.set_errno(0)
+        r = libc.syscall(nr, *args)
+        out[name] = [r, ctypes.get_errno()]
+        if r >= 0:
+            os.close(r)
+    return out
+"#;
+
+/// Issue #17: io_uring (a large kernel attack surface, and a way around per-syscall
+/// filtering) was allowed by the sandbox's seccomp deny list. Now EPERM on both start paths.
+#[test]
+fn io_uring_is_denied() {
+    need_root!();
+    for (name, extra, path) in [("urz", "", "zygote"), ("urc", "zygotes = false\n", "cold")] {
+        let d = Daemon::start(name, extra);
+        d.add("ur", IO_URING, &[]);
+        if path == "zygote" {
+            assert!(eventually(10_000, || d.status()["zygotes"][0]["state"] == "ready"));
+        }
+        let r = d.post("ur", "{}");
+        assert_eq!(r.status, 200, "{name}: {}", r.body);
+        assert_eq!(r.header("x-sprout-path"), Some(path));
+        let v = r.json();
+        for k in ["setup", "enter", "register"] {
+            assert_eq!(v[k], serde_json::json!([-1, libc::EPERM]), "{name}: {v}");
+        }
+    }
+}

@@ -77,6 +77,10 @@ async fn handle(eng: Arc<Engine>, req: Request<Incoming>) -> Result<Resp, Infall
                     "request body is not valid JSON",
                 )));
             }
+            if let Err(why) = check_event(&body) {
+                eng.metrics.request("none", 400, 0.0);
+                return Ok(err(ApiError::new(400, "bad_json", why)));
+            }
             let t0 = std::time::Instant::now();
             let e2 = eng.clone();
             let r = tokio::task::spawn_blocking(move || e2.run(&name, &body)).await;
@@ -121,5 +125,88 @@ pub async fn serve(eng: Arc<Engine>, listener: tokio::net::TcpListener) {
                 .serve_connection(io, svc)
                 .await;
         });
+    }
+}
+
+/// Deepest nesting of arrays/objects a request body may have. The sandbox's reply wraps the
+/// handler's result twice (`{"ok":..,"result":..}`, and an echo adds its own level) and the
+/// engine parses replies with serde_json's limit of 128: 100 leaves room.
+pub const MAX_DEPTH: usize = 100;
+/// Most digits of an integer in a request body: python's int limit
+/// (`sys.int_info.default_max_str_digits`, 4300) makes json.loads raise on more.
+pub const MAX_INT_DIGITS: usize = 4300;
+
+/// What valid JSON the sandbox's python would still fail on (and lose the sandbox over):
+/// invalid UTF-8 (serde skips the strings it ignores without decoding them), nesting deeper
+/// than [`MAX_DEPTH`] (serde's ignore does not count it), integers of more than
+/// [`MAX_INT_DIGITS`] digits. `body` is already known to be valid JSON. One pass, no
+/// allocation.
+pub fn check_event(body: &[u8]) -> Result<(), String> {
+    if std::str::from_utf8(body).is_err() {
+        return Err("request body is not valid UTF-8".into());
+    }
+    let (n, mut i, mut depth) = (body.len(), 0, 0usize);
+    while i < n {
+        match body[i] {
+            b'"' => {
+                i += 1;
+                while i < n && body[i] != b'"' {
+                    i += if body[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(format!("request body nests deeper than {MAX_DEPTH} levels"));
+                }
+                i += 1;
+            }
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = if body[i] == b'-' { i + 1 } else { i };
+                let mut j = start;
+                while j < n && body[j].is_ascii_digit() {
+                    j += 1;
+                }
+                let int = !(j < n && matches!(body[j], b'.' | b'e' | b'E'));
+                if int && j - start > MAX_INT_DIGITS {
+                    return Err(format!(
+                        "request body has an integer of {} digits (at most {MAX_INT_DIGITS})",
+                        j - start
+                    ));
+                }
+                while j < n && matches!(body[j], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
+                    j += 1;
+                }
+                i = j;
+            }
+            _ => i += 1,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_checks() {
+        let nest = |d: usize| format!("{}{}", "[".repeat(d), "]".repeat(d));
+        assert!(check_event(nest(MAX_DEPTH).as_bytes()).is_ok());
+        assert!(check_event(nest(MAX_DEPTH + 1).as_bytes()).is_err());
+        // Brackets, digits and escaped quotes inside strings do not count.
+        let s = format!("[\"{}\\\"{}\"]", "[".repeat(200), "1".repeat(5000));
+        assert!(check_event(s.as_bytes()).is_ok(), "{s}");
+        assert!(check_event("1".repeat(4300).as_bytes()).is_ok());
+        assert!(check_event(format!("-{}", "1".repeat(4301)).as_bytes()).is_err());
+        assert!(check_event(format!("{{\"a\":{}e5}}", "1".repeat(5000)).as_bytes()).is_ok());
+        assert!(check_event(format!("[2,{}]", "1".repeat(4301)).as_bytes()).is_err());
+        assert!(check_event(b"\"\xff\"").is_err());
+        assert!(check_event("\"\u{e9}\"".as_bytes()).is_ok());
     }
 }

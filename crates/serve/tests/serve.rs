@@ -1385,3 +1385,53 @@ fn io_uring_is_denied() {
         }
     }
 }
+
+/// Issue #17: bodies that serde accepts but the sandbox's python cannot take (100k-deep
+/// nesting, invalid UTF-8 inside a string, an integer over python's 4300-digit limit) cost
+/// a cached sandbox and answered 502. The engine rejects them with 400 before any sandbox
+/// sees them; the sandbox that served before serves again (hot).
+#[test]
+fn bodies_python_cannot_take_are_rejected_by_the_engine() {
+    need_root!();
+    let d = Daemon::start("bodies", "freeze_after_ms = 60000\n");
+    d.add("echo", ECHO, &[]);
+    assert_eq!(d.post("echo", "1").status, 200);
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let deep101 = format!("{}{}", "[".repeat(101), "]".repeat(101));
+    let digits = "1".repeat(5001);
+    let in_obj = format!("{{\"a\": [true, -{}]}}", "9".repeat(4301));
+    let bad: Vec<(&str, Vec<u8>)> = vec![
+        ("100k deep", deep.into_bytes()),
+        ("101 deep", deep101.into_bytes()),
+        ("5001 digits", digits.into_bytes()),
+        ("4301 digits in an object", in_obj.into_bytes()),
+        ("invalid UTF-8", b"{\"s\": \"\xff\xfe\"}".to_vec()),
+        ("overlong UTF-8", b"\"\xc0\xaf\"".to_vec()),
+    ];
+    for (what, body) in bad {
+        let r = d.try_req("POST", "/run/echo", &body).unwrap();
+        assert_eq!(
+            (r.status, r.json()["kind"].as_str()),
+            (400, Some("bad_json")),
+            "{what}: {}",
+            r.body
+        );
+        let r = d.post("echo", "2");
+        assert_eq!(r.status, 200, "after {what}: {}", r.body);
+        assert_eq!(r.header("x-sprout-path"), Some("hot"), "after {what}");
+    }
+    // At the limits: 100 deep, 4300 digits, a long float, escaped non-ASCII: served.
+    let ok100 = format!("{}{}", "[".repeat(100), "]".repeat(100));
+    let r = d.post("echo", &ok100);
+    assert_eq!(r.status, 200, "{}", r.body);
+    // (Not echoed: the engine's reply parser takes no integer beyond f64's range.)
+    d.add("len", "def f(event):\n    return len(str(event))\n", &[]);
+    let r = d.post("len", &"7".repeat(4300));
+    assert_eq!((r.status, r.body.as_str()), (200, "4300"), "{}", r.body);
+    let r = d.post(
+        "echo",
+        &format!("[1.{}, \"\\u00e9\\ud83d\\ude00\", \"é\"]", "5".repeat(5000)),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-sprout-path"), Some("hot"), "{}", r.body);
+}

@@ -82,10 +82,25 @@ pub(crate) fn create_unified(m: &mut Manager, created: &mut Vec<PathBuf>) {
 /// A new v1 cpuset cgroup starts with empty cpuset.cpus/mems, and no task can join it until
 /// they are set: copy them from the parent, top-down over the directories we created.
 pub(crate) fn copy_cpuset(new_dirs: &[PathBuf]) -> Result<()> {
-    for d in new_dirs {
+    for (i, d) in new_dirs.iter().enumerate() {
         let parent = d.parent().unwrap_or(Path::new("/"));
         for file in ["cpuset.cpus", "cpuset.mems"] {
-            let v = fs::read_at(parent, file)?;
+            let mut v = fs::read_at(parent, file)?;
+            if v.trim().is_empty() && i == 0 {
+                // A parent this create did not make may have been made an instant ago by
+                // another container's create (a shared `sprout-test/`), which fills it right
+                // after its mkdir: give that a moment rather than fail; it is not ours to fill.
+                let mut last = String::new();
+                fs::wait_until(
+                    std::time::Duration::from_secs(2),
+                    |_| Ok(()),
+                    || {
+                        last = fs::read_at(parent, file)?;
+                        Ok(!last.trim().is_empty())
+                    },
+                )?;
+                v = last;
+            }
             let v = v.trim();
             if v.is_empty() {
                 return Err(Error::Invalid(format!(

@@ -42,7 +42,7 @@ cargo)
     t1=$(date +%s)
     (cd "$pkgdir" && SPROUT_BIN=$rt timeout -k 20 "$per_exe_timeout" "$exe" --test-threads=2 --show-output) > "$log" 2>&1
     rc=$?
-    grep -E '^test .* \.\.\. |^test result:' "$log" | grep -v '\.\.\. ok$' | head -60
+    grep -E '^test .* \.\.\. ' "$log" | grep -v '\.\.\. ok$' | head -60
     grep -E '^test result:' "$log" | tail -1
     echo "   ($(( $(date +%s) - t1 )) s, exit $rc)"
     python3 "$HERE/libtest.py" "$log" "$rc" "$(basename "$exe")" | sed "s|\t|\t$(basename "$exe" | sed 's/-[0-9a-f]\{16\}$//')::|" >> "$RES"

@@ -3,7 +3,7 @@
 # (trixie) made with mmdebstrap from the apt mirror this host already uses, distro kernel,
 # systemd, podman, crun, runc, conmon, docker, containerd, an unprivileged user `tester` with
 # subuid/subgid 100000:65536 (lingering, so its systemd user manager is up for rootless podman),
-# python3 (serve), gcc + libc6-dev (tests/security builds its static probe with cc), nodejs
+# python3 (serve; python3-dbus + python3-gi for tests/integration's fake systemd), gcc + libc6-dev (tests/security builds its static probe with cc), nodejs
 # (tests/compliance/tap-summary.js).
 #
 #   bash tests/vm/image.sh          prints the image directory on the last line of stdout
@@ -65,7 +65,7 @@ PKGS=(
   linux-image-amd64 initramfs-tools kmod
   openssh-server openssh-sftp-server
   iproute2 procps less psmisc strace jq hyperfine util-linux e2fsprogs bc sudo
-  python3 libseccomp2 ca-certificates zstd nodejs
+  python3 python3-dbus python3-gi libseccomp2 ca-certificates zstd nodejs
   gcc libc6-dev
   podman crun runc conmon uidmap passt slirp4netns netavark aardvark-dns nftables iptables
   fuse-overlayfs catatonit containers-storage golang-github-containers-common
@@ -93,6 +93,9 @@ printf '[Match]\nName=en* eth*\n[Network]\nDHCP=yes\n' > $R/etc/systemd/network/
 chroot $R systemctl enable systemd-networkd.service ssh.service >/dev/null 2>&1 || true
 # the VM has no internet and needs no resolver; docker/containerd start on demand by the suites
 chroot $R systemctl disable docker.service docker.socket containerd.service >/dev/null 2>&1 || true
+# /tmp on the root fs as on the CI host: Debian 13 mounts a tmpfs there with nosuid,nodev, and the
+# suites keep their bundles under /tmp (setuid and device-node tests would fail for that alone)
+chroot $R systemctl mask tmp.mount >/dev/null 2>&1 || true
 chroot $R systemctl mask systemd-networkd-wait-online.service apt-daily.timer apt-daily-upgrade.timer \
   man-db.timer e2scrub_all.timer fstrim.timer >/dev/null 2>&1 || true
 printf 'UseDNS no\nPermitRootLogin prohibit-password\nMaxSessions 64\nMaxStartups 64\nAcceptEnv SPROUT_* RUST_*\n' \

@@ -53,11 +53,15 @@ for t in order:
         keep = []
         for i, l in enumerate(b):
             if "panicked at" in l:
-                keep += [x.strip() for x in b[i:i + 4] if x.strip() and "note: run with" not in x]
+                for x in b[i:i + 12]:
+                    if "note: run with" in x:
+                        break
+                    if x.strip():
+                        keep.append(x.strip())
                 break
         if not keep:
             keep = [l.strip() for l in b if l.strip()][-4:]
-        detail = " | ".join(keep)[:600]
+        detail = " | ".join(keep)[:1200]
     elif s == "skip":
         detail = "#[ignore]"
     print(f"{s}\t{t}\t{detail}")

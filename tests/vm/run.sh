@@ -15,6 +15,8 @@
 #                  clients      tests/clients/run.sh (sprout, with its runc reference; crun as SPROUT)
 #                  compliance   tests/compliance/run.sh RUNTIME (sprout | crun | runc)
 #   --no-peers     sprout only (no crun/runc columns)
+#   --all-peers    also run crun and runc through tests/security (cut by default: its faults tests
+#                  take 6-15 min per peer under TCG, e.g. runc's kill-at-random-points)
 #   --keep-vm      leave the VM running at the end (it is stopped otherwise; a VM that was already
 #                  running when this started is reused and left running)
 #   --fresh        reboot a VM that is already running (clean overlay)
@@ -35,6 +37,8 @@
 # Budget (TCG, 2 cores): see the timings in the report at the end of each run; the peers' columns are
 # what to cut first (--no-peers) if the stage grows past ~40 min.
 set -uo pipefail
+# The whole script is one { ... } block, read before it runs: editing it during a run is harmless.
+{
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 # shellcheck source=../../scripts/ci-env.sh
@@ -49,6 +53,7 @@ while [ $# -gt 0 ]; do
     --suites) SUITES=$2; shift 2 ;;
     --suites=*) SUITES=${1#--suites=}; shift ;;
     --no-peers) PEERS=0; shift ;;
+    --all-peers) PEERS=2; shift ;;
     --keep-vm) KEEP=1; shift ;;
     --fresh) FRESH=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -107,7 +112,7 @@ report() {
   local nf; nf=$(cat "$LOGD"/*.out 2>/dev/null | grep -c '^@@FAIL [^ ]* sprout ' || true)
   if [ "$nf" -gt 0 ]; then
     echo "==> vm: sprout failures ($nf)"
-    cat "$LOGD"/*.out | grep '^@@FAIL [^ ]* sprout ' | sed 's/^@@FAIL \([^ ]*\) sprout /    \1: /' | cut -c1-700
+    cat "$LOGD"/*.out | grep '^@@FAIL [^ ]* sprout ' | sed 's/^@@FAIL \([^ ]*\) sprout /    \1: /' | cut -c1-1300
     echo ""
   fi
   local ns; ns=$(cat "$LOGD"/*.out 2>/dev/null | grep -c '^@@SKIP [^ ]* sprout ' || true)
@@ -196,9 +201,10 @@ if want compliance; then
   [ -x "$RUNTIME_TOOLS_DIR/bin/runtimetest" ] && extra+=("$RUNTIME_TOOLS_DIR")
   [ -d "$NODE_TAP_PREFIX/node_modules" ] && extra+=("$NODE_TAP_PREFIX")
 fi
+if command -v zstd >/dev/null; then ZIP=(zstd -q -1 -T0) UNZIP="zstd -dc"; else ZIP=(gzip -1) UNZIP="gzip -dc"; fi
 # the repo at the same absolute path (test executables have it compiled in), the suite's tools too
 if ! { tar -C "$REPO" -c -T "$LIST" --transform "s|^|${REPO#/}/|" -f - ; [ ${#extra[@]} -eq 0 ] || tar -C / -c "${extra[@]#/}" -f -; } \
-    | gzip -1 | "${VM[@]}" ssh "rm -rf '$REPO' && mkdir -p '$REPO' && gzip -dc | tar -C / -xi -f - && echo ok" > "$LOGD/push.out" 2>&1 \
+    | "${ZIP[@]}" | "${VM[@]}" ssh "rm -rf '$REPO' && mkdir -p '$REPO' && $UNZIP | tar -C / -xi -f - && echo ok" > "$LOGD/push.out" 2>&1 \
     || ! grep -q ok "$LOGD/push.out"; then
   cat "$LOGD/push.out"; broke "copy"; finish
 fi
@@ -217,16 +223,16 @@ run_guest() {
   local out=$1; shift
   local u=(); if [ "$1" = -u ]; then u=(-u "$2"); shift 2; fi
   timeout -k 30 "${SPROUT_VM_SUITE_TIMEOUT:-2400}" "${VM[@]}" ssh "${u[@]}" "bash '$REPO/tests/vm/guest.sh' $*" 2>&1 \
-    | tee "$LOGD/$out.out" | grep -v '^@@' | sed 's/^/    /'
+    | tee "$LOGD/$out.out" | grep --line-buffered -v '^@@' | sed -u 's/^/    /'
   grep '^@@RESULT' "$LOGD/$out.out" | sed 's/^@@RESULT /    => /' || echo "    => no result (see $LOGD/$out.out)"
 }
-peers() { if [ "$PEERS" = 1 ]; then echo "sprout:/usr/local/bin/sprout crun:$CRUN runc:$RUNC"; else echo "sprout:/usr/local/bin/sprout"; fi; }
+peers() { if [ "$PEERS" = 2 ] || { [ "$PEERS" = 1 ] && [ "${1:-}" != security ]; }; then echo "sprout:/usr/local/bin/sprout crun:$CRUN runc:$RUNC"; else echo "sprout:/usr/local/bin/sprout"; fi; }
 for s in ${SUITES//,/ }; do
   case $s in
     unit|serve)
       stage "$s (sprout)"; run_guest "$s-sprout" cargo "$s" sprout /usr/local/bin/sprout; stage_end "$s sprout" ;;
     integration|security)
-      for p in $(peers); do
+      for p in $(peers "$s"); do
         stage "$s (${p%%:*})"; run_guest "$s-${p%%:*}" cargo "$s" "${p%%:*}" "${p#*:}"; stage_end "$s ${p%%:*}"
       done ;;
     podman)
@@ -244,3 +250,4 @@ for s in ${SUITES//,/ }; do
   esac
 done
 finish
+}

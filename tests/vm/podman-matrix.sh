@@ -32,11 +32,11 @@ exec </dev/null
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1 :: $(printf '%s' "$2" | tr '\n' ' ' | cut -c1-400)"; }
 skip() { echo "SKIP $1 ($2)"; }
-# chk NAME EXPECTED CMD...: stdout+stderr of CMD must equal EXPECTED and exit 0
+# chk NAME EXPECTED CMD...: stdout of CMD must equal EXPECTED and exit 0 (stderr goes in the detail)
 chk() {
   local n=$1 exp=$2 out rc; shift 2
-  out=$(timeout -k 5 $T "$@" 2>&1); rc=$?
-  if [ $rc = 0 ] && [ "$out" = "$exp" ]; then pass "$n"; else fail "$n" "exit $rc: $out"; fi
+  out=$(timeout -k 5 $T "$@" 2>"$TMP/stderr"); rc=$?
+  if [ $rc = 0 ] && [ "$out" = "$exp" ]; then pass "$n"; else fail "$n" "exit $rc: $out $(cat "$TMP/stderr")"; fi
 }
 
 echo "## podman $(podman --version | awk '{print $3}') $who, runtime $RT ($("$RT" --version 2>&1 | head -1))"

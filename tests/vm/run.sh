@@ -154,12 +154,15 @@ for ln in open(sys.argv[1]):
         m = json.loads(ln)
     except ValueError:
         continue
-    if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
     exe = m["executable"]
     if exe in seen:
         continue
     seen.add(exe)
+    if not m["profile"]["test"]:   # a binary the tests run (CARGO_BIN_EXE_*): copied, not run
+        print(f"bin\t-\t{exe}")
+        continue
     pkg = m["package_id"]
     # package_id: "path+file:///work/main/tests/integration#sprout-integration-tests@0.1.0" (or older form)
     name = m["target"]["name"]
@@ -168,7 +171,7 @@ for ln in open(sys.argv[1]):
         pkgname = os.path.basename(pkg.split("#")[0])
     print(f"{suite.get(pkgname, 'unit')}\t{os.path.dirname(m['manifest_path'])}\t{exe}")
 PY
-  cut -f1 "$TSV" | sort | uniq -c | sed 's/^/    test executables: /'
+  cut -f1 "$TSV" | sort | uniq -c | sed 's/^/    executables: /'
 fi
 stage_end "build"
 

@@ -15,8 +15,14 @@
 #   5. tests/clients/run.sh --no-ref             (podman, containerd, Docker and CRI
 #                                                driving sprout end to end; private
 #                                                daemons, local images only)
+#   6. tests/vm/run.sh                           (the suites again on a pure cgroup v2 +
+#                                                systemd host: a Debian 13 VM built and
+#                                                cached by tests/vm/image.sh, booted under
+#                                                qemu; rootless podman; crun and runc
+#                                                side by side; SPROUT_VM_ARGS adds flags)
 #
-#   --quick       skip steps 3, 4 and 5
+#   --quick       skip steps 3, 4, 5 and 6
+#   --no-vm       skip step 6
 #   --no-build    skip step 1 (reuse target/release)
 #   --no-setup    skip step 0
 #
@@ -33,6 +39,7 @@ REPO=$(cd "$HERE/.." && pwd)
 . "$HERE/ci-env.sh"
 
 QUICK=0
+VM=1
 BUILD=1
 SETUP=1
 EXTRA=()
@@ -41,6 +48,7 @@ while [ $# -gt 0 ]; do
         --quick) QUICK=1; shift ;;
         --no-build) BUILD=0; shift ;;
         --no-setup) SETUP=0; shift ;;
+        --no-vm) VM=0; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         --) shift; EXTRA=("$@"); break ;;
         *) echo "test.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -131,6 +139,10 @@ if [ "$QUICK" = 0 ]; then
     [ -z "${SPROUT_COMPLIANCE_MAX_NOT_OK:-}" ] || args+=(--max-not-ok "$SPROUT_COMPLIANCE_MAX_NOT_OK")
     run_step "OCI compliance suite" "$REPO/tests/compliance/run.sh" "${args[@]}" "${EXTRA[@]}" "$SPROUT_BIN"
     run_step "real clients" env SPROUT="$SPROUT_BIN" "$REPO/tests/clients/run.sh" --no-ref
+    if [ "$VM" = 1 ]; then
+        # shellcheck disable=SC2086
+        run_step "VM: pure cgroup v2 + systemd" bash "$REPO/tests/vm/run.sh" ${SPROUT_VM_ARGS:-}
+    fi
 fi
 
 finish

@@ -155,6 +155,18 @@ pub(crate) fn mkdir_below(
     dir: &Path,
     created: &mut Vec<PathBuf>,
 ) -> std::result::Result<(), MkdirError> {
+    mkdir_below_then(base, dir, created, &mut |_| {})
+}
+
+/// [`mkdir_below`], calling `made` on each ancestor of `dir` this call creates, right after its
+/// mkdir and before its child's (cgroup v2 enables the controllers of a new parent there, so a
+/// concurrent create that finds the parent already existing sees it complete sooner).
+pub(crate) fn mkdir_below_then(
+    base: &Path,
+    dir: &Path,
+    created: &mut Vec<PathBuf>,
+    made: &mut dyn FnMut(&Path),
+) -> std::result::Result<(), MkdirError> {
     if dir == base {
         return Err(MkdirError::BaseMissing);
     }
@@ -170,7 +182,11 @@ pub(crate) fn mkdir_below(
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let parent = dir.parent().ok_or(MkdirError::BaseMissing)?;
-                mkdir_below(base, parent, created)?;
+                let before = created.len();
+                mkdir_below_then(base, parent, created, made)?;
+                if created.len() > before && created.last().is_some_and(|c| c == parent) {
+                    made(parent);
+                }
                 last = Some(e);
             }
             Err(e) => return Err(MkdirError::Io(dir.to_path_buf(), e)),

@@ -8,33 +8,59 @@
 use std::path::{Path, PathBuf};
 
 use crate::fs;
-use crate::v1::{mkdir_hier, FREEZE_TIMEOUT};
+use crate::v1::FREEZE_TIMEOUT;
 use crate::{Error, FreezerState, Manager, Result};
 
 pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
     let Some(u) = m.unified.as_ref() else {
         return Ok(());
     };
-    if !mkdir_hier(u, created)? {
-        return Err(Error::Invalid(format!(
-            "no cgroup2 hierarchy mounted at {}",
-            u.mount.display()
-        )));
+    // Controllers are delegated down the directories this call makes above the leaf, and only
+    // there: each one enables what its parent gave it (its cgroup.controllers), right after its
+    // mkdir. A cgroup that existed before (the caller's own, its slice, the root, a parent
+    // another container made) is not ours to change; what its cgroup.subtree_control lacks,
+    // `apply` reports by field.
+    let mut enable_made = |d: &Path| {
+        if let Ok(avail) = fs::read_at(d, "cgroup.controllers") {
+            enable(d, &avail.split_whitespace().collect::<Vec<_>>());
+        }
+    };
+    let start = created.len();
+    match fs::mkdir_below_then(&u.base, &u.dir, created, &mut enable_made) {
+        Ok(()) => {}
+        Err(fs::MkdirError::Io(p, e)) => return Err(fs::io_err(p, e)),
+        Err(fs::MkdirError::BaseMissing) if u.base == u.mount || !u.mount.exists() => {
+            return Err(Error::Invalid(format!(
+                "no cgroup2 hierarchy mounted at {}",
+                u.mount.display()
+            )))
+        }
+        Err(fs::MkdirError::BaseMissing) => {
+            return Err(Error::Invalid(format!(
+                "this process's own unified cgroup {} does not exist",
+                u.base.display()
+            )))
+        }
     }
-    // Delegate controllers down the directories this call made above the leaf, and only there:
-    // each one enables what its parent gave it (its cgroup.controllers). A cgroup that existed
-    // before (the caller's own, its slice, the root, a parent another container made) is not
-    // ours to change; what its cgroup.subtree_control lacks, `apply` reports by field.
-    for d in created.iter().filter(|d| **d != u.dir) {
-        let avail = match fs::read_at(d, "cgroup.controllers") {
-            Ok(a) => a,
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                continue; // not a cgroup2 directory (a test's fake tree)
-            }
-            Err(e) => return Err(e),
+    // The leaf's parent was made by another container's create an instant ago (a shared
+    // `parent/` of containers started side by side) when it is strictly below the base, not
+    // ours, and has controllers to give but none enabled yet: that create enables them right
+    // after its mkdir, so wait a moment for it rather than start without them.
+    if let Some(parent) = u.dir.parent().filter(|p| {
+        *p != u.base && p.starts_with(&u.base) && !created[start..].iter().any(|c| c == p)
+    }) {
+        let pending = || -> Result<bool> {
+            let offered = fs::read_at(parent, "cgroup.controllers")?;
+            let enabled = fs::read_at(parent, "cgroup.subtree_control")?;
+            Ok(!offered.trim().is_empty() && enabled.trim().is_empty())
         };
-        let ctrls: Vec<&str> = avail.split_whitespace().collect();
-        enable(d, &ctrls);
+        if pending().unwrap_or(false) {
+            fs::wait_until(
+                std::time::Duration::from_secs(1),
+                |_| Ok(()),
+                || Ok(!pending().unwrap_or(false)),
+            )?;
+        }
     }
     Ok(())
 }

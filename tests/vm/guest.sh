@@ -3,8 +3,8 @@
 #
 #   guest.sh cargo SUITE LABEL RUNTIME   the suite's test executables (target/vm-tests.tsv) with
 #                                        SPROUT_BIN=RUNTIME, --test-threads=2 --show-output
-#   guest.sh clients LABEL RUNTIME       tests/clients/run.sh with SPROUT=RUNTIME (sprout: with its
-#                                        runc reference, whose REF lines give the runc column)
+#   guest.sh clients LABEL RUNTIME [ref] tests/clients/run.sh with SPROUT=RUNTIME (sprout + ref: with
+#                                        its runc reference, whose REF lines give the runc column)
 #   guest.sh podman LABEL RUNTIME        tests/vm/podman-matrix.sh (root + rootless, both managers)
 #   guest.sh compliance LABEL RUNTIME    tests/compliance/run.sh RUNTIME (runtime-tools validation)
 #
@@ -50,7 +50,8 @@ cargo)
   emit ;;
 clients)
   log=$OUTD/clients-$label.log
-  if [ "$label" = sprout ]; then
+  ref=${3:-noref}
+  if [ "$label" = sprout ] && [ "$ref" = ref ]; then
     SPROUT=$rt bash "$REPO/tests/clients/run.sh" 2>&1 | tee "$log"
   else
     SPROUT=$rt bash "$REPO/tests/clients/run.sh" --no-ref 2>&1 | tee "$log"
@@ -60,7 +61,7 @@ clients)
   awk '/^FAIL /{n=$2; next} n!="" && /^    \| /{d[n]=d[n] substr($0,7) " | "; if (++c[n]>=3) n=""; next} {n=""} END{for (k in d) print k "\t" d[k]}' "$log" > "$OUTD/clients-$label.details"
   awk -F'\t' 'NR==FNR{d[$1]=$2; next} $1=="fail" && ($2 in d){$3=substr(d[$2],1,500)} {print $1 "\t" $2 "\t" $3}' "$OUTD/clients-$label.details" "$RES" > "$RES.x" && mv "$RES.x" "$RES"
   emit
-  if [ "$label" = sprout ]; then   # the runc reference column from the same run
+  if [ "$label" = sprout ] && [ "$ref" = ref ]; then   # the runc reference column from the same run
     suite=clients label=runc T0=$T0 RES=$OUTD/clients-runc.tsv
     sed -n 's/^REF  \(.*\) \[runc: PASS\]$/pass\t\1\t/p; s/^REF  \(.*\) \[runc: FAIL\]$/fail\t\1\t/p' "$log" > "$RES"
     emit

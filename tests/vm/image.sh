@@ -3,7 +3,7 @@
 # (trixie) made with mmdebstrap from the apt mirror this host already uses, distro kernel,
 # systemd, podman, crun, runc, conmon, docker, containerd, an unprivileged user `tester` with
 # subuid/subgid 100000:65536 (lingering, so its systemd user manager is up for rootless podman),
-# python3 (serve; python3-dbus + python3-gi for tests/integration's fake systemd), gcc + libc6-dev (tests/security builds its static probe with cc), nodejs
+# python3 + pip (serve installs handler packages), python3-dbus + python3-gi for tests/integration's fake systemd), gcc + libc6-dev (tests/security builds its static probe with cc), nodejs
 # (tests/compliance/tap-summary.js).
 #
 #   bash tests/vm/image.sh          prints the image directory on the last line of stdout
@@ -65,7 +65,7 @@ PKGS=(
   linux-image-amd64 initramfs-tools kmod
   openssh-server openssh-sftp-server
   iproute2 procps less psmisc strace jq hyperfine util-linux e2fsprogs bc sudo
-  python3 python3-dbus python3-gi libseccomp2 ca-certificates zstd nodejs
+  python3 python3-pip python3-dbus python3-gi libseccomp2 ca-certificates zstd nodejs
   gcc libc6-dev
   podman crun runc conmon uidmap passt slirp4netns netavark aardvark-dns nftables iptables
   fuse-overlayfs catatonit containers-storage golang-github-containers-common

@@ -678,10 +678,14 @@ dk() { to $DOCKER_BIN -H "unix://$DK/docker.sock" "$@"; }
 dk_start() {
   mkdir -p "$DK"/{data,exec}
   local hn; hn=$(ulimit -Hn); [ "$hn" = unlimited ] && hn=1048576; [ "$hn" -gt 1048576 ] && hn=1048576
+  # cgroupfs driver: the suite's own cgroup parent is a plain path (a systemd host's default
+  # driver, systemd, would refuse it: it wants a "xxx.slice"); on hosts without systemd it is
+  # dockerd's default anyway.
   cat >"$DK/daemon.json" <<EOF
 {
   "runtimes": { "sprout": { "path": "$SPROUT" } },
   "cgroup-parent": "/$DK_CGPARENT",
+  "exec-opts": ["native.cgroupdriver=cgroupfs"],
   "default-ulimits": { "nofile": { "Name": "nofile", "Hard": $hn, "Soft": $hn } }
 }
 EOF

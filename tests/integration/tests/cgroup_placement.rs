@@ -19,16 +19,21 @@ fn pure_v2() -> bool {
     Path::new(CG).join("cgroup.controllers").exists()
 }
 
+/// Where cgroup2 is mounted: /sys/fs/cgroup on pure v2, /sys/fs/cgroup/unified on hybrid.
+fn v2_mount() -> PathBuf {
+    if pure_v2() {
+        PathBuf::from(CG)
+    } else {
+        Path::new(CG).join("unified")
+    }
+}
+
 /// This process's cgroup2 directory (pure v2: under /sys/fs/cgroup; hybrid: under unified/).
 fn own_v2_dir() -> Option<PathBuf> {
     let own = fs::read_to_string("/proc/self/cgroup").ok()?;
     let p = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let mnt = if pure_v2() {
-        PathBuf::from(CG)
-    } else {
-        Path::new(CG).join("unified")
-    };
-    mnt.join(p.trim_start_matches('/'))
+    v2_mount()
+        .join(p.trim_start_matches('/'))
         .canonicalize()
         .ok()
         .filter(|d| d.join("cgroup.procs").exists())
@@ -65,12 +70,7 @@ fn init_cgroup_dir(pid: i32, controller: &str) -> PathBuf {
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .expect("a 0:: line");
-    let mnt = if pure_v2() {
-        PathBuf::from(CG)
-    } else {
-        Path::new(CG).join("unified")
-    };
-    mnt.join(p.trim_start_matches('/'))
+    v2_mount().join(p.trim_start_matches('/'))
 }
 
 fn check_untouched(before: &[(PathBuf, String, String)], own: &Path, what: &str) {

@@ -371,6 +371,19 @@ pub fn create(
             l.uid_mappings().as_deref().unwrap_or(&[]),
             l.gid_mappings().as_deref().unwrap_or(&[]),
         )?;
+        // Bind sources are looked up by us, not by the root of the new user namespace (a
+        // clone-made mount namespace only: one unshared later would not hold these mounts).
+        let both = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS) as u64;
+        if plan.clone_flags & both == both {
+            if let (Some(pfd), Some(mounts)) = (cleanup.child.as_ref(), spec.mounts().as_deref()) {
+                for (i, fd) in crate::rootfs::open_bind_sources(pfd, &config.bundle, mounts) {
+                    parent_chan
+                        .send_fd_payload(sync::SOURCE, i.to_string().as_bytes(), fd.as_raw_fd())
+                        .map_err(|e| Error::os("sending a bind source to the init", e))?;
+                }
+            }
+            trace.mark("bind_sources");
+        }
     }
     if !cgroup_first {
         apply_resources(&cg, linux)?;

@@ -51,6 +51,7 @@ pub fn run(ctx: &InitCtx) -> ! {
     let mut go = GoLatch {
         waited: false,
         dirs: None,
+        sources: Vec::new(),
     };
     let r = setup(ctx, &mut tr, &mut go);
     match r {
@@ -101,17 +102,24 @@ pub fn unblock_all_signals() {
 struct GoLatch {
     waited: bool,
     dirs: Option<rootfs::CgroupBinds>,
+    /// Bind sources the parent opened for us (sync::SOURCE), by mount index.
+    sources: Vec<(usize, OwnedFd)>,
 }
 
 impl GoLatch {
     /// Read messages until GO, or until DIRS as well when `dirs_enough`.
     fn recv_until(&mut self, ctx: &InitCtx, dirs_enough: bool) -> Result<()> {
         loop {
-            let (tag, payload, _) = ctx
+            let (tag, payload, fd) = ctx
                 .chan
                 .recv()
                 .map_err(|e| Error::os("waiting for the runtime", e))?;
             match tag {
+                sync::SOURCE => {
+                    if let (Ok(i), Some(fd)) = (payload.parse::<usize>(), fd) {
+                        self.sources.push((i, fd));
+                    }
+                }
                 sync::GO => {
                     self.waited = true;
                     return Ok(());
@@ -281,6 +289,8 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         let binds = std::cell::OnceCell::new();
         let binds_fn = || binds.get().cloned().unwrap_or_default();
         let mut dev_tmpfs = false;
+        // In a new user namespace GO came already, and with it every SOURCE.
+        let sources = std::mem::take(&mut go.sources);
         for (i, m) in spec.mounts().iter().flatten().enumerate() {
             let is_cg = matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2"));
             if is_cg && binds.get().is_none() {
@@ -318,6 +328,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                 cgroup_v2: ctx.cgroup_v2,
                 new_cgroup_ns: plan.new_cgroup,
                 cgroup_binds: &binds_fn,
+                sources: &sources,
             };
             rootfs::mount_one(&mctx, i, m)?;
             if m.destination() == Path::new("/dev") {

@@ -7,7 +7,7 @@
 //! mounts use the new mount API (open_tree + mount_setattr + move_mount): attributes are set on a
 //! detached tree before it is attached, which needs no remount and leaves no window.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Component, Path, PathBuf};
@@ -600,6 +600,71 @@ pub struct MountCtx<'a> {
     pub cgroup_v2: bool,
     pub new_cgroup_ns: bool,
     pub cgroup_binds: &'a dyn Fn() -> CgroupBinds,
+    /// Bind sources opened by the runtime (`open_bind_sources`), by index in `mounts`.
+    pub sources: &'a [(usize, OwnedFd)],
+}
+
+/// The host path a bind mount's source names (relative sources are the bundle's).
+pub fn bind_source(bundle: &Path, m: &Mount) -> Option<PathBuf> {
+    let src = m.source().as_ref()?;
+    Some(if src.is_absolute() {
+        src.clone()
+    } else {
+        bundle.join(src)
+    })
+}
+
+/// Open (O_PATH) the source of every bind mount in `mounts`, from inside the mount namespace
+/// of the process behind `pidfd` but with this process's credentials: the init, root of a new
+/// user namespace, may be unable to look up a source the runtime can (a 0700 directory of the
+/// host's root; runc and crun open such sources for the init too). The fds must come from the
+/// init's own mount namespace, or the kernel refuses to clone their trees there (EINVAL).
+///
+/// Best effort: an entry whose source cannot be opened here is left out, and the init resolves
+/// it itself (and reports it). A thread does the work: `setns(CLONE_NEWNS)` needs a private
+/// fs_struct (`unshare(CLONE_FS)`), and this process keeps its own mount namespace and cwd.
+pub fn open_bind_sources(
+    pidfd: &OwnedFd,
+    bundle: &Path,
+    mounts: &[Mount],
+) -> Vec<(usize, OwnedFd)> {
+    let wanted: Vec<(usize, CString)> = mounts
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| {
+            m.typ().as_deref() == Some("bind")
+                || m.options()
+                    .as_deref()
+                    .is_some_and(|o| o.iter().any(|x| x == "bind" || x == "rbind"))
+        })
+        .filter_map(|(i, m)| Some((i, cstr(bind_source(bundle, m)?))))
+        .collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let pid = pidfd.as_raw_fd();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: unshare/setns act on this thread only (CLONE_FS unshared first); the fds
+            // are plain integers owned by this process.
+            if unsafe { libc::unshare(libc::CLONE_FS) } != 0
+                || unsafe { libc::setns(pid, libc::CLONE_NEWNS) } != 0
+            {
+                return Vec::new();
+            }
+            wanted
+                .iter()
+                .filter_map(|(i, p)| {
+                    // SAFETY: `p` is a NUL-terminated path; a successful open returns a new fd
+                    // that nothing else owns.
+                    let fd = unsafe { libc::open(p.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+                    (fd >= 0).then(|| (*i, unsafe { OwnedFd::from_raw_fd(fd) }))
+                })
+                .collect()
+        })
+        .join()
+        .unwrap_or_default()
+    })
 }
 
 pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
@@ -610,20 +675,21 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
     let what = || format!("mounts[{i}] ({})", dest.display());
     let is_bind = opts.bind || typ == "bind";
     if is_bind {
-        let src = m
-            .source()
-            .as_ref()
+        let src = bind_source(ctx.bundle, m)
             .ok_or_else(|| Error::msg(format!("{}: bind mount needs a source", what())))?;
-        let src = if src.is_absolute() {
-            src.clone()
-        } else {
-            ctx.bundle.join(src)
-        };
-        let meta = std::fs::metadata(&src)
-            .map_err(|e| Error::os(format!("{}: source {}", what(), src.display()), e))?;
-        let target = ensure_in_root(ctx.rootfs_fd, dest, !meta.is_dir())?;
-        let tree = open_tree(libc::AT_FDCWD, &cstr(&src), opts.recursive)
-            .map_err(|e| Error::os(format!("{}: cloning {}", what(), src.display()), e))?;
+        let opened = ctx.sources.iter().find(|(j, _)| *j == i).map(|(_, fd)| fd);
+        let is_dir = match opened {
+            Some(fd) => crate::sys::fstat(fd.as_raw_fd())
+                .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+            None => std::fs::metadata(&src).map(|m| m.is_dir()),
+        }
+        .map_err(|e| Error::os(format!("{}: source {}", what(), src.display()), e))?;
+        let target = ensure_in_root(ctx.rootfs_fd, dest, !is_dir)?;
+        let tree = match opened {
+            Some(fd) => open_tree(fd.as_raw_fd(), c"", opts.recursive),
+            None => open_tree(libc::AT_FDCWD, &cstr(&src), opts.recursive),
+        }
+        .map_err(|e| Error::os(format!("{}: cloning {}", what(), src.display()), e))?;
         attach_bind(tree, &target, &opts)
             .map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
         return Ok(());

@@ -27,6 +27,12 @@ pub const TRAMPOLINE_OFF: u8 = b'T';
 pub const ERROR: u8 = b'E';
 /// child → parent: seccomp listener fd attached (payload empty).
 pub const LISTENER: u8 = b'L';
+/// parent → child, before GO: an O_PATH fd on the source of bind mount `mounts[i]` (payload =
+/// `i` in decimal), opened by the runtime in the init's mount namespace with the runtime's own
+/// credentials. Sent only when the init is in a new user namespace, whose root may not be able
+/// to look the source up (a 0700 directory of the host's root): as runc and crun, the runtime
+/// opens it, the init only mounts it.
+pub const SOURCE: u8 = b'S';
 
 pub struct Channel {
     fd: OwnedFd,
@@ -85,6 +91,14 @@ impl Channel {
 
     pub fn send_with_fd(&self, tag: u8, fd: RawFd) -> io::Result<()> {
         crate::sys::send_fd(self.raw(), &[tag], fd)
+    }
+
+    /// One message with a payload and an fd.
+    pub fn send_fd_payload(&self, tag: u8, payload: &[u8], fd: RawFd) -> io::Result<()> {
+        let mut buf = Vec::with_capacity(1 + payload.len());
+        buf.push(tag);
+        buf.extend_from_slice(payload);
+        crate::sys::send_fd(self.raw(), &buf, fd)
     }
 
     /// Receive one message; `(0, "")` means EOF (the peer exited).

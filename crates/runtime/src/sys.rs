@@ -189,6 +189,15 @@ pub fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
 }
 
 /// Send `fd` over a unix socket with SCM_RIGHTS, with `data` as the payload.
+/// fstat(2) on an fd (O_PATH fds included).
+pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
+    // SAFETY: an all-zero `stat` is a valid value; fstat fills it or fails.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat buffer for the duration of the call.
+    cvt(unsafe { libc::fstat(fd, &mut st) })?;
+    Ok(st)
+}
+
 pub fn send_fd(sock: RawFd, data: &[u8], fd: RawFd) -> io::Result<()> {
     unsafe {
         let mut iov = libc::iovec {

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 use sprout_integration_tests::*;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -152,6 +152,34 @@ fn user_namespace_with_mappings() {
         (md.uid(), md.gid()),
         (100000, 200000),
         "container root must map to host 100000:200000"
+    );
+}
+
+/// A bind source behind a directory that only the host's root may search (0700, as podman's
+/// storage under /var/lib/containers or a user's home): the root of the container's user
+/// namespace cannot look it up, the runtime can, and it is the runtime that opens it (as runc
+/// and crun do). Before that fix: `mounts[N] (/data): source ...: Permission denied`.
+#[test]
+fn user_namespace_binds_sources_only_the_runtime_can_reach() {
+    let ctx = Ctx::new("usernsbind");
+    let locked = ctx.scratch("locked");
+    fs::create_dir_all(locked.join("dir")).unwrap();
+    fs::write(locked.join("dir/hello"), "from-dir\n").unwrap();
+    fs::write(locked.join("file"), "from-file\n").unwrap();
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o700)).unwrap();
+    let mut b = sh(&ctx, "cat /data/hello /one; id -u");
+    b.add_mount(json!({"destination": "/data", "type": "bind",
+        "source": locked.join("dir").to_str().unwrap(), "options": ["rbind", "ro"]}));
+    b.add_mount(json!({"destination": "/one", "type": "bind",
+        "source": locked.join("file").to_str().unwrap(), "options": ["bind", "ro"]}));
+    b.in_user_namespace(100000, 100000);
+    let o = b.run();
+    o.assert_ok();
+    assert_eq!(
+        lines(&o.stdout),
+        vec!["from-dir", "from-file", "0"],
+        "{}",
+        o.describe()
     );
 }
 

@@ -23,6 +23,7 @@ REPO=$(cd "$HERE/../.." && pwd)
 SPROUT=${SPROUT:-$REPO/target/release/sprout}
 REF_RUNC=${REF_RUNC:-$(command -v runc || echo /usr/sbin/runc)}
 PTY="python3 $HERE/pty_run.py"
+CG2=$([ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ] && echo 1 || true)  # pure cgroup v2 host: v2 file names in the checks
 ONLY=""
 WITH_REF=1
 KEEP=0
@@ -425,12 +426,16 @@ pm_exec_paused() { local n=ep-$PMRT
   pm unpause $n >/dev/null; pm rm -f -t0 $n >/dev/null
   echo "rc=$r: $o"; [ "$r" != 0 ] && [ "$r" != 124 ]; }
 pm_misc_flags() {
+  # v2: cpu.shares 512 is cpu.weight 20 (runc's and crun's conversion), the reservation is
+  # memory.low, and swappiness has no v2 file (podman drops it with a warning)
+  local files='/sys/fs/cgroup/cpu/cpu.shares /sys/fs/cgroup/memory/memory.soft_limit_in_bytes /sys/fs/cgroup/memory/memory.swappiness' want="300 512 33554432 10 0 0"
+  [ -z "$CG2" ] || { files='/sys/fs/cgroup/cpu.weight /sys/fs/cgroup/memory.low'; want="300 20 33554432 0 0"; }
   cap pm run --rm --personality LINUX32 --oom-score-adj 300 --cpu-shares 512 --memory-reservation 32m --memory-swappiness 10 \
     --device-cgroup-rule 'c 1:3 rwm' --security-opt mask=/etc/group --annotation a.b=c \
     --tmpfs /run:exec,mode=1777 --mount type=bind,source=$TMP/vol,target=/mnt,bind-propagation=rslave "$IMG" sh -c \
-    'uname -m; cat /proc/self/oom_score_adj /sys/fs/cgroup/cpu/cpu.shares /sys/fs/cgroup/memory/memory.soft_limit_in_bytes /sys/fs/cgroup/memory/memory.swappiness; wc -c < /etc/group; grep " /run " /proc/self/mountinfo | grep -c noexec'
+    "uname -m; cat /proc/self/oom_score_adj $files; wc -c < /etc/group; grep ' /run ' /proc/self/mountinfo | grep -c noexec"
   # personality: runc 1.1 ignores it (uname stays x86_64), sprout applies it (i686)
-  echo "$OUT" | head -1; eq "$(printf '%s\n' "$OUT" | tail -n +2 | tr '\n' ' ' | sed 's/ $//')" "300 512 33554432 10 0 0"; }
+  echo "$OUT" | head -1; eq "$(printf '%s\n' "$OUT" | tail -n +2 | tr '\n' ' ' | sed 's/ $//')" "$want"; }
 pm_hooks() { # OCI hooks (podman --hooks-dir): prestart/poststop run by the runtime
   mkdir -p "$TMP/hooks"
   cat >"$TMP/hooks/h.sh" <<EOF2
@@ -641,7 +646,7 @@ ct_enoent_abs() { # an absolute path that does not exist: runc fails create; exi
 ct_memory() { # ctr mounts no cgroupfs in the container: read the limit on the host
   local n=m-$CTWHO r=0
   ct_run -d --memory-limit 67108864 --cgroup "/$CT_NS-test/$n" "$IMG" $n sleep 1000 >/dev/null || return 1
-  OUT=$(cat /sys/fs/cgroup/memory/$CT_NS-test/$n/memory.limit_in_bytes 2>&1 || cat /sys/fs/cgroup/$CT_NS-test/$n/memory.max 2>&1)
+  OUT=$(cat /sys/fs/cgroup/memory/$CT_NS-test/$n/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/$CT_NS-test/$n/memory.max 2>&1)
   eq "$OUT" 67108864 || r=1
   ct task kill -s SIGKILL $n >/dev/null; sleep 0.5; ct task rm -f $n >/dev/null 2>&1; ct container rm $n >/dev/null 2>&1
   return $r
@@ -737,7 +742,7 @@ dk_detached() {
   cap dk inspect -f '{{.State.Status}}' $n; eq "$OUT" paused || return 1
   cap dk unpause $n; eq "$RC" 0 || { echo "unpause: $OUT"; return 1; }
   cap dk update --memory 96m --memory-swap 96m $n; eq "$RC" 0 || { echo "update: $OUT"; return 1; }
-  cap dk exec $n cat /sys/fs/cgroup/memory/memory.limit_in_bytes; eq "$OUT" 100663296 || return 1
+  cap dk exec $n sh -c 'cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max'; eq "$OUT" 100663296 || return 1
   cap dk stop -t 10 $n; eq "$RC" 0 || { echo "stop: $OUT"; return 1; }
   cap dk inspect -f '{{.State.Status}} {{.State.ExitCode}}' $n; eq "$OUT" "exited 0" || return 1
   cap dk logs $n; has "$OUT" to-stdout && has "$OUT" got-term || return 1
@@ -754,8 +759,9 @@ dk_rm_paused() {
 }
 dk_net_none() { cap dk run --runtime $DKRT --rm --network none "$IMG" ip -o link; [ "$(printf '%s\n' "$OUT" | grep -c '^[0-9]')" = 1 ] && has "$OUT" 'lo: <LOOPBACK,UP'; }
 dk_net_host() { cap dk run --runtime $DKRT --rm --network host "$IMG" ip -o link; eq "$(printf '%s\n' "$OUT" | grep -c '^[0-9]')" "$(ip -o link | grep -c '^[0-9]')"; }
-dk_resources() { cap dk run --runtime $DKRT --rm --memory 64m --pids-limit 20 --cpus 0.5 "$IMG" sh -c \
-  'cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max; cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us'
+dk_resources() { local c='cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max; cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us'
+  [ -z "$CG2" ] || c='cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max; cut -d" " -f1 /sys/fs/cgroup/cpu.max'
+  cap dk run --runtime $DKRT --rm --memory 64m --pids-limit 20 --cpus 0.5 "$IMG" sh -c "$c"
   eq "$(echo $OUT)" "67108864 20 50000"; }
 dk_user_readonly() { cap dk run --runtime $DKRT --rm --user 65534 --read-only --tmpfs /tmp "$IMG" sh -c 'id -u; touch /x 2>&1; touch /tmp/y && echo tmp-ok'
   has "$OUT" '^65534' && has "$OUT" 'Read-only' && has "$OUT" tmp-ok; }
@@ -772,8 +778,11 @@ dk_oom() { local n=oom-$DKRT
 dk_update() { local n=up-$DKRT
   dk run --runtime $DKRT -d --name $n --cpus 1 --pids-limit 50 "$IMG" sleep 1000 >/dev/null || return 1
   cap dk update --cpus 0.5 --pids-limit 40 --cpu-shares 512 $n; local r=$RC o=$OUT
-  cap dk exec $n sh -c 'cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/cpu/cpu.shares'
-  dk rm -f $n >/dev/null; eq "$r" 0 || { echo "update: $o"; return 1; }; eq "$(echo $OUT)" "50000 40 512"; }
+  # v2: cpu.shares 512 is cpu.weight 20 (runc's and crun's conversion)
+  local c='cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/cpu/cpu.shares' want="50000 40 512"
+  [ -z "$CG2" ] || { c='cut -d" " -f1 /sys/fs/cgroup/cpu.max; cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/cpu.weight'; want="50000 40 20"; }
+  cap dk exec $n sh -c "$c"
+  dk rm -f $n >/dev/null; eq "$r" 0 || { echo "update: $o"; return 1; }; eq "$(echo $OUT)" "$want"; }
 dk_misc_flags() { cap dk run --runtime $DKRT --rm --cpuset-cpus 0 --oom-score-adj 500 --ulimit nofile=512:512 --group-add 1234 \
     --cap-add SYS_ADMIN --hostname hh --shm-size 16m "$IMG" sh -c \
     'cat /sys/fs/cgroup/cpuset/cpuset.cpus /proc/self/oom_score_adj; ulimit -n; id -G; hostname; grep -c " /sys/fs/cgroup/" /proc/self/mountinfo; df -k /dev/shm | tail -1'

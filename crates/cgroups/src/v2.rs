@@ -45,14 +45,19 @@ pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> 
     // The leaf's parent was made by another container's create an instant ago (a shared
     // `parent/` of containers started side by side) when it is strictly below the base, not
     // ours, and has controllers to give but none enabled yet: that create enables them right
-    // after its mkdir, so wait a moment for it rather than start without them.
+    // after its mkdir, so wait a moment for it rather than start without them. The kernel
+    // shows the new cgroup.subtree_control before it has given the children the controllers'
+    // files (seen in the VM: `no memory.max` right after `memory` appeared there), so the
+    // leaf's files are waited for too.
     if let Some(parent) = u.dir.parent().filter(|p| {
         *p != u.base && p.starts_with(&u.base) && !created[start..].iter().any(|c| c == p)
     }) {
+        let leaf = &u.dir;
         let pending = || -> Result<bool> {
             let offered = fs::read_at(parent, "cgroup.controllers")?;
             let enabled = fs::read_at(parent, "cgroup.subtree_control")?;
-            Ok(!offered.trim().is_empty() && enabled.trim().is_empty())
+            Ok(!offered.trim().is_empty() && enabled.trim().is_empty()
+                || !has_files_of(leaf, &enabled))
         };
         if pending().unwrap_or(false) {
             fs::wait_until(
@@ -63,6 +68,30 @@ pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// Whether `dir` has an interface file of every controller in `ctrls` (a cgroup.subtree_control
+/// line of its parent); perf_event has none on v2.
+fn has_files_of(dir: &Path, ctrls: &str) -> bool {
+    let want: Vec<&str> = ctrls
+        .split_whitespace()
+        .filter(|c| *c != "perf_event")
+        .collect();
+    if want.is_empty() {
+        return true;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return true; // gone or unreadable: `apply` reports it
+    };
+    let names: Vec<String> = rd
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    want.iter().all(|c| {
+        names
+            .iter()
+            .any(|n| n.strip_prefix(c).is_some_and(|r| r.starts_with('.')))
+    })
 }
 
 /// Write "+c1 +c2 .." to `dir`'s cgroup.subtree_control (one at a time when the batch fails).
@@ -129,4 +158,25 @@ pub(crate) fn freezer_state(dir: &Path) -> Result<FreezerState> {
     } else {
         FreezerState::Thawed
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_files_of;
+    use crate::testutil::TempDir;
+
+    #[test]
+    fn a_leaf_has_the_files_of_what_its_parent_enabled() {
+        let t = TempDir::new("v2files");
+        for f in ["cgroup.procs", "cpu.weight", "memory.max", "cpuset.cpus"] {
+            std::fs::write(t.path().join(f), "").unwrap();
+        }
+        assert!(has_files_of(t.path(), "cpu memory\n"));
+        assert!(has_files_of(t.path(), "cpuset cpu memory perf_event"));
+        assert!(has_files_of(t.path(), ""));
+        // `pids` enabled but its files not there yet; "cpu" must not match "cpuset.cpus" alone
+        assert!(!has_files_of(t.path(), "cpu memory pids"));
+        std::fs::remove_file(t.path().join("cpu.weight")).unwrap();
+        assert!(!has_files_of(t.path(), "cpu"));
+    }
 }

@@ -659,13 +659,14 @@ fn proc_field(pid: i64, field: &str) -> String {
 
 fn memory_cgroup(pid: i64) -> String {
     let s = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    // The v1 memory hierarchy's line where there is one, else the unified one ("0::").
     s.lines()
         .find(|l| {
             l.split(':')
                 .nth(1)
                 .is_some_and(|c| c.split(',').any(|x| x == "memory"))
-                || l.starts_with("0::")
         })
+        .or_else(|| s.lines().find(|l| l.starts_with("0::")))
         .unwrap()
         .to_string()
 }
@@ -1144,8 +1145,14 @@ fn cold_start_is_one_clone_and_a_compiled_init() {
         let (mut cg, mut n) = (String::new(), 0);
         let alone = eventually(2_000, || {
             cg = memory_cgroup(*k);
+            // v1 memory hierarchy, or the unified one on a pure v2 host ("0::/path")
+            let mount = if cg.starts_with("0::") {
+                "/sys/fs/cgroup"
+            } else {
+                "/sys/fs/cgroup/memory"
+            };
             n = std::fs::read_to_string(
-                std::path::Path::new("/sys/fs/cgroup/memory")
+                std::path::Path::new(mount)
                     .join(cg.rsplit(':').next().unwrap().trim_start_matches('/'))
                     .join("cgroup.procs"),
             )

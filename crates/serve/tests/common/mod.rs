@@ -294,6 +294,23 @@ impl Daemon {
                 out.push(d);
             }
         }
+        // Pure cgroup v2: one directory, placed as relative paths are (beside the caller's
+        // systemd scope, else below the caller's cgroup).
+        if !Path::new("/sys/fs/cgroup/memory").is_dir() {
+            if let Some(p) = own.lines().find_map(|l| l.strip_prefix("0::")) {
+                let p = if p.ends_with(".scope") {
+                    p.rsplit_once('/').map(|(a, _)| a).unwrap_or("")
+                } else {
+                    p
+                };
+                let d = Path::new("/sys/fs/cgroup")
+                    .join(p.trim_start_matches('/'))
+                    .join(&self.cgroup_name);
+                if d.exists() {
+                    out.push(d);
+                }
+            }
+        }
         out
     }
 

@@ -1036,18 +1036,38 @@ fn pool_never_hands_out_an_occupied_or_frozen_cgroup() {
     // engine with the same cgroup name can leave them: a sandbox joining a frozen v1 freezer
     // cgroup would freeze in the middle of its start (a 10 s start timeout).
     let mut d = Daemon::config("poolclean", "zygotes = false\nzygote_spares = 0\n");
+    // v1: the freezer hierarchy (freezer.state); pure v2: the unified one (cgroup.freeze),
+    // with the controllers a previous engine would have enabled in the directory it made.
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let Some(fpath) = own.lines().find_map(|l| {
+    let v1 = own.lines().find_map(|l| {
         let mut it = l.splitn(3, ':');
         let (_, c, p) = (it.next()?, it.next()?, it.next()?);
         (c == "freezer").then(|| p.to_string())
-    }) else {
-        eprintln!("skipped: no v1 freezer");
-        return;
+    });
+    let base = match (&v1, common::v2_pool_base(&d.cgroup_name)) {
+        (Some(fpath), _) => std::path::Path::new("/sys/fs/cgroup/freezer")
+            .join(fpath.trim_start_matches('/'))
+            .join(&d.cgroup_name),
+        (None, Some(b)) => {
+            std::fs::create_dir_all(&b).unwrap();
+            let offered = std::fs::read_to_string(b.join("cgroup.controllers")).unwrap();
+            let line: Vec<String> = offered
+                .split_whitespace()
+                .map(|c| format!("+{c}"))
+                .collect();
+            std::fs::write(b.join("cgroup.subtree_control"), line.join(" ")).unwrap();
+            b
+        }
+        (None, None) => {
+            eprintln!("skipped: no v1 freezer hierarchy and not a pure cgroup v2 host");
+            return;
+        }
     };
-    let base = std::path::Path::new("/sys/fs/cgroup/freezer")
-        .join(fpath.trim_start_matches('/'))
-        .join(&d.cgroup_name);
+    let (file, on, state, frozen) = if v1.is_some() {
+        ("freezer.state", "FROZEN", "freezer.state", "FROZEN")
+    } else {
+        ("cgroup.freeze", "1", "cgroup.events", "frozen 1")
+    };
     let mut planted = vec![];
     for sb in ["sb1", "sb2"] {
         let dir = base.join(sb);
@@ -1057,13 +1077,13 @@ fn pool_never_hands_out_an_occupied_or_frozen_cgroup() {
             .spawn()
             .unwrap();
         std::fs::write(dir.join("cgroup.procs"), child.id().to_string()).unwrap();
-        std::fs::write(dir.join("freezer.state"), "FROZEN").unwrap();
+        std::fs::write(dir.join(file), on).unwrap();
         assert!(eventually(2_000, || std::fs::read_to_string(
-            dir.join("freezer.state")
+            dir.join(state)
         )
         .unwrap()
-        .trim()
-            == "FROZEN"));
+        .lines()
+        .any(|l| l.trim() == frozen)));
         planted.push(child);
     }
     d.spawn();

@@ -294,22 +294,8 @@ impl Daemon {
                 out.push(d);
             }
         }
-        // Pure cgroup v2: one directory, placed as relative paths are (beside the caller's
-        // systemd scope, else below the caller's cgroup).
-        if !Path::new("/sys/fs/cgroup/memory").is_dir() {
-            if let Some(p) = own.lines().find_map(|l| l.strip_prefix("0::")) {
-                let p = if p.ends_with(".scope") {
-                    p.rsplit_once('/').map(|(a, _)| a).unwrap_or("")
-                } else {
-                    p
-                };
-                let d = Path::new("/sys/fs/cgroup")
-                    .join(p.trim_start_matches('/'))
-                    .join(&self.cgroup_name);
-                if d.exists() {
-                    out.push(d);
-                }
-            }
+        if let Some(d) = v2_pool_base(&self.cgroup_name).filter(|d| d.exists()) {
+            out.push(d);
         }
         out
     }
@@ -346,4 +332,25 @@ pub fn eventually(ms: u64, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     f()
+}
+
+/// On a pure cgroup v2 host, where the engine's pool cgroup `name` goes: placed as relative
+/// paths are (beside the caller's systemd scope, else below the caller's cgroup). `None` on a
+/// v1 or hybrid host.
+pub fn v2_pool_base(name: &str) -> Option<PathBuf> {
+    if Path::new("/sys/fs/cgroup/memory").is_dir() {
+        return None;
+    }
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let p = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let p = if p.ends_with(".scope") {
+        p.rsplit_once('/').map(|(a, _)| a).unwrap_or("")
+    } else {
+        p
+    };
+    Some(
+        Path::new("/sys/fs/cgroup")
+            .join(p.trim_start_matches('/'))
+            .join(name),
+    )
 }

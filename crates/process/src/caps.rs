@@ -77,6 +77,38 @@ pub fn cap_from_name(name: &str) -> Option<u32> {
         .map(|i| i as u32)
 }
 
+/// What a capability name in a config is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapNameKind {
+    /// A capability this runtime knows (its number); it may still be above the running
+    /// kernel's [`last_cap`].
+    Known(u32),
+    /// Shaped like a capability name ("CAP_" and letters, digits, '_') but unknown to this
+    /// runtime: a capability of a newer kernel. runtime-spec >= 1.1: the runtime SHOULD NOT
+    /// fail on it (runc 1.2+ and crun log a warning and go on).
+    Unknown,
+    /// Not a capability name at all ("", "sys admin", "CAP_"): refused.
+    Invalid,
+}
+
+/// Classify a capability name from a config or `exec --cap` (case-insensitive, "CAP_"
+/// optional, as [`cap_from_name`]).
+pub fn classify_cap_name(name: &str) -> CapNameKind {
+    if let Some(n) = cap_from_name(name) {
+        return CapNameKind::Known(n);
+    }
+    let bare = strip_cap_prefix(name);
+    let shaped = !bare.is_empty()
+        && bare.len() <= 64
+        && bare.starts_with(|c: char| c.is_ascii_alphabetic())
+        && bare.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if shaped {
+        CapNameKind::Unknown
+    } else {
+        CapNameKind::Invalid
+    }
+}
+
 fn strip_cap_prefix(s: &str) -> &str {
     match s.get(..4) {
         Some(p) if p.eq_ignore_ascii_case("CAP_") => &s[4..],
@@ -542,6 +574,17 @@ mod tests {
 
     fn set(caps: &[Capability]) -> Capabilities {
         caps.iter().copied().collect()
+    }
+
+    #[test]
+    fn classify_names() {
+        assert_eq!(classify_cap_name("CAP_CHOWN"), CapNameKind::Known(0));
+        assert_eq!(classify_cap_name("sys_admin"), CapNameKind::Known(21));
+        assert_eq!(classify_cap_name("CAP_UNKNOWN"), CapNameKind::Unknown);
+        assert_eq!(classify_cap_name("cap_future_thing2"), CapNameKind::Unknown);
+        for bad in ["", "CAP_", "sys admin", "CAP_1X", "CAP_X-Y", "CAP_X\n"] {
+            assert_eq!(classify_cap_name(bad), CapNameKind::Invalid, "{bad:?}");
+        }
     }
 
     #[test]

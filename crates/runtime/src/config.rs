@@ -32,6 +32,15 @@ pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
     if let Ok(spec) = serde_json::from_slice(raw) {
         return Ok(spec);
     }
+    // Capabilities unknown to this runtime (a newer kernel's) fail oci-spec's parse: drop them
+    // with a warning and parse again (runtime-spec >= 1.1: SHOULD NOT fail; runc 1.2+, crun).
+    if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(raw) {
+        if let Some(p) = v.get_mut("process") {
+            if drop_unknown_caps(p, "process.capabilities")? {
+                return spec_from_value(v, what);
+            }
+        }
+    }
     let de = &mut serde_json::Deserializer::from_slice(raw);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -42,6 +51,72 @@ pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
             Error::msg(format!("{what}: {path}: {inner}"))
         }
     })
+}
+
+/// Deserialize a spec (or a process) from a JSON value, an error naming the field.
+pub fn spec_from_value<T: serde::de::DeserializeOwned>(
+    v: serde_json::Value,
+    what: &str,
+) -> Result<T> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." || path.is_empty() {
+            Error::msg(format!("{what}: {inner}"))
+        } else {
+            Error::msg(format!("{what}: {path}: {inner}"))
+        }
+    })
+}
+
+/// Remove, from the capability sets of a process object, the names that look like capabilities
+/// but are unknown to this runtime, with one warning naming them; a string that is not a
+/// capability name at all is an error naming the field. `field` is the capabilities object's
+/// path for messages. Returns whether anything was removed.
+pub fn drop_unknown_caps(process: &mut serde_json::Value, field: &str) -> Result<bool> {
+    use sprout_process::CapNameKind;
+    let Some(caps) = process
+        .get_mut("capabilities")
+        .and_then(|c| c.as_object_mut())
+    else {
+        return Ok(false);
+    };
+    let mut unknown: Vec<String> = Vec::new();
+    for set in [
+        "bounding",
+        "effective",
+        "permitted",
+        "inheritable",
+        "ambient",
+    ] {
+        let Some(list) = caps.get_mut(set).and_then(|l| l.as_array_mut()) else {
+            continue;
+        };
+        for (i, c) in list.iter().enumerate() {
+            let Some(name) = c.as_str() else { continue };
+            if sprout_process::classify_cap_name(name) == CapNameKind::Invalid {
+                bail!("{field}.{set}[{i}]: {name:?} is not a capability name");
+            }
+        }
+        list.retain(|c| {
+            let Some(name) = c.as_str() else { return true };
+            if sprout_process::classify_cap_name(name) == CapNameKind::Unknown {
+                if !unknown.iter().any(|u| u == name) {
+                    unknown.push(name.to_string());
+                }
+                return false;
+            }
+            true
+        });
+    }
+    if unknown.is_empty() {
+        return Ok(false);
+    }
+    crate::log::warn(&format!(
+        "{field}: ignoring capabilities unknown to this runtime and kernel: {}",
+        unknown.join(", ")
+    ));
+    Ok(true)
 }
 
 impl Config {
@@ -119,6 +194,15 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         }
         if !p.cwd().is_absolute() {
             bail!("process.cwd: {:?} must be an absolute path", p.cwd());
+        }
+        if let Some(c) = p.capabilities() {
+            let unsupported = sprout_process::unsupported_caps(c);
+            if !unsupported.is_empty() {
+                crate::log::warn(&format!(
+                    "process.capabilities: ignoring capabilities the running kernel does not support: {}",
+                    unsupported.join(", ")
+                ));
+            }
         }
         if let Some(env) = p.env() {
             for e in env {
@@ -268,6 +352,27 @@ mod tests {
         let raw = br#"{"ociVersion":"1.0.0","root":{"path":"r"},"linux":{"namespaces":[{"type":"pid"},{"type":"bogus"}]}}"#;
         let e = parse_spec(raw, "config.json").unwrap_err().to_string();
         assert!(e.contains("linux.namespaces[1].type"), "{e}");
+    }
+
+    #[test]
+    fn unknown_capabilities_are_dropped_not_names_refused() {
+        let raw = br#"{"ociVersion":"1.0.0","root":{"path":"r"},"process":{"cwd":"/","args":["sh"],"user":{"uid":0,"gid":0},"capabilities":{"bounding":["CAP_KILL","CAP_UNKNOWN"],"ambient":["CAP_NEWER_ONE"]}}}"#;
+        let spec = parse_spec(raw, "config.json").unwrap();
+        let caps = spec
+            .process()
+            .as_ref()
+            .unwrap()
+            .capabilities()
+            .clone()
+            .unwrap();
+        assert_eq!(caps.bounding().as_ref().unwrap().len(), 1);
+        assert!(caps.ambient().as_ref().unwrap().is_empty());
+        let raw = br#"{"ociVersion":"1.0.0","root":{"path":"r"},"process":{"cwd":"/","args":["sh"],"user":{"uid":0,"gid":0},"capabilities":{"bounding":["CAP_KILL","sys admin"]}}}"#;
+        let e = parse_spec(raw, "config.json").unwrap_err().to_string();
+        assert!(
+            e.starts_with("process.capabilities.bounding[1]: \"sys admin\""),
+            "{e}"
+        );
     }
 
     #[test]

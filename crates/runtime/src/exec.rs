@@ -11,7 +11,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
-use oci_spec::runtime::{Capability, LinuxCapabilities, LinuxNamespaceType, Process, Spec};
+use oci_spec::runtime::{Capability, LinuxNamespaceType, Process, Spec};
 
 use crate::bail;
 use crate::config::parse_spec;
@@ -47,9 +47,15 @@ fn build_process(spec: &Spec, o: &ExecOpts) -> Result<Process> {
     if let Some(p) = &o.process_json {
         let raw =
             std::fs::read(p).map_err(|e| Error::os(format!("--process {}", p.display()), e))?;
-        let de = &mut serde_json::Deserializer::from_slice(&raw);
-        let proc: Process = serde_path_to_error::deserialize(de)
-            .map_err(|e| Error::msg(format!("process.json: {}: {}", e.path(), e.inner())))?;
+        let mut v: serde_json::Value = serde_json::from_slice(&raw)
+            .map_err(|e| Error::msg(format!("process.json: invalid JSON: {e}")))?;
+        if let Some(obj) = v.as_object_mut() {
+            // runc's Process.User is a struct, not a pointer: absent means uid 0, gid 0.
+            obj.entry("user")
+                .or_insert_with(|| serde_json::json!({"uid": 0, "gid": 0}));
+        }
+        crate::config::drop_unknown_caps(&mut v, "process.json: capabilities")?;
+        let proc: Process = crate::config::spec_from_value(v, "process.json")?;
         if proc.args().as_ref().is_none_or(|a| a.is_empty()) {
             bail!("process.json: args: must name at least the program to run");
         }
@@ -97,19 +103,23 @@ fn build_process(spec: &Spec, o: &ExecOpts) -> Result<Process> {
         p.set_user(user);
     }
     if !o.caps.is_empty() {
-        let mut caps = p
-            .capabilities()
-            .clone()
-            .unwrap_or_else(|| LinuxCapabilities::default());
+        let mut caps = p.capabilities().clone().unwrap_or_default();
         for name in &o.caps {
-            let full = if name.to_ascii_uppercase().starts_with("CAP_") {
-                name.to_ascii_uppercase()
-            } else {
-                format!("CAP_{}", name.to_ascii_uppercase())
+            let n = match sprout_process::classify_cap_name(name) {
+                sprout_process::CapNameKind::Known(n) => n,
+                sprout_process::CapNameKind::Unknown => {
+                    crate::log::warn(&format!(
+                        "--cap {name:?}: ignoring a capability unknown to this runtime and kernel"
+                    ));
+                    continue;
+                }
+                sprout_process::CapNameKind::Invalid => {
+                    bail!("--cap {name:?}: not a capability name")
+                }
             };
-            let cap: Capability =
-                serde_json::from_value(serde_json::Value::String(full.clone()))
-                    .map_err(|_| Error::msg(format!("--cap {name:?}: unknown capability")))?;
+            let full = sprout_process::cap_name(n).unwrap_or_default();
+            let cap: Capability = serde_json::from_value(serde_json::Value::String(full.into()))
+                .map_err(|_| Error::msg(format!("--cap {name:?}: unknown capability")))?;
             // Added to bounding, effective, permitted and ambient; never to inheritable
             // (CVE-2022-29162).
             let add = |set: Option<std::collections::HashSet<Capability>>| {
@@ -289,6 +299,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
 
 /// The helper: joins the container, becomes the process (credentials, seccomp), then hands over
 /// to the trampoline, which spawns the process inside the container's pid namespace.
+#[allow(clippy::too_many_arguments)]
 fn exec_child(
     init: &OwnedFd,
     init_pid: i32,

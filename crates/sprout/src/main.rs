@@ -172,7 +172,8 @@ enum Cmd {
         memory_swap: Option<String>,
         #[arg(long = "memory-reservation")]
         memory_reservation: Option<String>,
-        #[arg(long = "cpu-shares")]
+        /// CPU shares (runc spells it --cpu-share; both are accepted).
+        #[arg(long = "cpu-shares", visible_alias = "cpu-share")]
         cpu_shares: Option<u64>,
         #[arg(long = "cpu-quota")]
         cpu_quota: Option<i64>,
@@ -286,6 +287,25 @@ fn main() -> ExitCode {
             };
         }
     };
+    // As runc (configLogrus): a bad --log-format or a --log file that cannot be opened fails
+    // every command before it does anything.
+    if !matches!(cli.log_format.as_str(), "" | "text" | "json") {
+        eprintln!(
+            "sprout: --log-format: invalid value {:?} (text or json)",
+            cli.log_format
+        );
+        return ExitCode::from(1);
+    }
+    if let Some(path) = &cli.log {
+        if let Err(e) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            eprintln!("sprout: --log {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    }
     log::init(LogConfig {
         file: cli.log.clone(),
         json: cli.log_format == "json",

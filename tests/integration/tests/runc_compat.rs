@@ -106,6 +106,86 @@ fn exec_cap_unknown_is_ignored_with_a_warning() {
     o.assert_one_line_error(&["--cap"]);
 }
 
+// ---- 2. command line: update --cpu-share, bad --log-format / --log -----------------------------
+
+fn cpu_weight_file(id: &str) -> Option<PathBuf> {
+    cgroup_dirs(id).into_iter().find_map(|d| {
+        ["cpu.shares", "cpu.weight"]
+            .iter()
+            .map(|f| d.join(f))
+            .find(|p| p.exists())
+    })
+}
+
+#[test]
+fn update_accepts_runc_cpu_share_spelling() {
+    let ctx = Ctx::new("cpushare");
+    let b = running(&ctx);
+    let Some(file) = cpu_weight_file(&b.id) else {
+        eprintln!(
+            "skipped: no cpu controller file for the container's cgroup (no cpu controller?)"
+        );
+        return;
+    };
+    let read = |p: &Path| fs::read_to_string(p).unwrap().trim().to_string();
+    // runc has only --cpu-share; sprout takes --cpu-shares too.
+    ctx.rt(&["update", "--cpu-share", "2048", &b.id])
+        .assert_ok();
+    let before = read(&file);
+    ctx.rt(&["update", "--cpu-share", "512", &b.id]).assert_ok();
+    let after = read(&file);
+    assert_ne!(
+        before,
+        after,
+        "--cpu-share changed nothing in {}",
+        file.display()
+    );
+    if file.ends_with("cpu.shares") {
+        assert_eq!((before.as_str(), after.as_str()), ("2048", "512"));
+    }
+}
+
+#[test]
+fn invalid_log_format_is_refused() {
+    let ctx = Ctx::new("logfmt");
+    for args in [
+        &["--log-format=invalid", "list"][..],
+        &["--log-format", "xml", "state", "nosuch"][..],
+    ] {
+        let o = ctx.rt(args);
+        o.assert_fail();
+        o.assert_one_line_error(&["log-format"]);
+    }
+    // The valid ones still work.
+    ctx.rt(&["--log-format", "json", "list"]).assert_ok();
+    ctx.rt(&["--log-format", "text", "list"]).assert_ok();
+}
+
+#[test]
+fn log_file_that_cannot_be_opened_is_refused() {
+    let ctx = Ctx::new("logbad");
+    let bad = ctx.dir.join("no-such-dir/sprout.log");
+    let arg = format!("--log={}", bad.display());
+    let o = ctx.rt(&[&arg, "list"]);
+    o.assert_fail();
+    o.assert_one_line_error(&["--log"]);
+    // runc takes "invalid:/path" as a (relative) file name; its directory does not exist.
+    let o = ctx.rt_opts(
+        &["--log=invalid:/path", "list"],
+        &CmdOpts {
+            cwd: Some(ctx.dir.clone()),
+            ..Default::default()
+        },
+    );
+    o.assert_fail();
+    o.assert_one_line_error(&["--log"]);
+    // A good one is created (as runc does) and the command works.
+    let good = ctx.dir.join("good.log");
+    let arg = format!("--log={}", good.display());
+    ctx.rt(&[&arg, "list"]).assert_ok();
+    assert!(good.exists(), "--log file should be created");
+}
+
 // ---- 6. exec --process without user ----------------------------------------------------------------
 
 #[test]

@@ -268,7 +268,7 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     }
     if let Some(sysctl) = linux.sysctl() {
         for key in sysctl.keys() {
-            check_sysctl(key, has_net, has_ipc, has_uts)?;
+            check_sysctl(key, has_net, has_ipc)?;
         }
     }
     if linux.intel_rdt().is_some() {
@@ -300,7 +300,7 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
 
 /// Only namespaced sysctls may be set, and only when the container has the namespace that scopes
 /// them (as runc checks): otherwise the write would change the host.
-fn check_sysctl(key: &str, has_net: bool, has_ipc: bool, has_uts: bool) -> Result<()> {
+fn check_sysctl(key: &str, has_net: bool, has_ipc: bool) -> Result<()> {
     const IPC: &[&str] = &[
         "kernel.msgmax",
         "kernel.msgmnb",
@@ -323,11 +323,12 @@ fn check_sysctl(key: &str, has_net: bool, has_ipc: bool, has_uts: bool) -> Resul
         }
         return Ok(());
     }
-    if key == "kernel.hostname" || key == "kernel.domainname" {
-        if !has_uts {
-            bail!("linux.sysctl: {key} needs a new uts namespace");
-        }
-        return Ok(());
+    // As runc: these would fight the config's own fields (set later, or not at all).
+    if key == "kernel.hostname" {
+        bail!("linux.sysctl: {key} is not allowed: set the container's host name with the \"hostname\" field");
+    }
+    if key == "kernel.domainname" {
+        bail!("linux.sysctl: {key} is not allowed: set the container's domain name with the \"domainname\" field");
     }
     bail!("linux.sysctl: {key} is not a namespaced sysctl and would change the host")
 }
@@ -386,10 +387,15 @@ mod tests {
 
     #[test]
     fn sysctls() {
-        assert!(check_sysctl("net.ipv4.ip_forward", true, false, false).is_ok());
-        assert!(check_sysctl("net.ipv4.ip_forward", false, true, true).is_err());
-        assert!(check_sysctl("kernel.shmmax", false, true, false).is_ok());
-        assert!(check_sysctl("vm.swappiness", true, true, true).is_err());
+        assert!(check_sysctl("net.ipv4.ip_forward", true, false).is_ok());
+        assert!(check_sysctl("net.ipv4.ip_forward", false, true).is_err());
+        assert!(check_sysctl("kernel.shmmax", false, true).is_ok());
+        assert!(check_sysctl("vm.swappiness", true, true).is_err());
+        for key in ["kernel.hostname", "kernel.domainname"] {
+            let e = check_sysctl(key, true, true).unwrap_err().to_string();
+            let field = key.trim_start_matches("kernel.");
+            assert!(e.contains(&format!("\"{field}\" field")), "{e}");
+        }
     }
 
     fn spec_with(extra: &str, root: &Path) -> Spec {

@@ -186,6 +186,32 @@ fn log_file_that_cannot_be_opened_is_refused() {
     assert!(good.exists(), "--log file should be created");
 }
 
+// ---- 3. sysctl kernel.hostname / kernel.domainname ----------------------------------------------
+
+#[test]
+fn hostname_sysctls_are_refused_pointing_at_the_fields() {
+    let ctx = Ctx::new("sysctlhost");
+    for (key, field) in [
+        ("kernel.hostname", "hostname"),
+        ("kernel.domainname", "domainname"),
+    ] {
+        let mut b = ctx.bundle(&["true"]);
+        b.set("/linux/sysctl", json!({ key: "from-sysctl" }));
+        let o = b.create();
+        o.assert_fail();
+        o.assert_one_line_error(&[key]);
+        assert!(
+            o.stderr.replace('\\', "").contains(&format!("\"{field}\"")),
+            "the error should point at the {field} field: {}",
+            o.describe()
+        );
+        assert!(
+            ctx.status(&b.id).is_none(),
+            "no container should be left after a refused config"
+        );
+    }
+}
+
 // ---- 6. exec --process without user ----------------------------------------------------------------
 
 #[test]

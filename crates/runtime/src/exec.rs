@@ -395,9 +395,12 @@ fn spawn_without_trampoline(chan: &Channel, tty: bool, exec: &init::Exec) -> Err
         return Error::last_os("forking the process");
     }
     if pid == 0 {
+        // SAFETY: setsid has no memory effects; a fresh child is never a group leader.
+        // Its own session and process group inside the container, as runc (and the trampoline).
+        unsafe { libc::setsid() };
         if tty {
+            // SAFETY: ioctl on fd 0 with an integer argument.
             unsafe {
-                libc::setsid();
                 if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
                     let e = Error::last_os("process.terminal: TIOCSCTTY");
                     let _ = chan.send(sync::ERROR, e.message().as_bytes());

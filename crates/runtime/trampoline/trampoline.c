@@ -213,8 +213,10 @@ __attribute__((used, noreturn)) void tramp_main(long *sp)
 		sys3(NR_fcntl, chan, F_SETFD, FD_CLOEXEC);
 		pid = sys6(NR_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0, 0);
 		if (pid == 0) {
+			/* Its own session and process group inside the container, terminal or not,
+			 * as runc (nsexec stage 2 always calls setsid). */
+			sys3(NR_setsid, 0, 0, 0);
 			if (streq(argv[2], "t")) {
-				sys3(NR_setsid, 0, 0, 0);
 				r = sys3(NR_ioctl, 0, TIOCSCTTY, 0);
 				if (r < 0) {
 					n = fmt_tagged(buf, 'Y', r);

@@ -212,6 +212,44 @@ fn hostname_sysctls_are_refused_pointing_at_the_fields() {
     }
 }
 
+// ---- 4. exec'd process: its own session and process group -----------------------------------------
+
+/// (pid, pgrp, session) from /proc/self/stat text.
+fn stat_ids(stat: &str) -> (i64, i64, i64) {
+    let pid: i64 = stat.split(' ').next().unwrap().parse().unwrap();
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    // rest: state ppid pgrp session ...
+    (pid, f[2].parse().unwrap(), f[3].parse().unwrap())
+}
+
+#[test]
+fn exec_process_leads_its_own_session_and_group() {
+    let ctx = Ctx::new("execpgrp");
+    let b = running(&ctx);
+    let o = b.exec(&[], &["cat", "/proc/self/stat"]);
+    o.assert_ok();
+    let (pid, pgrp, sid) = stat_ids(o.stdout.trim());
+    assert_eq!(
+        pgrp,
+        pid,
+        "getpgrp() should be the process's own pid inside the container (0 = a group outside): {}",
+        o.describe()
+    );
+    assert_eq!(sid, pid, "session: {}", o.describe());
+    // Detached too.
+    b.exec(&["-d"], &["sh", "-c", "cat /proc/$$/stat > /tmp/stat"])
+        .assert_ok();
+    let p = b.rootfs().join("tmp/stat");
+    let text = wait_for(
+        "the detached exec's output",
+        std::time::Duration::from_secs(10),
+        || fs::read_to_string(&p).ok().filter(|t| t.contains(')')),
+    );
+    let (pid, pgrp, sid) = stat_ids(text.trim());
+    assert_eq!((pgrp, sid), (pid, pid), "detached exec: {text}");
+}
+
 // ---- 6. exec --process without user ----------------------------------------------------------------
 
 #[test]

@@ -20,10 +20,22 @@ pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<
             cmd.args(rest);
         }
     }
-    cmd.env_clear();
-    for kv in hook.env().iter().flatten() {
-        if let Some((k, v)) = kv.split_once('=') {
-            cmd.env(k, v);
+    // As runc (exec.Cmd{Env: hook.Env}): a hook without `env` inherits the runtime's
+    // environment; `env` present (even empty) is the hook's whole environment.
+    if let Some(env) = hook.env() {
+        cmd.env_clear();
+        for kv in env {
+            if let Some((k, v)) = kv.split_once('=') {
+                cmd.env(k, v);
+            }
+        }
+    }
+    if kind == "createContainer" {
+        // runc runs createContainer hooks with the container's root filesystem as working
+        // directory (fchdir to the rootfs right before them, in the container's mount
+        // namespace, before pivot_root).
+        if let Some(root) = container_root(state_json) {
+            cmd.current_dir(root);
         }
     }
     cmd.stdin(Stdio::piped())
@@ -41,9 +53,8 @@ pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<
             bail!("{}: timeout must be positive, got {t}", what());
         }
         let pidfd = crate::sys::pidfd_open(child.id() as i32).map_err(|e| Error::os(what(), e))?;
-        let exited =
-            crate::sys::pidfd_wait_exit(&pidfd, (t as i64 * 1000).min(i32::MAX as i64) as i32)
-                .map_err(|e| Error::os(what(), e))?;
+        let exited = crate::sys::pidfd_wait_exit(&pidfd, (t * 1000).min(i32::MAX as i64) as i32)
+            .map_err(|e| Error::os(what(), e))?;
         if !exited {
             let _ = crate::sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
             let _ = child.wait();
@@ -59,6 +70,18 @@ pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<
         }
     }
     Ok(())
+}
+
+/// The container's root filesystem path, from the state's bundle and its config.json's
+/// root.path (only for createContainer hooks, which are rare: the init's own copy of the path is
+/// not at hand here).
+fn container_root(state_json: &[u8]) -> Option<std::path::PathBuf> {
+    let state: serde_json::Value = serde_json::from_slice(state_json).ok()?;
+    let bundle = std::path::Path::new(state.get("bundle")?.as_str()?);
+    let raw = std::fs::read(bundle.join("config.json")).ok()?;
+    let config: serde_json::Value = serde_json::from_slice(&raw).ok()?;
+    let root = std::path::Path::new(config.get("root")?.get("path")?.as_str()?);
+    Some(bundle.join(root))
 }
 
 /// Run every hook of one kind; the first failure stops the rest (createRuntime, createContainer,

@@ -250,6 +250,63 @@ fn exec_process_leads_its_own_session_and_group() {
     assert_eq!((pgrp, sid), (pid, pid), "detached exec: {text}");
 }
 
+// ---- 5. hooks ------------------------------------------------------------------------------------
+
+#[test]
+fn hook_without_env_inherits_the_runtime_environment() {
+    let ctx = Ctx::new("hookenv");
+    let inherit = ctx.dir.join("env-inherit");
+    let own = ctx.dir.join("env-own");
+    let mut b = ctx.bundle(&["true"]);
+    b.set(
+        "/hooks",
+        json!({
+            "createRuntime": [
+                {"path": "/bin/sh", "args": ["sh", "-c", format!("env > {}", inherit.display())]},
+                {"path": "/bin/sh", "args": ["sh", "-c", format!("env > {}", own.display())],
+                 "env": ["HOOK_ONLY=1"]},
+            ]
+        }),
+    );
+    let o = b.run();
+    o.assert_ok();
+    let inherited = fs::read_to_string(&inherit).unwrap();
+    let marker = format!("SPROUT_ITEST_CALL={}", o.marker);
+    assert!(
+        inherited.lines().any(|l| l == marker),
+        "a hook without env gets the runtime's environment (runc: exec.Cmd with Env nil): {inherited:?}"
+    );
+    let own = fs::read_to_string(&own).unwrap();
+    assert!(own.lines().any(|l| l == "HOOK_ONLY=1"), "{own:?}");
+    assert!(
+        !own.contains("SPROUT_ITEST_CALL"),
+        "a hook with env gets only that: {own:?}"
+    );
+}
+
+#[test]
+fn create_container_hook_runs_in_the_container_root() {
+    let ctx = Ctx::new("hookcwd");
+    let out = ctx.dir.join("hook-cwd");
+    let mut b = ctx.bundle(&["true"]);
+    b.set(
+        "/hooks",
+        json!({
+            "createContainer": [
+                {"path": "/bin/sh", "args": ["sh", "-c", format!("pwd -P > {}", out.display())]},
+            ]
+        }),
+    );
+    b.run().assert_ok();
+    let cwd = fs::read_to_string(&out).unwrap();
+    let root = fs::canonicalize(b.rootfs()).unwrap();
+    assert_eq!(
+        Path::new(cwd.trim()),
+        root,
+        "createContainer hooks run with the container's root as working directory (runc)"
+    );
+}
+
 // ---- 6. exec --process without user ----------------------------------------------------------------
 
 #[test]

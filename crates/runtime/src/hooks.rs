@@ -30,14 +30,6 @@ pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<
             }
         }
     }
-    if kind == "createContainer" {
-        // runc runs createContainer hooks with the container's root filesystem as working
-        // directory (fchdir to the rootfs right before them, in the container's mount
-        // namespace, before pivot_root).
-        if let Some(root) = container_root(state_json) {
-            cmd.current_dir(root);
-        }
-    }
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
@@ -70,18 +62,6 @@ pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<
         }
     }
     Ok(())
-}
-
-/// The container's root filesystem path, from the state's bundle and its config.json's
-/// root.path (only for createContainer hooks, which are rare: the init's own copy of the path is
-/// not at hand here).
-fn container_root(state_json: &[u8]) -> Option<std::path::PathBuf> {
-    let state: serde_json::Value = serde_json::from_slice(state_json).ok()?;
-    let bundle = std::path::Path::new(state.get("bundle")?.as_str()?);
-    let raw = std::fs::read(bundle.join("config.json")).ok()?;
-    let config: serde_json::Value = serde_json::from_slice(&raw).ok()?;
-    let root = std::path::Path::new(config.get("root")?.get("path")?.as_str()?);
-    Some(bundle.join(root))
 }
 
 /// Run every hook of one kind; the first failure stops the rest (createRuntime, createContainer,

@@ -360,6 +360,10 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             .is_some_and(|h| !h.is_empty())
         {
             let st = hook_state(ctx, "creating");
+            // runc runs them from the container's root filesystem (they inherit our cwd; the
+            // pivot below sets its own).
+            std::env::set_current_dir(ctx.rootfs)
+                .map_err(|e| Error::os("hooks.createContainer: chdir to the rootfs", e))?;
             crate::hooks::run_all("createContainer", hooks.create_container().as_ref(), &st)?;
         }
     }

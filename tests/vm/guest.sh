@@ -59,7 +59,8 @@ clients)
   sed -n 's/^PASS \(.*\)$/pass\t\1\t/p; s/^FAIL \(.*\)$/fail\t\1\t/p; s/^SKIP \([^ ]*\) (\(.*\))$/skip\t\1\t\2/p' "$log" >> "$RES"
   # details of failures: the indented "    | " lines after a FAIL line
   awk '/^FAIL /{n=$2; next} n!="" && /^    \| /{d[n]=d[n] substr($0,7) " | "; if (++c[n]>=3) n=""; next} {n=""} END{for (k in d) print k "\t" d[k]}' "$log" > "$OUTD/clients-$label.details"
-  awk -F'\t' 'NR==FNR{d[$1]=$2; next} $1=="fail" && ($2 in d){$3=substr(d[$2],1,500)} {print $1 "\t" $2 "\t" $3}' "$OUTD/clients-$label.details" "$RES" > "$RES.x" && mv "$RES.x" "$RES"
+  # (FILENAME, not NR==FNR: with no failure the details file is empty and NR==FNR held for $RES)
+  awk -F'\t' 'FILENAME==ARGV[1]{d[$1]=$2; next} $1=="fail" && ($2 in d){$3=substr(d[$2],1,500)} {print $1 "\t" $2 "\t" $3}' "$OUTD/clients-$label.details" "$RES" > "$RES.x" && mv "$RES.x" "$RES"
   emit
   if [ "$label" = sprout ] && [ "$ref" = ref ]; then   # the runc reference column from the same run
     suite=clients label=runc T0=$T0 RES=$OUTD/clients-runc.tsv

@@ -155,7 +155,7 @@ compliance_verdict() {
   local out
   out=$(awk -F'\t' -v EXC="$HERE/compliance-exceptions.tsv" '
     BEGIN { while ((getline l < EXC) > 0) if (l !~ /^#/) { split(l, f, "\t"); exc[f[1]] = 1 } }
-    FNR==NR { crun[$1] = $2; ct += $2; next }
+    FILENAME==ARGV[1] { crun[$1] = $2; ct += $2; next }
     { split($0, f, " "); p = f[4]; n = f[5]; st += n; seen[p] = 1
       if (p in crun && n < crun[p]) { if (p in exc) ex = ex " " p "(" n "<" crun[p] ")"; else bad = bad " " p "(" n "<" crun[p] ")" } }
     END { for (p in crun) if (!(p in seen) && crun[p] > 0) bad = bad " " p "(not run)"

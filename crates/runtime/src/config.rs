@@ -42,15 +42,7 @@ pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
         }
     }
     let de = &mut serde_json::Deserializer::from_slice(raw);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path == "." || path.is_empty() {
-            Error::msg(format!("{what}: invalid JSON: {inner}"))
-        } else {
-            Error::msg(format!("{what}: {path}: {inner}"))
-        }
-    })
+    serde_path_to_error::deserialize(de).map_err(|e| field_error(e, what, "invalid JSON: "))
 }
 
 /// Deserialize a spec (or a process) from a JSON value, an error naming the field.
@@ -58,15 +50,22 @@ pub fn spec_from_value<T: serde::de::DeserializeOwned>(
     v: serde_json::Value,
     what: &str,
 ) -> Result<T> {
-    serde_path_to_error::deserialize(v).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path == "." || path.is_empty() {
-            Error::msg(format!("{what}: {inner}"))
-        } else {
-            Error::msg(format!("{what}: {path}: {inner}"))
-        }
-    })
+    serde_path_to_error::deserialize(v).map_err(|e| field_error(e, what, ""))
+}
+
+/// One line naming the field (`what: path: error`), or `what: {no_path}error` at the top level.
+fn field_error<E: std::fmt::Display>(
+    e: serde_path_to_error::Error<E>,
+    what: &str,
+    no_path: &str,
+) -> Error {
+    let path = e.path().to_string();
+    let inner = e.into_inner();
+    if path == "." || path.is_empty() {
+        Error::msg(format!("{what}: {no_path}{inner}"))
+    } else {
+        Error::msg(format!("{what}: {path}: {inner}"))
+    }
 }
 
 /// Remove, from the capability sets of a process object, the names that look like capabilities

@@ -159,8 +159,6 @@ pub struct Exec {
     nnp: bool,
 }
 
-pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
 /// Find the program like execvp would, with the container's PATH, so that a missing binary is an
 /// error of `create`, not a process that dies after `start`.
 pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
@@ -187,11 +185,19 @@ pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
         }
         return Ok(c);
     }
-    let path = env
+    // As runc: the lookup uses process.env's PATH only. Without one (or with an empty one) a
+    // name without a slash is not found: there is no default PATH (Go's exec.LookPath in runc's
+    // init, whose environment holds only process.env).
+    let Some(path) = env
         .iter()
         .rev()
         .find_map(|e| e.strip_prefix("PATH="))
-        .unwrap_or(DEFAULT_PATH);
+        .filter(|p| !p.is_empty())
+    else {
+        return Err(Error::msg(format!(
+            "process.args: exec: {arg0:?}: executable file not found in $PATH (process.env has no PATH)"
+        )));
+    };
     for dir in path.split(':') {
         let dir = if dir.is_empty() { "." } else { dir };
         let cand = format!("{dir}/{arg0}");

@@ -324,3 +324,45 @@ fn exec_process_json_without_user_runs_as_root() {
     o.assert_ok();
     assert_eq!(o.stdout, "0\n0\n", "{}", o.describe());
 }
+
+// ---- 7. no PATH in process.env ---------------------------------------------------------------------
+
+/// runc looks a relative args[0] up in process.env's PATH only (its init's environment is
+/// process.env): without PATH, `sh` is not found. runc exits 1 (its `fatal`) with Go's wording,
+/// which podman and docker map to 127.
+#[test]
+fn relative_program_without_path_in_env_is_not_found() {
+    let ctx = Ctx::new("nopath");
+    let mut b = ctx.bundle(&["sh", "-c", "true"]);
+    b.set("/process/env", json!(["TERM=xterm"]));
+    let o = b.run();
+    o.assert_fail();
+    o.assert_one_line_error(&[r#"exec: "sh": executable file not found in $PATH"#]);
+    assert!(
+        ctx.status(&b.id).is_none(),
+        "no container should be left: {}",
+        o.describe()
+    );
+    // An empty PATH is no PATH.
+    let mut b = ctx.bundle(&["sh", "-c", "true"]);
+    b.set("/process/env", json!(["PATH="]));
+    let o = b.run();
+    o.assert_fail();
+    o.assert_one_line_error(&[r#"exec: "sh": executable file not found in $PATH"#]);
+    // An absolute path needs no PATH.
+    let mut b = ctx.bundle(&["/bin/sh", "-c", "echo ok"]);
+    b.set("/process/env", json!(["TERM=xterm"]));
+    assert_eq!(b.run_ok(), "ok\n");
+
+    // exec: the same rule, with the exec'd process's own env.
+    let b = running(&ctx);
+    let pj = ctx.dir.join("nopath-process.json");
+    fs::write(
+        &pj,
+        json!({"args": ["true"], "cwd": "/", "env": ["TERM=xterm"]}).to_string(),
+    )
+    .unwrap();
+    let o = b.exec(&["--process", pj.to_str().unwrap()], &[]);
+    o.assert_fail();
+    o.assert_one_line_error(&[r#"exec: "true": executable file not found in $PATH"#]);
+}

@@ -417,6 +417,20 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         }
         tr.mark("masked_paths");
     }
+    // cwd: created if missing (as root, before privileges are dropped), and before the root is
+    // made read-only (runc creates it while preparing the rootfs).
+    let cwd = process.cwd();
+    let ccwd = cstr(cwd);
+    // SAFETY: chdir with a NUL-terminated path that outlives the calls.
+    if unsafe { libc::chdir(ccwd.as_ptr()) } < 0 {
+        std::fs::create_dir_all(cwd)
+            .map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
+        // SAFETY: as above.
+        cvt(unsafe { libc::chdir(ccwd.as_ptr()) })
+            .map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
+    }
+    check_cwd_inside(cwd)?;
+
     if spec
         .root()
         .as_ref()
@@ -446,17 +460,6 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         let size = process.console_size().map(|b| (b.height(), b.width()));
         crate::console::setup_pty(sock.as_raw_fd(), size, true)?;
     }
-
-    // cwd: created if missing (as root, before privileges are dropped).
-    let cwd = process.cwd();
-    let ccwd = cstr(cwd);
-    if unsafe { libc::chdir(ccwd.as_ptr()) } < 0 {
-        std::fs::create_dir_all(cwd)
-            .map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
-        cvt(unsafe { libc::chdir(ccwd.as_ptr()) })
-            .map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
-    }
-    check_cwd_inside(cwd)?;
 
     let exec = prepare_exec(process)?;
     apply_process_attrs(process, linux.and_then(|l| l.personality().as_ref()))?;

@@ -366,3 +366,21 @@ fn relative_program_without_path_in_env_is_not_found() {
     o.assert_fail();
     o.assert_one_line_error(&[r#"exec: "true": executable file not found in $PATH"#]);
 }
+
+// ---- 8. a missing process.cwd with root.readonly ---------------------------------------------------
+
+#[test]
+fn missing_cwd_is_created_before_the_root_is_made_read_only() {
+    let ctx = Ctx::new("cwdro");
+    let mut b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "pwd; touch /x 2>/dev/null && echo writable || echo ro",
+    ]);
+    b.set("/root/readonly", json!(true));
+    b.set("/process/cwd", json!("/new/work/dir"));
+    let o = b.run();
+    o.assert_ok();
+    assert_eq!(o.stdout, "/new/work/dir\nro\n", "{}", o.describe());
+    assert!(b.rootfs().join("new/work/dir").is_dir());
+}

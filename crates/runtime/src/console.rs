@@ -17,10 +17,24 @@ pub fn connect(path: &Path) -> Result<OwnedFd> {
     Ok(s.into())
 }
 
+/// How the container's pty is set up besides its size.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PtyOpts {
+    /// Make the slave the controlling terminal (the init; `exec` leaves it to the process it
+    /// spawns, which must be the session leader: trampoline.rs).
+    pub ctty: bool,
+    /// The process's uid (in the container): the slave is chowned to it when it is not already
+    /// its owner, as runc's fixStdioPermissions does, so a non-root process owns its terminal.
+    pub uid: u32,
+    /// Clear ONLCR (output "\n" stays "\n"): done when sprout itself holds the master (a
+    /// foreground `run` without --console-socket), as runc's own console handling does. A
+    /// --console-socket receiver gets the pty as the kernel made it, as from runc.
+    pub clear_onlcr: bool,
+}
+
 /// Open a new pty inside the container, hand the master over `socket`, and make the slave our
-/// stdio and (with `ctty`) controlling terminal. `exec` leaves the last step to the process it
-/// spawns (trampoline.rs), which must be the session leader.
-pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, ctty: bool) -> Result<()> {
+/// stdio and (with `opts.ctty`) controlling terminal.
+pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, opts: PtyOpts) -> Result<()> {
     let master = unsafe {
         libc::open(
             c"/dev/ptmx".as_ptr(),
@@ -54,6 +68,18 @@ pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, ctty: bool) -> Result<
         };
         unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
     }
+    if opts.clear_onlcr {
+        // SAFETY: termios is plain data; tcgetattr/tcsetattr get a valid fd and pointer.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            cvt(libc::tcgetattr(slave.as_raw_fd(), &mut t))
+                .map_err(|e| Error::os("process.terminal: tcgetattr", e))?;
+            t.c_oflag &= !libc::ONLCR;
+            cvt(libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &t))
+                .map_err(|e| Error::os("process.terminal: clearing ONLCR", e))?;
+        }
+    }
+    chown_to(&slave, opts.uid)?;
     let mut name = [0 as libc::c_char; 64];
     unsafe { libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()) };
     let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
@@ -63,7 +89,7 @@ pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, ctty: bool) -> Result<
         .map_err(|e| Error::os("--console-socket: sending the pty master", e))?;
     drop(master);
     unsafe {
-        if ctty {
+        if opts.ctty {
             libc::setsid();
             if libc::ioctl(slave.as_raw_fd(), libc::TIOCSCTTY, 0) < 0 {
                 return Err(Error::last_os("process.terminal: TIOCSCTTY"));
@@ -76,4 +102,26 @@ pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, ctty: bool) -> Result<
         }
     }
     Ok(())
+}
+
+/// Give the terminal to `uid` (owner only: the group stays the one devpts chose, e.g. its
+/// gid=5 option), unless it already is its owner. As runc, EPERM (an owner not mapped in our user
+/// namespace) and EROFS leave it as it is.
+fn chown_to(slave: &OwnedFd, uid: u32) -> Result<()> {
+    // SAFETY: fstat on an open fd into a zeroed stat buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    cvt(unsafe { libc::fstat(slave.as_raw_fd(), &mut st) })
+        .map_err(|e| Error::os("process.terminal: fstat of the pty", e))?;
+    if st.st_uid == uid {
+        return Ok(());
+    }
+    // SAFETY: fchown on an open fd; gid -1 (as u32) leaves the group unchanged.
+    match cvt(unsafe { libc::fchown(slave.as_raw_fd(), uid, u32::MAX) }) {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EROFS)) => Ok(()),
+        Err(e) => Err(Error::os(
+            format!("process.terminal: chown of the pty to process.user.uid {uid}"),
+            e,
+        )),
+    }
 }

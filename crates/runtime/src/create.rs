@@ -306,6 +306,7 @@ pub fn create(
         chan: &child_chan,
         fifo: fifo.as_ref(),
         console: console.as_ref(),
+        console_is_ours: console_rx.is_some(),
         seccomp: seccomp.as_ref(),
         no_pivot: opts.no_pivot,
         no_new_keyring: opts.no_new_keyring,

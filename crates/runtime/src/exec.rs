@@ -347,7 +347,11 @@ fn exec_child(
             crate::console::setup_pty(
                 sock.as_raw_fd(),
                 process.console_size().map(|b| (b.height(), b.width())),
-                false,
+                crate::console::PtyOpts {
+                    ctty: false,
+                    uid: process.user().uid(),
+                    clear_onlcr: false,
+                },
             )?;
         }
         let cwd = cstr(process.cwd());

@@ -25,6 +25,8 @@ pub struct InitCtx<'a> {
     /// The exec fifo, opened O_RDWR by the parent: reading a byte from it is the `start` signal.
     pub fifo: Option<&'a OwnedFd>,
     pub console: Option<&'a OwnedFd>,
+    /// `console` leads to sprout itself (a foreground `run` without --console-socket).
+    pub console_is_ours: bool,
     pub seccomp: Option<&'a sprout_seccomp::Prepared>,
     pub no_pivot: bool,
     pub no_new_keyring: bool,
@@ -458,7 +460,15 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             .console
             .ok_or_else(|| Error::msg("process.terminal: needs --console-socket"))?;
         let size = process.console_size().map(|b| (b.height(), b.width()));
-        crate::console::setup_pty(sock.as_raw_fd(), size, true)?;
+        crate::console::setup_pty(
+            sock.as_raw_fd(),
+            size,
+            crate::console::PtyOpts {
+                ctty: true,
+                uid: process.user().uid(),
+                clear_onlcr: ctx.console_is_ours,
+            },
+        )?;
     }
 
     let exec = prepare_exec(process)?;

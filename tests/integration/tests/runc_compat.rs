@@ -384,3 +384,112 @@ fn missing_cwd_is_created_before_the_root_is_made_read_only() {
     assert_eq!(o.stdout, "/new/work/dir\nro\n", "{}", o.describe());
     assert!(b.rootfs().join("new/work/dir").is_dir());
 }
+
+// ---- 9. the container's pty: owner and ONLCR ------------------------------------------------------
+
+/// Receive one fd over a unix stream with SCM_RIGHTS.
+fn recv_fd(sock: std::os::fd::RawFd) -> std::os::fd::RawFd {
+    // SAFETY: recvmsg into buffers that live through the call; the cmsg is checked before use.
+    unsafe {
+        let mut data = [0u8; 4096];
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr() as *mut _,
+            iov_len: data.len(),
+        };
+        let mut cbuf = [0u8; 256];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr() as *mut _;
+        msg.msg_controllen = cbuf.len() as _;
+        let n = libc::recvmsg(sock, &mut msg, 0);
+        assert!(n >= 0, "recvmsg: {}", std::io::Error::last_os_error());
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        assert!(
+            !cmsg.is_null(),
+            "no SCM_RIGHTS message on the console socket"
+        );
+        std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const std::os::fd::RawFd)
+    }
+}
+
+/// Accept one connection on `sock_path`, receive the pty master and read it until the slave side
+/// closes; the bytes come back on the channel.
+fn pty_reader(sock_path: &Path) -> std::sync::mpsc::Receiver<String> {
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let listener = std::os::unix::net::UnixListener::bind(sock_path).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if let Ok((stream, _)) = listener.accept() {
+            let fd = recv_fd(stream.as_raw_fd());
+            // SAFETY: the fd was just received and is owned by nothing else.
+            let mut master = unsafe { fs::File::from_raw_fd(fd) };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                match master.read(&mut chunk) {
+                    Ok(0) | Err(_) => break, // EIO once the slave side is closed
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let _ = tx.send(String::from_utf8_lossy(&buf).into_owned());
+        }
+    });
+    rx
+}
+
+const TTY_OWNER: &str = "stat -c %u:%g $(tty); echo end";
+
+/// runc's tty.bats "runc run [tty owner] ({u,g}id != 0)": the terminal belongs to the process's
+/// uid (the group stays devpts' gid=5); and runc's own console (foreground `run`, no
+/// --console-socket) has ONLCR cleared, so the output has no "\r".
+#[test]
+fn foreground_terminal_is_owned_by_the_user_and_has_no_onlcr() {
+    let ctx = Ctx::new("ttyowner");
+    let mut b = ctx.bundle(&["sh", "-c", TTY_OWNER]);
+    b.set("/process/terminal", json!(true));
+    b.set("/process/user", json!({"uid": 1000, "gid": 100}));
+    let o = b.run();
+    o.assert_ok();
+    assert_eq!(o.stdout, "1000:5\nend\n", "{}", o.describe());
+
+    // uid 0: owner 0.
+    let mut b = ctx.bundle(&["sh", "-c", TTY_OWNER]);
+    b.set("/process/terminal", json!(true));
+    let o = b.run();
+    o.assert_ok();
+    assert_eq!(o.stdout, "0:5\nend\n", "{}", o.describe());
+}
+
+/// With --console-socket, runc leaves the line discipline to the receiver (ONLCR stays set, as
+/// `docker run -t` shows) but still gives the terminal to the process's user; `exec -t` too.
+#[test]
+fn console_socket_terminal_is_owned_by_the_user() {
+    let ctx = Ctx::new("ttyownsock");
+    let mut b = ctx.bundle(&["sh", "-c", &format!("{TTY_OWNER}; sleep 1000")]);
+    b.set("/process/terminal", json!(true));
+    b.set("/process/user", json!({"uid": 1000, "gid": 100}));
+    let sock = ctx.dir.join("console.sock");
+    let rx = pty_reader(&sock);
+    b.create_with(&["--console-socket", sock.to_str().unwrap()])
+        .assert_ok();
+    b.start().assert_ok();
+    let sock2 = ctx.dir.join("exec-console.sock");
+    let rx2 = pty_reader(&sock2);
+    b.exec(
+        &["--tty", "--console-socket", sock2.to_str().unwrap()],
+        &["sh", "-c", TTY_OWNER],
+    )
+    .assert_ok();
+    let text = rx2
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("exec pty output");
+    assert_eq!(text, "1000:5\r\nend\r\n", "exec -t");
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+    let text = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("init pty output");
+    assert_eq!(text, "1000:5\r\nend\r\n", "init");
+}

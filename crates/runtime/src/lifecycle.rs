@@ -103,7 +103,8 @@ fn wait_hup(fd: &OwnedFd, timeout_ms: i32) {
 /// Signal names (with or without SIG) and numbers.
 pub fn parse_signal(s: &str) -> Result<i32> {
     if let Ok(n) = s.parse::<i32>() {
-        if (1..=64).contains(&n) {
+        // 0: no signal, only the checks (kill(2)); runc takes it (`kill ID 0`).
+        if (0..=64).contains(&n) {
             return Ok(n);
         }
         bail!("signal {s:?}: out of range");
@@ -187,13 +188,27 @@ pub fn kill(store: &Store, id: &str, sig: i32, all: bool) -> Result<()> {
         bail!("container {id:?} is not running");
     }
     if all {
-        if let Some(cg) = &st.cgroup {
-            cg.kill_all(sig)?;
-            if status == Status::Paused {
-                // Frozen tasks can't act on the signal (runc: freeze, signal, thaw).
-                cg.thaw()?;
-            }
+        // runc: --all (-a) signals every process of the container's cgroup and never fails
+        // because the container has stopped. Signal 0 delivers nothing: the container exists,
+        // and a paused one stays paused.
+        if sig == 0 {
             return Ok(());
+        }
+        match &st.cgroup {
+            Some(cg) => {
+                let r = cg.kill_all(sig);
+                if status == Status::Stopped {
+                    return Ok(());
+                }
+                r?;
+                if status == Status::Paused {
+                    // Frozen tasks can't act on the signal (runc: freeze, signal, thaw).
+                    cg.thaw()?;
+                }
+                return Ok(());
+            }
+            None if status == Status::Stopped => return Ok(()),
+            None => {}
         }
     }
     let fd =

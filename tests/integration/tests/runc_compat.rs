@@ -493,3 +493,33 @@ fn console_socket_terminal_is_owned_by_the_user() {
         .expect("init pty output");
     assert_eq!(text, "1000:5\r\nend\r\n", "init");
 }
+
+// ---- 10. kill: signal 0, --all / -a ----------------------------------------------------------------
+
+/// runc's kill.bats "kill detached busybox": signal 0 is a signal (the checks of kill(2)); on a
+/// stopped container plain `kill` fails ("not running") and `kill -a` succeeds.
+#[test]
+fn kill_takes_signal_zero_and_all_on_a_stopped_container() {
+    let ctx = Ctx::new("killzero");
+    let b = running(&ctx);
+    ctx.rt(&["kill", &b.id, "0"]).assert_ok();
+    ctx.rt(&["kill", "-a", &b.id, "0"]).assert_ok();
+    ctx.rt(&["kill", "--all", &b.id, "0"]).assert_ok();
+    assert_eq!(b.status().as_deref(), Some("running"));
+
+    // A paused container stays paused: signal 0 delivers nothing.
+    ctx.rt(&["pause", &b.id]).assert_ok();
+    ctx.rt(&["kill", "--all", &b.id, "0"]).assert_ok();
+    ctx.rt(&["kill", &b.id, "0"]).assert_ok();
+    assert_eq!(b.status().as_deref(), Some("paused"));
+    ctx.rt(&["resume", &b.id]).assert_ok();
+
+    ctx.rt(&["kill", "--all", &b.id, "KILL"]).assert_ok();
+    b.wait_status("stopped");
+    let o = ctx.rt(&["kill", &b.id, "0"]);
+    o.assert_fail();
+    o.assert_one_line_error(&["not running"]);
+    ctx.rt(&["kill", "-a", &b.id, "0"]).assert_ok();
+    ctx.rt(&["kill", "-a", &b.id, "KILL"]).assert_ok();
+    ctx.rt(&["delete", &b.id]).assert_ok();
+}

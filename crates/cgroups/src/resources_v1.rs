@@ -265,23 +265,38 @@ fn cpu(m: &Manager, c: &LinuxCpu) -> Result<()> {
         if let Some(b) = c.burst() {
             set(d, "cpu.cfs_burst_us", &b.to_string(), "cpu.burst", false)?;
         }
-        if let Some(p) = rt_period {
+        let set_rt_period = |p: u64| {
             set(
                 d,
                 "cpu.rt_period_us",
                 &p.to_string(),
                 "cpu.realtimePeriod",
                 false,
-            )?;
-        }
-        if let Some(v) = rt_runtime {
+            )
+        };
+        let set_rt_runtime = |v: i64| {
             set(
                 d,
                 "cpu.rt_runtime_us",
                 &v.to_string(),
                 "cpu.realtimeRuntime",
                 false,
-            )?;
+            )
+        };
+        match (rt_period, rt_runtime) {
+            (Some(p), r) => {
+                // Period first; the kernel refuses a period below the current runtime, so then
+                // runtime first (runc #4094).
+                if let Err(e) = set_rt_period(p) {
+                    let Some(r) = r else { return Err(e) };
+                    set_rt_runtime(r)?;
+                    set_rt_period(p)?;
+                } else if let Some(r) = r {
+                    set_rt_runtime(r)?;
+                }
+            }
+            (None, Some(r)) => set_rt_runtime(r)?,
+            (None, None) => {}
         }
         if let Some(i) = idle {
             set(d, "cpu.idle", &i.to_string(), "cpu.idle", false)?;

@@ -79,6 +79,42 @@ struct CreateArgs {
     id: String,
 }
 
+/// `update`'s flags, runc's names. The byte sizes, --cpu-quota, --cpu-rt-runtime and
+/// --pids-limit take -1 for unlimited (`--memory -1` as well as `--memory=-1`).
+#[derive(Args)]
+struct UpdateArgs {
+    #[arg(short = 'r', long)]
+    resources: Option<String>,
+    #[arg(long, allow_negative_numbers = true)]
+    memory: Option<String>,
+    #[arg(long = "memory-swap", allow_negative_numbers = true)]
+    memory_swap: Option<String>,
+    #[arg(long = "memory-reservation", allow_negative_numbers = true)]
+    memory_reservation: Option<String>,
+    /// CPU shares (runc spells it --cpu-share; both are accepted).
+    #[arg(long = "cpu-shares", visible_alias = "cpu-share")]
+    cpu_shares: Option<u64>,
+    #[arg(long = "cpu-quota", allow_negative_numbers = true)]
+    cpu_quota: Option<i64>,
+    #[arg(long = "cpu-period")]
+    cpu_period: Option<u64>,
+    /// CPU realtime period in microseconds (cgroup v1 cpu.rt_period_us).
+    #[arg(long = "cpu-rt-period")]
+    cpu_rt_period: Option<u64>,
+    /// CPU realtime runtime in microseconds within the period (cgroup v1 cpu.rt_runtime_us).
+    #[arg(long = "cpu-rt-runtime", allow_negative_numbers = true)]
+    cpu_rt_runtime: Option<i64>,
+    #[arg(long = "cpuset-cpus")]
+    cpuset_cpus: Option<String>,
+    #[arg(long = "cpuset-mems")]
+    cpuset_mems: Option<String>,
+    #[arg(long = "pids-limit", allow_negative_numbers = true)]
+    pids_limit: Option<i64>,
+    #[arg(long = "blkio-weight")]
+    blkio_weight: Option<u16>,
+    id: String,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Create a container (its process waits for `start`).
@@ -163,32 +199,7 @@ enum Cmd {
         ps_args: Vec<String>,
     },
     /// Update a container's resource limits.
-    Update {
-        #[arg(short = 'r', long)]
-        resources: Option<String>,
-        #[arg(long)]
-        memory: Option<String>,
-        #[arg(long = "memory-swap")]
-        memory_swap: Option<String>,
-        #[arg(long = "memory-reservation")]
-        memory_reservation: Option<String>,
-        /// CPU shares (runc spells it --cpu-share; both are accepted).
-        #[arg(long = "cpu-shares", visible_alias = "cpu-share")]
-        cpu_shares: Option<u64>,
-        #[arg(long = "cpu-quota")]
-        cpu_quota: Option<i64>,
-        #[arg(long = "cpu-period")]
-        cpu_period: Option<u64>,
-        #[arg(long = "cpuset-cpus")]
-        cpuset_cpus: Option<String>,
-        #[arg(long = "cpuset-mems")]
-        cpuset_mems: Option<String>,
-        #[arg(long = "pids-limit")]
-        pids_limit: Option<i64>,
-        #[arg(long = "blkio-weight")]
-        blkio_weight: Option<u16>,
-        id: String,
-    },
+    Update(UpdateArgs),
     /// Print container events: resource stats every --interval and OOM notifications, as JSON
     /// lines (runc's format); --stats prints the stats once.
     Events {
@@ -553,34 +564,7 @@ fn run(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
-        Cmd::Update {
-            resources,
-            memory,
-            memory_swap,
-            memory_reservation,
-            cpu_shares,
-            cpu_quota,
-            cpu_period,
-            cpuset_cpus,
-            cpuset_mems,
-            pids_limit,
-            blkio_weight,
-            id,
-        } => update(
-            &store,
-            &id,
-            resources,
-            memory,
-            memory_swap,
-            memory_reservation,
-            cpu_shares,
-            cpu_quota,
-            cpu_period,
-            cpuset_cpus,
-            cpuset_mems,
-            pids_limit,
-            blkio_weight,
-        ),
+        Cmd::Update(a) => update(&store, a),
         Cmd::Events {
             stats,
             interval,
@@ -758,27 +742,31 @@ fn parse_bytes(flag: &str, s: &str) -> Result<i64> {
         .parse()
         .map_err(|_| Error::msg(format!("{flag} {s:?}: not a size")))?;
     if n < 0 {
-        return Err(Error::msg(format!("{flag} {s:?}: must not be negative")));
+        return Err(Error::msg(format!(
+            "{flag} {s:?}: must be -1 (unlimited) or a size"
+        )));
     }
     Ok(n * mult)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn update(
-    store: &Store,
-    id: &str,
-    resources: Option<String>,
-    memory: Option<String>,
-    memory_swap: Option<String>,
-    memory_reservation: Option<String>,
-    cpu_shares: Option<u64>,
-    cpu_quota: Option<i64>,
-    cpu_period: Option<u64>,
-    cpuset_cpus: Option<String>,
-    cpuset_mems: Option<String>,
-    pids_limit: Option<i64>,
-    blkio_weight: Option<u16>,
-) -> Result<i32> {
+fn update(store: &Store, a: UpdateArgs) -> Result<i32> {
+    let UpdateArgs {
+        resources,
+        memory,
+        memory_swap,
+        memory_reservation,
+        cpu_shares,
+        cpu_quota,
+        cpu_period,
+        cpu_rt_period,
+        cpu_rt_runtime,
+        cpuset_cpus,
+        cpuset_mems,
+        pids_limit,
+        blkio_weight,
+        id,
+    } = a;
+    let id = id.as_str();
     let st = store.load(id)?;
     if st.status(store) == sprout_runtime::state::Status::Stopped {
         return Err(Error::msg(format!(
@@ -830,6 +818,12 @@ fn update(
     }
     if let Some(v) = cpu_period {
         set("cpu", "period", v.into());
+    }
+    if let Some(v) = cpu_rt_period {
+        set("cpu", "realtimePeriod", v.into());
+    }
+    if let Some(v) = cpu_rt_runtime {
+        set("cpu", "realtimeRuntime", v.into());
     }
     if let Some(v) = cpuset_cpus {
         set("cpu", "cpus", v.into());

@@ -523,3 +523,141 @@ fn kill_takes_signal_zero_and_all_on_a_stopped_container() {
     ctx.rt(&["kill", "-a", &b.id, "KILL"]).assert_ok();
     ctx.rt(&["delete", &b.id]).assert_ok();
 }
+
+// ---- 11. update: -1 for unlimited, --cpu-rt-period / --cpu-rt-runtime ----------------------------
+
+/// The container's cgroup directory holding `file` (v1: that controller's hierarchy).
+fn cgroup_file(id: &str, file: &str) -> Option<PathBuf> {
+    cgroup_dirs(id)
+        .into_iter()
+        .map(|d| d.join(file))
+        .find(|p| p.exists())
+}
+
+fn read_trim(p: &Path) -> String {
+    fs::read_to_string(p).unwrap().trim().to_string()
+}
+
+/// runc's update.bats: `--memory -1`, `--memory-swap -1` and `--cpu-quota -1` mean unlimited.
+#[test]
+fn update_takes_minus_one_for_unlimited() {
+    let ctx = Ctx::new("updneg");
+    let b = running(&ctx);
+    ctx.rt(&[
+        "update",
+        "--memory",
+        "100M",
+        "--memory-swap",
+        "200M",
+        "--cpu-quota",
+        "50000",
+        "--cpu-period",
+        "100000",
+        &b.id,
+    ])
+    .assert_ok();
+    // -1 in both the `--flag -1` and `--flag=-1` forms.
+    ctx.rt(&["update", "--memory-swap", "-1", &b.id])
+        .assert_ok();
+    ctx.rt(&["update", "--memory=-1", &b.id]).assert_ok();
+    ctx.rt(&["update", "--cpu-quota", "-1", &b.id]).assert_ok();
+
+    if let Some(max) = cgroup_file(&b.id, "memory.max") {
+        assert_eq!(read_trim(&max), "max");
+        if let Some(swap) = cgroup_file(&b.id, "memory.swap.max") {
+            assert_eq!(read_trim(&swap), "max");
+        }
+        let cpu = cgroup_file(&b.id, "cpu.max").expect("cpu.max");
+        assert_eq!(read_trim(&cpu), "max 100000");
+    } else {
+        // v1: unlimited reads back as the largest page-aligned count, the parent's value.
+        let lim = cgroup_file(&b.id, "memory.limit_in_bytes").expect("memory.limit_in_bytes");
+        let unlimited = read_trim(
+            &lim.parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .join("memory.limit_in_bytes"),
+        );
+        assert_eq!(read_trim(&lim), unlimited);
+        assert!(read_trim(&lim).parse::<u64>().unwrap() > 1 << 60);
+        if let Some(sw) = cgroup_file(&b.id, "memory.memsw.limit_in_bytes") {
+            assert_eq!(read_trim(&sw), unlimited);
+        }
+        let q = cgroup_file(&b.id, "cpu.cfs_quota_us").expect("cpu.cfs_quota_us");
+        assert_eq!(read_trim(&q), "-1");
+    }
+    // Other negative values are still refused, naming the flag.
+    let o = ctx.rt(&["update", "--memory", "-2", &b.id]);
+    o.assert_fail();
+    o.assert_one_line_error(&["--memory"]);
+}
+
+/// runc's update.bats "update rt period and runtime": v1's cpu.rt_period_us / cpu.rt_runtime_us;
+/// on v2 (no realtime group scheduling interface) a clear error.
+#[test]
+fn update_cpu_rt_period_and_runtime() {
+    let ctx = Ctx::new("updrt");
+    let b = running(&ctx);
+    let Some(runtime) = cgroup_file(&b.id, "cpu.rt_runtime_us") else {
+        if cgroup_file(&b.id, "cpu.max").is_some() {
+            let o = ctx.rt(&["update", "--cpu-rt-runtime", "1000", &b.id]);
+            o.assert_fail();
+            o.assert_one_line_error(&["realtime", "rt"]);
+        } else {
+            eprintln!("skipped: no cpu.rt_runtime_us (kernel without CONFIG_RT_GROUP_SCHED)");
+        }
+        return;
+    };
+    let period = runtime.with_file_name("cpu.rt_period_us");
+    // A child's rt runtime must fit in its parent's (runc's test does the same): give every
+    // ancestor the root's budget, top down, and put the old values back afterwards.
+    let mut ancestors: Vec<PathBuf> = runtime
+        .parent()
+        .unwrap()
+        .ancestors()
+        .skip(1)
+        .take_while(|d| d.join("cpu.rt_runtime_us").exists())
+        .map(Path::to_path_buf)
+        .collect();
+    let root = ancestors.pop().expect("the hierarchy's root");
+    let budget = read_trim(&root.join("cpu.rt_runtime_us"));
+    let saved: Vec<(PathBuf, String)> = ancestors
+        .iter()
+        .map(|d| {
+            (
+                d.join("cpu.rt_runtime_us"),
+                read_trim(&d.join("cpu.rt_runtime_us")),
+            )
+        })
+        .collect();
+    for (f, _) in saved.iter().rev() {
+        fs::write(f, &budget).unwrap();
+    }
+    let r1 = ctx.rt(&[
+        "update",
+        "--cpu-rt-period",
+        "900001",
+        "--cpu-rt-runtime",
+        "600001",
+        &b.id,
+    ]);
+    let vals1 = (read_trim(&period), read_trim(&runtime));
+    let r2 = ctx.rt(&[
+        "update",
+        "--cpu-rt-period",
+        "10000",
+        "--cpu-rt-runtime",
+        "3000",
+        &b.id,
+    ]);
+    let vals2 = (read_trim(&period), read_trim(&runtime));
+    ctx.rt(&["delete", "-f", &b.id]).assert_ok();
+    for (f, v) in &saved {
+        let _ = fs::write(f, v);
+    }
+    r1.assert_ok();
+    assert_eq!(vals1, ("900001".into(), "600001".into()));
+    r2.assert_ok();
+    assert_eq!(vals2, ("10000".into(), "3000".into()));
+}

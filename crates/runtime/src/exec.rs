@@ -41,6 +41,9 @@ pub struct ExecOpts {
     pub process_label: Option<String>,
     pub apparmor: Option<String>,
     pub no_new_privs: bool,
+    /// Exec into a paused container too (runc's --ignore-paused): the process starts frozen and
+    /// runs once the container is resumed.
+    pub ignore_paused: bool,
 }
 
 fn build_process(spec: &Spec, o: &ExecOpts) -> Result<Process> {
@@ -151,6 +154,11 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     let st = store.load(&o.id)?;
     match st.status(store) {
         Status::Running | Status::Created => {}
+        Status::Paused if o.ignore_paused => {}
+        // runc's words (cgroups.bats "runc exec should refuse a paused container").
+        Status::Paused => {
+            bail!("cannot exec in a paused container (use --ignore-paused to override)")
+        }
         s => bail!("container {:?} is {}: cannot exec in it", o.id, s.as_str()),
     }
     let raw = std::fs::read(store.dir(&o.id).join(state::CONFIG_FILE))

@@ -182,6 +182,9 @@ enum Cmd {
         apparmor: Option<String>,
         #[arg(long = "no-new-privs")]
         no_new_privs: bool,
+        /// Allow exec in a paused container (the process runs once it is resumed).
+        #[arg(long = "ignore-paused")]
+        ignore_paused: bool,
         id: String,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -330,13 +333,20 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    // runc exits 255 when `exec` fails (fatalWithCode(..., 255)), 1 for every other command, so
+    // that a caller can tell a failed exec from the process's own exit status.
+    let fail_code = if matches!(cli.cmd, Some(Cmd::Exec { .. })) {
+        255
+    } else {
+        1
+    };
     match run(cli) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
             let msg = e.to_string();
             log::error(&msg);
             eprintln!("sprout: {msg}");
-            ExitCode::from(1)
+            ExitCode::from(fail_code)
         }
     }
 }
@@ -517,6 +527,7 @@ fn run(cli: Cli) -> Result<i32> {
             process_label,
             apparmor,
             no_new_privs,
+            ignore_paused,
             id,
             args,
         } => {
@@ -537,6 +548,7 @@ fn run(cli: Cli) -> Result<i32> {
                 process_label,
                 apparmor,
                 no_new_privs,
+                ignore_paused,
             };
             if !o.detach {
                 lifecycle::block_forwarded_signals();

@@ -661,3 +661,30 @@ fn update_cpu_rt_period_and_runtime() {
     r2.assert_ok();
     assert_eq!(vals2, ("10000".into(), "3000".into()));
 }
+
+// ---- 12. exec into a paused container ------------------------------------------------------------
+
+/// runc's cgroups.bats: `exec` into a paused container fails at once with exit 255 (runc's exit
+/// code for any failed exec) and "cannot exec in a paused container"; `--ignore-paused` lets it
+/// in, and the process runs once the container is resumed.
+#[test]
+fn exec_into_paused_container_needs_ignore_paused() {
+    let ctx = Ctx::new("execpaused");
+    let b = running(&ctx);
+    ctx.rt(&["pause", &b.id]).assert_ok();
+    let o = b.exec(&[], &["echo", "ok"]);
+    assert_eq!(o.code, Some(255), "{}", o.describe());
+    o.assert_one_line_error(&["cannot exec in a paused container"]);
+
+    let spawned = ctx.spawn(&["exec", "--ignore-paused", &b.id, "echo", "ok"]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(b.status().as_deref(), Some("paused"));
+    ctx.rt(&["resume", &b.id]).assert_ok();
+    let o = spawned.wait(std::time::Duration::from_secs(20));
+    o.assert_ok();
+    assert_eq!(o.stdout, "ok\n", "{}", o.describe());
+
+    // Any other failed exec: 255 too.
+    let o = b.exec(&[], &["/no/such/program"]);
+    assert_eq!(o.code, Some(255), "{}", o.describe());
+}

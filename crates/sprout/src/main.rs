@@ -193,7 +193,8 @@ enum Cmd {
     Pause { id: String },
     /// Resume a paused container.
     Resume { id: String },
-    /// List the processes of a container.
+    /// List the processes of a container: ps(1) with the given options (default -ef), its rows
+    /// of the container's processes only; `-f json`: a JSON array of their host pids.
     Ps {
         #[arg(short = 'f', long, default_value = "table")]
         format: String,
@@ -563,19 +564,7 @@ fn run(cli: Cli) -> Result<i32> {
             format,
             id,
             ps_args,
-        } => {
-            let pids = lifecycle::pids(&store, &id)?;
-            if format == "json" {
-                print_json(&serde_json::json!(pids))?;
-            } else {
-                let _ = ps_args;
-                println!("PID");
-                for p in pids {
-                    println!("{p}");
-                }
-            }
-            Ok(0)
-        }
+        } => ps(&store, &id, &format, &ps_args),
         Cmd::Update(a) => update(&store, a),
         Cmd::Events {
             stats,
@@ -608,6 +597,79 @@ fn run(cli: Cli) -> Result<i32> {
     }
 }
 
+/// runc's ps: `-f json` prints the pids; the table is ps(1)'s own output (`ps -ef` unless
+/// options follow the id), its header and the rows whose PID column is one of the container's.
+fn ps(store: &Store, id: &str, format: &str, ps_args: &[String]) -> Result<i32> {
+    if !matches!(format, "table" | "json") {
+        return Err(Error::msg(format!(
+            "--format {format:?}: expected table or json"
+        )));
+    }
+    let pids = lifecycle::pids(store, id)?;
+    if format == "json" {
+        let line = serde_json::to_string(&pids).map_err(|e| Error::msg(e.to_string()))?;
+        println!("{line}");
+        return Ok(0);
+    }
+    let args: Vec<&str> = if ps_args.is_empty() {
+        vec!["-ef"]
+    } else {
+        ps_args.iter().map(String::as_str).collect()
+    };
+    let out = std::process::Command::new("ps")
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::os("ps: running ps(1)", e))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let err = err.split_whitespace().collect::<Vec<_>>().join(" ");
+        return Err(Error::msg(format!(
+            "ps {}: {}: {err}",
+            args.join(" "),
+            out.status
+        )));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or("");
+    let Some(col) = header.split_whitespace().position(|f| f == "PID") else {
+        return Err(Error::msg(format!(
+            "ps {}: couldn't find PID field in ps output",
+            args.join(" ")
+        )));
+    };
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{header}");
+    for line in lines.filter(|l| !l.is_empty()) {
+        let pid = line
+            .split_whitespace()
+            .nth(col)
+            .and_then(|f| f.parse::<i32>().ok())
+            .ok_or_else(|| Error::msg(format!("ps: unable to parse pid in {line:?}")))?;
+        if pids.contains(&pid) {
+            let _ = writeln!(stdout, "{line}");
+        }
+    }
+    Ok(0)
+}
+
+/// One `list --format json` entry: runc's fields, in runc's order.
+#[derive(serde::Serialize)]
+struct ListEntry<'a> {
+    #[serde(rename = "ociVersion")]
+    oci_version: &'a str,
+    id: &'a str,
+    pid: i32,
+    status: &'a str,
+    bundle: &'a std::path::Path,
+    rootfs: &'a std::path::Path,
+    created: &'a str,
+    #[serde(skip_serializing_if = "std::collections::HashMap::is_empty")]
+    annotations: &'a std::collections::HashMap<String, String>,
+    owner: &'a str,
+}
+
 fn list(store: &Store, quiet: bool, format: &str) -> Result<i32> {
     let ids = store.ids()?;
     if quiet {
@@ -625,23 +687,30 @@ fn list(store: &Store, quiet: bool, format: &str) -> Result<i32> {
     }
     match format {
         "json" => {
-            let v: Vec<serde_json::Value> = rows
+            let v: Vec<ListEntry> = rows
                 .iter()
-                .map(|(st, status)| {
-                    serde_json::json!({
-                        "ociVersion": sprout_runtime::config::OCI_VERSION,
-                        "id": st.id,
-                        "pid": if *status == sprout_runtime::state::Status::Stopped { 0 } else { st.pid },
-                        "status": status.as_str(),
-                        "bundle": st.bundle,
-                        "rootfs": st.rootfs,
-                        "created": st.created,
-                        "owner": if st.owner.is_empty() { "root" } else { st.owner.as_str() },
-                        "annotations": st.annotations,
-                    })
+                .map(|(st, status)| ListEntry {
+                    oci_version: sprout_runtime::config::OCI_VERSION,
+                    id: &st.id,
+                    pid: if *status == sprout_runtime::state::Status::Stopped {
+                        0
+                    } else {
+                        st.pid
+                    },
+                    status: status.as_str(),
+                    bundle: &st.bundle,
+                    rootfs: &st.rootfs,
+                    created: &st.created,
+                    annotations: &st.annotations,
+                    owner: if st.owner.is_empty() {
+                        "root"
+                    } else {
+                        st.owner.as_str()
+                    },
                 })
                 .collect();
-            println!("{}", serde_json::Value::Array(v));
+            let line = serde_json::to_string(&v).map_err(|e| Error::msg(e.to_string()))?;
+            println!("{line}");
         }
         "table" => {
             println!(

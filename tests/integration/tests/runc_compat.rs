@@ -688,3 +688,119 @@ fn exec_into_paused_container_needs_ignore_paused() {
     let o = b.exec(&[], &["/no/such/program"]);
     assert_eq!(o.code, Some(255), "{}", o.describe());
 }
+
+// ---- 13. ps and list output ----------------------------------------------------------------------------
+
+/// runc's ps.bats and list.bats: `ps -f json` is a JSON array of host pids on one line; the table
+/// is ps(1)'s (`-ef` by default, else the options after the id) with only the container's rows;
+/// `list --format json` has runc's fields in runc's order, on one line.
+#[test]
+fn ps_passes_options_to_ps_and_list_json_has_runc_fields() {
+    let ctx = Ctx::new("psopts");
+    let b = running(&ctx);
+    b.exec(&["-d"], &["sleep", "1001"]).assert_ok();
+    let pids: Vec<i64> = wait_for("two processes", std::time::Duration::from_secs(10), || {
+        let o = ctx.rt(&["ps", "-f", "json", &b.id]);
+        o.assert_ok();
+        assert_eq!(o.stdout.lines().count(), 1, "one line: {}", o.describe());
+        let v: Vec<i64> = serde_json::from_str(&o.stdout).unwrap();
+        (v.len() == 2).then_some(v)
+    });
+    assert!(pids.contains(&(b.pid() as i64)), "{pids:?}");
+
+    // Default: ps -ef, header and the container's rows.
+    let o = ctx.rt(&["ps", &b.id]);
+    o.assert_ok();
+    let mut lines = o.stdout.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["UID", "PID", "PPID", "C", "STIME", "TTY", "TIME", "CMD"],
+        "{}",
+        o.describe()
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 2, "{}", o.describe());
+    assert!(
+        rows.iter().all(|r| r.contains("sleep 100")),
+        "{}",
+        o.describe()
+    );
+
+    // Options after the id (also after `--`) go to ps(1); rows are filtered by the PID column.
+    for args in [
+        &["ps", &b.id, "-o", "pid,comm"][..],
+        &["ps", &b.id, "--", "-o", "pid,comm"][..],
+    ] {
+        let o = ctx.rt(args);
+        o.assert_ok();
+        let mut got: Vec<(i64, String)> = Vec::new();
+        let mut lines = o.stdout.lines();
+        assert_eq!(
+            lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
+            ["PID", "COMMAND"],
+            "{}",
+            o.describe()
+        );
+        for l in lines {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            got.push((f[0].parse().unwrap(), f[1].to_string()));
+        }
+        got.sort();
+        let mut want: Vec<(i64, String)> = pids.iter().map(|p| (*p, "sleep".into())).collect();
+        want.sort();
+        assert_eq!(got, want, "{}", o.describe());
+    }
+    let o = ctx.rt(&["ps", &b.id, "-e", "-x"]);
+    o.assert_ok();
+    assert!(
+        o.stdout.lines().next().unwrap().contains("STAT"),
+        "{}",
+        o.describe()
+    );
+    assert_eq!(o.stdout.lines().count(), 3, "{}", o.describe());
+    let o = ctx.rt(&["ps", "-f", "yaml", &b.id]);
+    o.assert_fail();
+    o.assert_one_line_error(&["format"]);
+
+    // list --format json: one line, runc's keys in runc's order.
+    let o = ctx.rt(&["list", "--format", "json"]);
+    o.assert_ok();
+    assert_eq!(o.stdout.lines().count(), 1, "{}", o.describe());
+    let keys = [
+        "ociVersion",
+        "id",
+        "pid",
+        "status",
+        "bundle",
+        "rootfs",
+        "created",
+        "owner",
+    ];
+    let at: Vec<usize> = keys
+        .iter()
+        .map(|k| {
+            o.stdout
+                .find(&format!("\"{k}\":"))
+                .unwrap_or_else(|| panic!("no {k}: {}", o.describe()))
+        })
+        .collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "keys in runc's order {keys:?}: {}",
+        o.describe()
+    );
+    let v = o.json();
+    assert_eq!(v[0]["owner"], json!("root"));
+    assert_eq!(v[0]["status"], json!("running"));
+
+    // ps of a stopped container: the header only.
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+    let o = ctx.rt(&["ps", &b.id]);
+    o.assert_ok();
+    assert_eq!(o.stdout.lines().count(), 1, "{}", o.describe());
+    let o = ctx.rt(&["ps", "-f", "json", &b.id]);
+    o.assert_ok();
+    assert_eq!(o.stdout, "[]\n");
+}

@@ -42,17 +42,26 @@ pub struct Config {
     pub pool_cpu_shares: Option<u64>,
     /// Most concurrent sandboxes per handler; further requests queue.
     pub max_per_handler: usize,
+    /// Most requests of one handler waiting for one of its sandboxes (beyond
+    /// `max_per_handler` running); the next get 503 `busy` at once. Waiting costs no thread:
+    /// one slow handler cannot delay another's requests.
+    pub max_queue_per_handler: usize,
     /// Idle sandboxes stay running (hot) this long, then are frozen (warm).
     pub freeze_after_ms: u64,
     /// Frozen sandboxes idle longer than this are evicted (0: only by LRU/budget).
     pub idle_evict_ms: u64,
     pub sandbox: SandboxLimits,
-    /// Request timeout (handler run time), ms.
+    /// Request timeout, ms: one absolute deadline for the handler's run and its whole reply
+    /// (past it the sandbox is killed). A handler's handler.toml may only shorten it.
     pub timeout_ms: u64,
     /// Sandbox start timeout (until the handler is imported), ms.
     pub start_timeout_ms: u64,
     /// Largest request body, bytes.
     pub max_body_bytes: usize,
+    /// Largest reply a handler may send, bytes (its JSON result). A longer one is not read:
+    /// the sandbox is killed and the request answers 502 `reply_too_large`. The engine's
+    /// memory per request is bounded by this, not by what a handler sends.
+    pub max_reply_bytes: usize,
     /// Zygotes: fork new sandboxes from pre-imported python processes.
     pub zygotes: bool,
     /// Modules the root zygote (empty package set) pre-imports.
@@ -96,8 +105,8 @@ pub struct SandboxLimits {
     pub scratch_mb: u64,
     pub uid: u32,
     pub gid: u32,
-    /// New network namespace (only lo) for every sandbox; a handler overrides it with
-    /// `network_ns = true|false` in its handler.toml.
+    /// New network namespace (only lo) for every sandbox; a handler without it may ask for
+    /// one with `network_ns = true` in its handler.toml (never turn it off).
     pub network_ns: bool,
     /// New mount namespace for every sandbox, with a private /proc of its own pid namespace
     /// (pid/ipc/uts are always new). Off by default, as SOCK's lean containers: a sandbox
@@ -143,12 +152,14 @@ impl Default for Config {
             pool_prealloc: 8,
             pool_cpu_shares: None,
             max_per_handler: 8,
+            max_queue_per_handler: 64,
             freeze_after_ms: 1000,
             idle_evict_ms: 0,
             sandbox: SandboxLimits::default(),
             timeout_ms: 10_000,
             start_timeout_ms: 10_000,
             max_body_bytes: 1 << 20,
+            max_reply_bytes: 6 << 20,
             zygotes: true,
             zygote_preload: vec![
                 "json".into(),
@@ -169,6 +180,25 @@ impl Default for Config {
     }
 }
 
+impl HandlerConfig {
+    /// The request timeout: the handler's if shorter than the operator's.
+    pub fn timeout_ms(&self, op: &Config) -> u64 {
+        self.timeout_ms
+            .map_or(op.timeout_ms, |t| t.min(op.timeout_ms))
+    }
+    /// A new network namespace: the operator's or the handler's asking for one.
+    pub fn network_ns(&self, op: &Config) -> bool {
+        op.sandbox.network_ns || self.network_ns == Some(true)
+    }
+    /// A new mount namespace: the operator's or the handler's asking for one.
+    pub fn mount_ns(&self, op: &Config) -> bool {
+        op.sandbox.mount_ns || self.mount_ns == Some(true)
+    }
+    pub fn reuse(&self) -> bool {
+        self.reuse != Some(false)
+    }
+}
+
 impl Config {
     pub fn load(path: Option<&std::path::Path>) -> Result<Config, String> {
         let mut c = match path {
@@ -184,6 +214,12 @@ impl Config {
         }
         if c.max_per_handler == 0 || c.max_sandboxes == 0 {
             return Err("max_per_handler and max_sandboxes must be > 0".into());
+        }
+        if c.max_reply_bytes == 0 || c.max_reply_bytes > crate::proto::MAX_REPLY {
+            return Err(format!(
+                "max_reply_bytes must be between 1 and {}",
+                crate::proto::MAX_REPLY
+            ));
         }
         Ok(c)
     }
@@ -209,15 +245,55 @@ pub fn default_python_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../python"))
 }
 
-/// Per-handler settings: `handler.toml` next to f.py (all optional).
+/// Per-handler settings: `handler.toml` next to f.py (all optional). The handler's author
+/// is a tenant: these may only tighten what the operator's config gives (a shorter timeout,
+/// a namespace the operator did not ask for), never loosen it.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HandlerConfig {
+    /// Shorter request timeout than the engine's `timeout_ms` (a longer one is ignored).
     pub timeout_ms: Option<u64>,
-    /// New network namespace (only lo): overrides `sandbox.network_ns`.
+    /// `true`: a new network namespace (only lo) even where `sandbox.network_ns` is off.
+    /// `false` cannot turn off the operator's `sandbox.network_ns = true`.
     pub network_ns: Option<bool>,
-    /// New mount namespace with a private /proc: overrides `sandbox.mount_ns`.
+    /// `true`: a new mount namespace with a private /proc even where `sandbox.mount_ns` is
+    /// off; `false` cannot turn off the operator's.
     pub mount_ns: Option<bool>,
+    /// `false`: a fresh sandbox for every request (the one that served a request is
+    /// destroyed after it), for handlers that must not share state between callers. By
+    /// default a handler's sandboxes are reused: module globals and /tmp persist from one
+    /// request to the next, whoever made it.
+    pub reuse: Option<bool>,
     /// Extra modules to pre-import in the zygote for this handler's package set.
     pub preload: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handler_config_only_tightens() {
+        let mut op = Config::default();
+        op.timeout_ms = 2000;
+        op.sandbox.network_ns = true;
+        let h: HandlerConfig = toml::from_str(
+            "timeout_ms = 9223372036854775807\nnetwork_ns = false\nmount_ns = false\n",
+        )
+        .unwrap();
+        assert_eq!(h.timeout_ms(&op), 2000);
+        assert!(
+            h.network_ns(&op),
+            "a handler turned off the operator's network_ns"
+        );
+        assert!(!h.mount_ns(&op));
+        let h: HandlerConfig = toml::from_str("timeout_ms = 500\nmount_ns = true\n").unwrap();
+        assert_eq!(h.timeout_ms(&op), 500);
+        assert!(h.mount_ns(&op));
+        op.sandbox.network_ns = false;
+        assert!(!HandlerConfig::default().network_ns(&op));
+        assert!(HandlerConfig::default().reuse());
+        let h: HandlerConfig = toml::from_str("reuse = false\n").unwrap();
+        assert!(!h.reuse());
+    }
 }

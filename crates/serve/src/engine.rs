@@ -125,6 +125,8 @@ pub struct HandlerInfo {
 
 pub struct Engine {
     pub cfg: Config,
+    /// Who runs now, who waits (per handler, bounded), who is turned away.
+    pub admission: crate::admission::Admission,
     pool: CgPool,
     seccomp: Option<sprout_seccomp::Prepared>,
     bpf_hex: String,
@@ -282,6 +284,11 @@ impl Engine {
             }
         }
         std::fs::write(&pidf, std::process::id().to_string()).map_err(|e| e.to_string())?;
+        // Held until we exit: a previous engine's watchdog, still cleaning up after it, is
+        // done before we look at what it left (watchdog.rs).
+        let run_lock = crate::watchdog::lock_run_dir(&run, true)
+            .map_err(|e| format!("{}: {e}", run.join("engine.lock").display()))?;
+        std::mem::forget(run_lock);
         // Before the reaper thread starts: it waits for any child, the compiler's included.
         let python_dir = cfg
             .python_dir
@@ -339,6 +346,11 @@ impl Engine {
             Duration::from_secs(cfg.pip_timeout_s),
         );
         let eng = Arc::new(Engine {
+            admission: crate::admission::Admission::new(
+                cfg.max_per_handler,
+                cfg.max_queue_per_handler,
+                cfg.max_sandboxes,
+            ),
             pool,
             seccomp,
             bpf_hex,
@@ -408,6 +420,16 @@ impl Engine {
 
     // ------------------------------------------------------------------ handlers
 
+    /// `name` is a registered handler (a valid name with an f.py): one stat.
+    pub fn is_handler(&self, name: &str) -> bool {
+        check_handler_name(name).is_ok() && self.cfg.registry.join(name).join("f.py").is_file()
+    }
+
+    /// How long a request may wait for its turn: what it may wait for a sandbox in run().
+    pub fn queue_wait(&self) -> Duration {
+        Duration::from_millis(self.cfg.timeout_ms.max(self.cfg.start_timeout_ms))
+    }
+
     pub fn handler_info(&self, name: &str) -> Result<HandlerInfo, ApiError> {
         if let Err(e) = check_handler_name(name) {
             return Err(ApiError::new(400, "bad_request", e));
@@ -462,7 +484,7 @@ impl Engine {
             e
         };
         let h = self.handler_info(name).map_err(failed)?;
-        let timeout = Duration::from_millis(h.cfg.timeout_ms.unwrap_or(self.cfg.timeout_ms));
+        let timeout = Duration::from_millis(h.cfg.timeout_ms(&self.cfg));
         let deadline =
             Instant::now() + timeout.max(Duration::from_millis(self.cfg.start_timeout_ms));
         let (sb, path) = self.acquire(&h, deadline).map_err(failed)?;
@@ -471,7 +493,7 @@ impl Engine {
         req.extend_from_slice(event);
         req.push(b'}');
         let t_acq = t0.elapsed();
-        let r = self.call(sb, &req, timeout);
+        let r = self.call(sb, &req, timeout, h.cfg.reuse());
         if self.trace && path != "hot" {
             eprintln!(
                 "sprout-serve: trace run {name} {path}: acquire {:?} call {:?}",
@@ -488,12 +510,57 @@ impl Engine {
         r.map(|body| RunOk { body, path })
     }
 
-    fn call(&self, mut sb: Sandbox, req: &[u8], timeout: Duration) -> Result<Vec<u8>, ApiError> {
-        let _ = sb.sock.set_read_timeout(Some(timeout));
-        let res = proto::send(&sb.sock, req, &[]).and_then(|_| proto::recv(&sb.sock));
+    /// One request to `sb`: the handler's run and its whole reply within `timeout` from now
+    /// (one deadline, however the reply trickles in), the reply at most `max_reply_bytes`.
+    /// The reply is not parsed into a tree: its `result` is passed on as the bytes the
+    /// sandbox sent (validated JSON), so the engine holds at most twice the cap per request.
+    fn call(
+        &self,
+        sb: Sandbox,
+        req: &[u8],
+        timeout: Duration,
+        reuse: bool,
+    ) -> Result<Vec<u8>, ApiError> {
+        let deadline = Instant::now() + timeout;
+        let _ = sb
+            .sock
+            .set_write_timeout(Some(timeout.max(Duration::from_millis(1))));
+        let res = match proto::send(&sb.sock, req, &[]) {
+            Ok(()) => proto::recv_until(&sb.sock, deadline, self.cfg.max_reply_bytes),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Err(proto::RecvError::Timeout)
+            }
+            Err(e) => Err(proto::RecvError::Io(e)),
+        };
+        // Back to the cache, unless the handler asked for a fresh sandbox per request or
+        // left processes behind (forks that outlive the request, a fork bomb that hit the
+        // pids limit).
+        let done = |sb: Sandbox| {
+            if !reuse {
+                self.discard(sb, "no_reuse");
+            } else if sb.cg.as_ref().map_or(0, |c| c.nprocs()) > 1 {
+                self.discard(sb, "leftover_processes");
+            } else {
+                self.release(sb);
+            }
+        };
         match res {
             Ok(reply) => {
-                let v: Value = match serde_json::from_slice(&reply) {
+                #[derive(serde::Deserialize)]
+                struct Reply<'a> {
+                    ok: Option<bool>,
+                    #[serde(borrow)]
+                    result: Option<&'a serde_json::value::RawValue>,
+                    kind: Option<&'a str>,
+                    error: Option<String>,
+                    traceback: Option<Value>,
+                }
+                let v: Reply = match serde_json::from_slice(&reply) {
                     Ok(v) => v,
                     Err(_) => {
                         self.discard(sb, "protocol");
@@ -504,24 +571,23 @@ impl Engine {
                         ));
                     }
                 };
-                if v.get("ok") == Some(&Value::Bool(true)) {
-                    let body = serde_json::to_vec(v.get("result").unwrap_or(&Value::Null)).unwrap();
+                if v.ok == Some(true) {
+                    let body = v
+                        .result
+                        .map_or(&b"null"[..], |r| r.get().as_bytes())
+                        .to_vec();
+                    drop(reply);
+                    let mut sb = sb;
                     if let Some(z) = sb.zyg.take() {
                         if self.cfg.zygote_learn_prewarm && !z.learned.swap(true, Ordering::SeqCst)
                         {
                             self.learn_prewarm(&z, &sb);
                         }
                     }
-                    // A handler that left processes behind (e.g. forks that outlive the
-                    // request) does not go back to the cache.
-                    if sb.cg.as_ref().map_or(0, |c| c.nprocs()) > 1 {
-                        self.discard(sb, "leftover_processes");
-                    } else {
-                        self.release(sb);
-                    }
+                    done(sb);
                     return Ok(body);
                 }
-                let kind = if v.get("kind").and_then(Value::as_str) == Some("result") {
+                let kind = if v.kind == Some("result") {
                     "bad_result"
                 } else {
                     "raised"
@@ -529,30 +595,15 @@ impl Engine {
                 let mut e = ApiError::new(
                     500,
                     kind,
-                    v.get("error")
-                        .and_then(Value::as_str)
-                        .unwrap_or("handler failed")
-                        .to_string(),
+                    v.error.unwrap_or_else(|| "handler failed".to_string()),
                 );
-                if let Some(tb) = v.get("traceback") {
-                    e.extra = Some(json!({"traceback": tb}));
+                if let Some(tb) = v.traceback {
+                    e.extra = Some(json!({ "traceback": tb }));
                 }
-                // A handler that left processes behind (e.g. a fork bomb that hit the pids
-                // limit) does not go back to the cache.
-                let leftovers = sb.cg.as_ref().map_or(0, |c| c.nprocs());
-                if leftovers > 1 {
-                    self.discard(sb, "leftover_processes");
-                } else {
-                    self.release(sb);
-                }
+                done(sb);
                 Err(e)
             }
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
+            Err(proto::RecvError::Timeout) => {
                 self.discard(sb, "timeout");
                 Err(ApiError::new(
                     504,
@@ -563,7 +614,21 @@ impl Engine {
                     ),
                 ))
             }
-            Err(_) => {
+            Err(proto::RecvError::TooLarge(n)) => {
+                self.discard(sb, "reply_too_large");
+                Err(ApiError::new(
+                    502,
+                    "reply_too_large",
+                    format!(
+                        "handler's reply of {n} bytes is over max_reply_bytes ({}); sandbox killed",
+                        self.cfg.max_reply_bytes
+                    ),
+                ))
+            }
+            Err(proto::RecvError::Io(err)) => {
+                if self.trace {
+                    eprintln!("sprout-serve: trace sandbox s{}: {err}", sb.id);
+                }
                 // Give the kernel a moment to account an OOM kill.
                 let oom = |sb: &Sandbox| sb.cg.as_ref().is_some_and(|c| c.oom_kills() > c.oom_base);
                 let mut is_oom = oom(&sb);
@@ -858,10 +923,10 @@ impl Engine {
 
     fn unshare_flags(&self, h: &HandlerInfo) -> i32 {
         let mut f = spawn::CLONE_NEWPID | spawn::CLONE_NEWIPC | spawn::CLONE_NEWUTS;
-        if h.cfg.mount_ns.unwrap_or(self.cfg.sandbox.mount_ns) {
+        if h.cfg.mount_ns(&self.cfg) {
             f |= spawn::CLONE_NEWNS;
         }
-        if h.cfg.network_ns.unwrap_or(self.cfg.sandbox.network_ns) {
+        if h.cfg.network_ns(&self.cfg) {
             f |= spawn::CLONE_NEWNET;
         }
         f
@@ -1678,6 +1743,7 @@ impl Engine {
                 h.clone(),
                 json!({
                     "live": n,
+                    "queued": self.admission.waiting(h),
                     "hot": idle.iter().filter(|s| !s.frozen).count(),
                     "warm": idle.iter().filter(|s| s.frozen).count(),
                     "idle_memory_bytes": idle.iter().map(|s| s.mem).collect::<Vec<_>>(),

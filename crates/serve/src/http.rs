@@ -1,6 +1,7 @@
 //! HTTP API on tokio + hyper 1 (http1 only): hyper directly rather than a framework because
 //! the API is three routes, and hyper leaves the body limit and per-request overhead in our
-//! hands (the hot path target is 0.3 ms end to end). Sandbox work runs on the blocking pool.
+//! hands (the hot path target is 0.3 ms end to end). Requests wait for their turn here
+//! (admission.rs); sandbox work then runs on the blocking pool.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 
+use crate::admission::Refused;
 use crate::engine::{ApiError, Engine};
 
 type Resp = Response<Full<Bytes>>;
@@ -82,6 +84,27 @@ async fn handle(eng: Arc<Engine>, req: Request<Incoming>) -> Result<Resp, Infall
                 return Ok(err(ApiError::new(400, "bad_json", why)));
             }
             let t0 = std::time::Instant::now();
+            // Wait for a turn here, asynchronously (admission.rs), not on a blocking thread.
+            // Names that are not handlers go straight to run() for their 400/404.
+            let _ticket = if eng.is_handler(&name) {
+                match eng.admission.admit(&name, eng.queue_wait()).await {
+                    Ok(t) => Some(t),
+                    Err(why) => {
+                        eng.metrics.request("none", 503, t0.elapsed().as_secs_f64());
+                        let msg = match why {
+                            Refused::QueueFull(n) => format!(
+                                "{n} requests already wait for '{name}' (max_queue_per_handler)"
+                            ),
+                            Refused::Timeout => {
+                                format!("no sandbox for '{name}' became free in time")
+                            }
+                        };
+                        return Ok(err(ApiError::new(503, "busy", msg)));
+                    }
+                }
+            } else {
+                None
+            };
             let e2 = eng.clone();
             let r = tokio::task::spawn_blocking(move || e2.run(&name, &body)).await;
             match r {

@@ -1,6 +1,7 @@
 //! sprout-serve: a SOCK-style serverless engine on sprout's runtime crates.
 //! See docs/serve.md.
 
+mod admission;
 mod cgpool;
 mod config;
 mod engine;
@@ -12,6 +13,7 @@ mod proto;
 mod reaper;
 mod rootfs;
 mod spawn;
+mod watchdog;
 
 use std::path::{Path, PathBuf};
 
@@ -194,10 +196,14 @@ fn rootfs_build(dir: &Path, mirror: Option<&str>) {
 
 fn daemon(cfg: config::Config) {
     let listen = cfg.listen.clone();
+    // Before the engine has threads: a fork is safe, and the watchdog holds nothing of it.
+    watchdog::start(&cfg).unwrap_or_else(|e| die(format!("watchdog: {e}")));
     let eng = engine::Engine::start(cfg).unwrap_or_else(|e| die(e));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .max_blocking_threads(512)
+        // Requests hold a blocking thread only once admitted (at most max_sandboxes at once);
+        // the rest is housekeeping's and pip's.
+        .max_blocking_threads(512.max(eng.cfg.max_sandboxes + 64))
         .enable_all()
         .build()
         .unwrap_or_else(|e| die(e));

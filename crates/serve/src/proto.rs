@@ -5,9 +5,21 @@
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
-/// Largest reply we accept from a sandbox.
+/// Largest message we accept from a sandbox or zygote (a reply is further capped by the
+/// config's `max_reply_bytes`).
 pub const MAX_REPLY: usize = 64 << 20;
+
+/// Why [`recv_until`] gave no message.
+#[derive(Debug)]
+pub enum RecvError {
+    /// The deadline passed first.
+    Timeout,
+    /// The message announced more bytes than the cap (none of them were read).
+    TooLarge(usize),
+    Io(io::Error),
+}
 
 pub fn send(sock: &UnixStream, body: &[u8], fds: &[RawFd]) -> io::Result<()> {
     let mut msg = Vec::with_capacity(4 + body.len());
@@ -60,6 +72,47 @@ pub fn recv(sock: &UnixStream) -> io::Result<Vec<u8>> {
     }
     let mut body = vec![0u8; n];
     (&*sock).read_exact(&mut body)?;
+    Ok(body)
+}
+
+/// One message, by an absolute deadline (however slowly its bytes come) and at most `cap`
+/// bytes long: a peer that sends one byte at a time, or announces a huge message, costs
+/// neither more time nor more memory than that. Leaves the socket's read timeout changed.
+pub fn recv_until(sock: &UnixStream, deadline: Instant, cap: usize) -> Result<Vec<u8>, RecvError> {
+    let read_all = |buf: &mut [u8]| -> Result<(), RecvError> {
+        let mut got = 0;
+        while got < buf.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(RecvError::Timeout);
+            }
+            // SO_RCVTIMEO has microsecond resolution; zero would mean "no timeout".
+            let _ = sock.set_read_timeout(Some(left.max(Duration::from_micros(1))));
+            match (&*sock).read(&mut buf[got..]) {
+                Ok(0) => return Err(RecvError::Io(io::ErrorKind::UnexpectedEof.into())),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(RecvError::Timeout)
+                }
+                Err(e) => return Err(RecvError::Io(e)),
+            }
+        }
+        Ok(())
+    };
+    let mut hdr = [0u8; 4];
+    read_all(&mut hdr)?;
+    let n = u32::from_le_bytes(hdr) as usize;
+    if n > cap {
+        return Err(RecvError::TooLarge(n));
+    }
+    let mut body = vec![0u8; n];
+    read_all(&mut body)?;
     Ok(body)
 }
 

@@ -1464,3 +1464,220 @@ fn bodies_python_cannot_take_are_rejected_by_the_engine() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-sprout-path"), Some("hot"), "{}", r.body);
 }
+
+/// Writes its reply straight to the sandbox's socket, one byte every 0.25 s (a valid reply
+/// of 22 bytes in 5.5 s), then sleeps: a per-read timeout never fires on it.
+const TRICKLE: &str = r#"
+import os, stat, time
+def f(e):
+    fd = next(i for i in range(3, 256) if _sock(i))
+    body = b'{"ok":true,"result":1}'
+    os.write(fd, len(body).to_bytes(4, "little"))
+    for b in body:
+        os.write(fd, bytes([b]))
+        time.sleep(0.25)
+    time.sleep(60)
+def _sock(i):
+    try:
+        return stat.S_ISSOCK(os.fstat(i).st_mode)
+    except OSError:
+        return False
+"#;
+
+#[test]
+fn one_deadline_per_request_and_handler_config_only_tightens() {
+    need_root!();
+    let d = Daemon::start(
+        "deadline",
+        "timeout_ms = 2000\n[sandbox]\nnetwork_ns = true\n",
+    );
+    // A handler that asks for an endless timeout and no network namespace gets neither.
+    let loosen = [(
+        "handler.toml",
+        "timeout_ms = 9223372036854775807\nnetwork_ns = false\n",
+    )];
+    d.add("trickle", TRICKLE, &loosen);
+    let t = Instant::now();
+    let r = d.post("trickle", "1");
+    let took = t.elapsed();
+    assert_eq!(r.status, 504, "{} after {took:?}", r.body);
+    assert_eq!(r.json()["kind"], "timeout", "{}", r.body);
+    assert!(took < Duration::from_millis(4_500), "504 after {took:?}");
+    d.add(
+        "nets",
+        "import socket\ndef f(e):\n    return sorted(n for _, n in socket.if_nameindex())\n",
+        &loosen,
+    );
+    let r = d.post("nets", "1");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), serde_json::json!(["lo"]), "{}", r.body);
+    // A shorter timeout of its own holds.
+    d.add(
+        "short",
+        "import time\ndef f(e):\n    time.sleep(3)\n",
+        &[("handler.toml", "timeout_ms = 300\n")],
+    );
+    let t = Instant::now();
+    assert_eq!(d.post("short", "1").status, 504);
+    assert!(
+        t.elapsed() < Duration::from_millis(2_500),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+fn vm_hwm_kib(pid: i32) -> u64 {
+    proc_field(pid as i64, "VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn replies_are_capped_and_not_parsed_into_a_tree() {
+    need_root!();
+    let d = Daemon::start("replycap", "max_reply_bytes = 4194304\n");
+    d.add("big", "def f(n):\n    return [0] * n\n", &[]);
+    assert_eq!(d.post("big", "10").status, 200);
+    let before = vm_hwm_kib(d.pid());
+    // 3 MB of `0,`: a tree of 1.5 M values (~48 MB) if the engine parsed it.
+    let r = d.post("big", "1500000");
+    assert_eq!(r.status, 200, "{}", &r.body[..r.body.len().min(200)]);
+    assert_eq!(r.body.len(), 3_000_001);
+    let grew = vm_hwm_kib(d.pid()).saturating_sub(before);
+    assert!(
+        grew < 20 * 1024,
+        "engine peak RSS grew {grew} KiB for a 3 MB reply"
+    );
+    // Over the cap: not read, the sandbox goes, the next request gets a fresh one.
+    let r = d.post("big", "3000000");
+    assert_eq!(r.status, 502, "{}", &r.body[..r.body.len().min(200)]);
+    assert_eq!(r.json()["kind"], "reply_too_large", "{}", r.body);
+    let grew = vm_hwm_kib(d.pid()).saturating_sub(before);
+    assert!(grew < 20 * 1024, "engine peak RSS grew {grew} KiB");
+    assert_eq!(d.post("big", "3").status, 200);
+}
+
+#[test]
+fn a_slow_handler_queues_boundedly_and_delays_no_other() {
+    need_root!();
+    let d = Daemon::start(
+        "starve",
+        "max_per_handler = 2\nmax_queue_per_handler = 3\ntimeout_ms = 30000\n",
+    );
+    d.add(
+        "slow",
+        "import time\ndef f(e):\n    time.sleep(3)\n    return e\n",
+        &[],
+    );
+    d.add("echo", ECHO, &[]);
+    assert_eq!(d.post("echo", "0").status, 200);
+    let rs: Vec<(Resp, Duration)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..12)
+            .map(|i| {
+                let d = &d;
+                s.spawn(move || {
+                    let t = Instant::now();
+                    let r = d.post("slow", &i.to_string());
+                    (r, t.elapsed())
+                })
+            })
+            .collect();
+        // While two run and three wait, another handler answers at once.
+        std::thread::sleep(Duration::from_millis(1_000));
+        assert_eq!(
+            d.status()["handlers"]["slow"]["queued"],
+            3,
+            "{}",
+            d.status()
+        );
+        let t = Instant::now();
+        let r = d.post("echo", "1");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "echo took {:?}",
+            t.elapsed()
+        );
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok = rs.iter().filter(|(r, _)| r.status == 200).count();
+    let busy: Vec<&(Resp, Duration)> = rs.iter().filter(|(r, _)| r.status == 503).collect();
+    assert_eq!(
+        ok,
+        5,
+        "2 running + 3 queued: {:?}",
+        rs.iter().map(|(r, _)| r.status).collect::<Vec<_>>()
+    );
+    assert_eq!(busy.len(), 7);
+    for (r, took) in busy {
+        assert_eq!(r.json()["kind"], "busy", "{}", r.body);
+        assert!(*took < Duration::from_secs(2), "503 after {took:?}");
+    }
+}
+
+#[test]
+fn sandboxes_die_with_a_killed_engine() {
+    need_root!();
+    let mut d = Daemon::start("orphans", "freeze_after_ms = 50\n");
+    d.add("echo", ECHO, &[]);
+    d.add("spin", "def f(e):\n    while True:\n        pass\n", &[]);
+    assert_eq!(d.post("echo", "1").status, 200);
+    assert!(eventually(2_000, || d.status()["sandboxes"]["warm"] == 1));
+    let port = d.port;
+    std::thread::spawn(move || {
+        let _ = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
+            use std::io::Write;
+            s.write_all(b"POST /run/spin HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n1")?;
+            std::thread::sleep(Duration::from_secs(20));
+            Ok(())
+        });
+    });
+    assert!(eventually(5_000, || d.status()["handlers"]["spin"]["live"] == 1));
+    std::thread::sleep(Duration::from_millis(300));
+    let cg_dirs = d.cgroup_dirs();
+    let mut pids = vec![];
+    for e in std::fs::read_dir(&cg_dirs[0]).unwrap().flatten() {
+        if let Ok(s) = std::fs::read_to_string(e.path().join("cgroup.procs")) {
+            pids.extend(s.lines().map(|l| l.parse::<i32>().unwrap()));
+        }
+    }
+    assert!(pids.len() >= 3, "zygote + 2 sandboxes: {pids:?}");
+    let alive = |p: &i32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .is_ok_and(|s| !s.contains(") Z ") && !s.contains(") X "))
+    };
+    d.crash();
+    // Nobody runs `cleanup` or a new engine: they die by themselves, and their cgroups go.
+    assert!(
+        eventually(5_000, || !pids.iter().any(alive)),
+        "still running after the engine was killed: {:?}",
+        pids.iter().filter(|p| alive(p)).collect::<Vec<_>>()
+    );
+    assert!(
+        eventually(5_000, || d.cgroup_dirs().is_empty()),
+        "{:?}",
+        d.cgroup_dirs()
+    );
+    // The mounts are the next start's (or cleanup's) to remove, as before.
+    d.spawn();
+    assert_eq!(d.post("echo", "2").status, 200);
+    d.stop();
+    assert!(d.mounts().is_empty(), "{:?}", d.mounts());
+    assert!(d.cgroup_dirs().is_empty(), "{:?}", d.cgroup_dirs());
+}
+
+#[test]
+fn reuse_false_gives_every_request_a_fresh_sandbox() {
+    need_root!();
+    let d = Daemon::start("noreuse", "");
+    let code = "N = 0\ndef f(e):\n    global N\n    N += 1\n    return N\n";
+    d.add("shared", code, &[]);
+    d.add("fresh", code, &[("handler.toml", "reuse = false\n")]);
+    let calls = |h: &str| (0..3).map(|_| d.post(h, "0").json()).collect::<Vec<_>>();
+    // By default one caller's module state is the next caller's (docs/serve.md).
+    assert_eq!(calls("shared"), [1, 2, 3]);
+    assert_eq!(calls("fresh"), [1, 1, 1]);
+}

@@ -34,9 +34,12 @@ pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
     }
     // Capabilities unknown to this runtime (a newer kernel's) fail oci-spec's parse: drop them
     // with a warning and parse again (runtime-spec >= 1.1: SHOULD NOT fail; runc 1.2+, crun).
+    // The spec's scheduler flag names are not oci-spec's: map them, and parse again.
     if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(raw) {
         if let Some(p) = v.get_mut("process") {
-            if drop_unknown_caps(p, "process.capabilities")? {
+            let caps = drop_unknown_caps(p, "process.capabilities")?;
+            let flags = map_scheduler_flags(p, "process.scheduler.flags")?;
+            if caps || flags {
                 return spec_from_value(v, what);
             }
         }
@@ -66,6 +69,48 @@ fn field_error<E: std::fmt::Display>(
     } else {
         Error::msg(format!("{what}: {path}: {inner}"))
     }
+}
+
+/// runtime-spec's names for process.scheduler.flags, with the values of sched_attr.sched_flags.
+pub const SCHED_FLAGS: [&str; 7] = [
+    "SCHED_FLAG_RESET_ON_FORK",
+    "SCHED_FLAG_RECLAIM",
+    "SCHED_FLAG_DL_OVERRUN",
+    "SCHED_FLAG_KEEP_POLICY",
+    "SCHED_FLAG_KEEP_PARAMS",
+    "SCHED_FLAG_UTIL_CLAMP_MIN",
+    "SCHED_FLAG_UTIL_CLAMP_MAX",
+];
+
+/// In a process object, rewrite process.scheduler.flags from the spec's names to the ones
+/// oci-spec's enum deserializes (it spells two of them differently: SCHED_RESET_ON_FORK and
+/// SCHED_FLAG_D_L_OVERRUN, which stay accepted). Any other string is an error naming the field
+/// and listing the spec's names. Returns whether anything was rewritten.
+pub fn map_scheduler_flags(process: &mut serde_json::Value, field: &str) -> Result<bool> {
+    let Some(list) = process
+        .get_mut("scheduler")
+        .and_then(|s| s.get_mut("flags"))
+        .and_then(|f| f.as_array_mut())
+    else {
+        return Ok(false);
+    };
+    let mut changed = false;
+    for (i, f) in list.iter_mut().enumerate() {
+        let Some(name) = f.as_str() else { continue };
+        let oci = match name {
+            "SCHED_FLAG_RESET_ON_FORK" => "SCHED_RESET_ON_FORK",
+            "SCHED_FLAG_DL_OVERRUN" => "SCHED_FLAG_D_L_OVERRUN",
+            "SCHED_RESET_ON_FORK" | "SCHED_FLAG_D_L_OVERRUN" => continue,
+            n if SCHED_FLAGS.contains(&n) => continue,
+            n => bail!(
+                "{field}[{i}]: {n:?} is not a scheduler flag (one of {})",
+                SCHED_FLAGS.join(", ")
+            ),
+        };
+        *f = serde_json::Value::String(oci.to_string());
+        changed = true;
+    }
+    Ok(changed)
 }
 
 /// Remove, from the capability sets of a process object, the names that look like capabilities

@@ -58,6 +58,7 @@ fn build_process(spec: &Spec, o: &ExecOpts) -> Result<Process> {
                 .or_insert_with(|| serde_json::json!({"uid": 0, "gid": 0}));
         }
         crate::config::drop_unknown_caps(&mut v, "process.json: capabilities")?;
+        crate::config::map_scheduler_flags(&mut v, "process.json: scheduler.flags")?;
         let proc: Process = crate::config::spec_from_value(v, "process.json")?;
         if proc.args().as_ref().is_none_or(|a| a.is_empty()) {
             bail!("process.json: args: must name at least the program to run");

@@ -804,3 +804,69 @@ fn ps_passes_options_to_ps_and_list_json_has_runc_fields() {
     o.assert_ok();
     assert_eq!(o.stdout, "[]\n");
 }
+
+// ---- 14. process.scheduler.flags: the spec's names -----------------------------------------------
+
+#[test]
+fn scheduler_flags_take_the_spec_names() {
+    let ctx = Ctx::new("schedflags");
+    let mut b = ctx.bundle(SLEEP);
+    b.set(
+        "/process/scheduler",
+        json!({"policy": "SCHED_OTHER", "flags": ["SCHED_FLAG_RESET_ON_FORK"]}),
+    );
+    let o = b.create();
+    o.assert_ok();
+    b.start_and_wait_exec();
+    // SAFETY: sched_getscheduler has no memory arguments.
+    let pol = unsafe { libc::sched_getscheduler(b.pid()) };
+    assert!(pol >= 0, "{}", std::io::Error::last_os_error());
+    assert_eq!(
+        pol,
+        libc::SCHED_OTHER | libc::SCHED_RESET_ON_FORK,
+        "the init runs SCHED_OTHER with reset-on-fork"
+    );
+    // exec --process with the same names.
+    let pj = ctx.dir.join("sched-process.json");
+    fs::write(
+        &pj,
+        json!({"args": ["true"], "cwd": "/", "env": ["PATH=/bin:/usr/bin"],
+               "scheduler": {"policy": "SCHED_BATCH", "flags": ["SCHED_FLAG_RESET_ON_FORK"]}})
+        .to_string(),
+    )
+    .unwrap();
+    b.exec(&["--process", pj.to_str().unwrap()], &[])
+        .assert_ok();
+
+    // Every spec name parses (the kernel may refuse some for SCHED_OTHER: only the parse is
+    // checked here); a name that is not a flag is refused, naming the field.
+    for flag in [
+        "SCHED_FLAG_RECLAIM",
+        "SCHED_FLAG_DL_OVERRUN",
+        "SCHED_FLAG_KEEP_POLICY",
+        "SCHED_FLAG_KEEP_PARAMS",
+        "SCHED_FLAG_UTIL_CLAMP_MIN",
+        "SCHED_FLAG_UTIL_CLAMP_MAX",
+    ] {
+        let mut b = ctx.bundle(&["true"]);
+        b.set(
+            "/process/scheduler",
+            json!({"policy": "SCHED_OTHER", "flags": [flag]}),
+        );
+        let o = b.run();
+        assert!(
+            !o.stderr.contains("unknown variant") && !o.stderr.contains("not a scheduler flag"),
+            "{flag}: {}",
+            o.describe()
+        );
+    }
+    let mut b = ctx.bundle(&["true"]);
+    b.set(
+        "/process/scheduler",
+        json!({"policy": "SCHED_OTHER", "flags": ["SCHED_FLAG_BOGUS"]}),
+    );
+    let o = b.run();
+    o.assert_fail();
+    o.assert_one_line_error(&["process.scheduler.flags"]);
+    assert!(o.stderr.contains("SCHED_FLAG_BOGUS"), "{}", o.describe());
+}

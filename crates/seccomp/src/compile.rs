@@ -60,6 +60,26 @@ fn uses_notify(profile: &LinuxSeccomp) -> bool {
         })
 }
 
+/// runc's two refusals: NOTIFY as the default action, or for `write` (the init runs under the
+/// filter before it has handed the listener on, so a notification nobody can answer yet would
+/// block it: runc writes the fd number to its parent; both would hang the create).
+fn check_notify(profile: &LinuxSeccomp) -> Result<()> {
+    if profile.default_action() == LinuxSeccompAction::ScmpActNotify {
+        return Err(Error::Invalid(
+            "linux.seccomp.defaultAction: SCMP_ACT_NOTIFY cannot be used as default action".into(),
+        ));
+    }
+    for (i, r) in profile.syscalls().iter().flatten().enumerate() {
+        if r.action() == LinuxSeccompAction::ScmpActNotify && r.names().iter().any(|n| n == "write")
+        {
+            return Err(Error::Invalid(format!(
+                "linux.seccomp.syscalls[{i}]: SCMP_ACT_NOTIFY cannot be used for the write syscall"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The `seccomp(2)` flags for `profile` and whether it needs a listener fd. Also validates what
 /// can be validated without libseccomp (so a cache hit checks it too).
 pub fn filter_flags(profile: &LinuxSeccomp) -> Result<(u32, bool)> {
@@ -79,6 +99,7 @@ pub fn filter_flags(profile: &LinuxSeccomp) -> Result<(u32, bool)> {
             };
         }
     }
+    check_notify(profile)?;
     let listener = uses_notify(profile);
     if listener {
         if profile.listener_path().is_none() {

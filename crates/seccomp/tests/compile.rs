@@ -117,6 +117,15 @@ fn invalid_profiles_are_refused() {
             "default NOTIFY without listenerPath",
             json!({"defaultAction": "SCMP_ACT_NOTIFY"}),
         ),
+        (
+            "default NOTIFY (runc refuses it)",
+            json!({"defaultAction": "SCMP_ACT_NOTIFY", "listenerPath": "/x"}),
+        ),
+        (
+            "NOTIFY on write (runc refuses it: the init would block)",
+            json!({"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/x", "syscalls": [
+            {"names": ["getppid", "write"], "action": "SCMP_ACT_NOTIFY"}]}),
+        ),
     ];
     for (name, v) in cases {
         match compile_profile(&profile(v.clone())) {

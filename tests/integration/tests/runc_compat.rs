@@ -870,3 +870,51 @@ fn scheduler_flags_take_the_spec_names() {
     o.assert_one_line_error(&["process.scheduler.flags"]);
     assert!(o.stderr.contains("SCHED_FLAG_BOGUS"), "{}", o.describe());
 }
+
+// ---- 15. seccomp: SCMP_ACT_NOTIFY on write, or as the default action -------------------------------
+
+/// runc refuses both: the init would block on a notification before the agent has the listener.
+#[test]
+fn seccomp_notify_on_write_is_refused_at_create() {
+    let ctx = Ctx::new("secnotifywr");
+    let sock = ctx.dir.join("agent.sock");
+    for (seccomp, field) in [
+        (
+            json!({
+                "defaultAction": "SCMP_ACT_ALLOW",
+                "listenerPath": sock.display().to_string(),
+                "syscalls": [
+                    {"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"},
+                    {"names": ["getppid", "write"], "action": "SCMP_ACT_NOTIFY"}
+                ]
+            }),
+            "linux.seccomp.syscalls[1]",
+        ),
+        (
+            json!({
+                "defaultAction": "SCMP_ACT_NOTIFY",
+                "listenerPath": sock.display().to_string(),
+            }),
+            "linux.seccomp.defaultAction",
+        ),
+    ] {
+        let mut b = ctx.bundle(&["true"]);
+        b.set("/linux/seccomp", seccomp);
+        b.write_config();
+        let o = ctx.rt_opts(
+            &["create", "--bundle", &b.bundle_arg(), &b.id],
+            &CmdOpts {
+                timeout: Some(std::time::Duration::from_secs(20)),
+                ..Default::default()
+            },
+        );
+        o.assert_fail();
+        o.assert_one_line_error(&[field]);
+        assert!(o.stderr.contains("SCMP_ACT_NOTIFY"), "{}", o.describe());
+        assert!(
+            ctx.status(&b.id).is_none(),
+            "nothing left: {}",
+            o.describe()
+        );
+    }
+}

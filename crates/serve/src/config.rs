@@ -8,6 +8,13 @@ use std::path::PathBuf;
 pub struct Config {
     /// HTTP listen address (keep it on loopback unless fronted by something).
     pub listen: String,
+    /// Most client connections open at once; past it the engine stops accepting (new ones
+    /// wait in the kernel's backlog) until one closes.
+    pub max_connections: usize,
+    /// A client must send a request's headers within this long of connecting or of its
+    /// previous response (idle keep-alive), and its body within this long of the headers;
+    /// otherwise the connection is closed. ms.
+    pub header_timeout_ms: u64,
     /// Handler registry: one directory per handler (f.py, optional requirements.txt).
     pub registry: PathBuf,
     /// Install cache: one read-only directory per `name-version`.
@@ -138,6 +145,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: "127.0.0.1:8080".into(),
+            max_connections: 512,
+            header_timeout_ms: 10_000,
             registry: "/var/lib/sprout-serve/handlers".into(),
             package_cache: "/var/lib/sprout-serve/packages".into(),
             run_dir: "/run/sprout-serve".into(),
@@ -212,8 +221,11 @@ impl Config {
         if c.python_dir.is_none() {
             c.python_dir = Some(default_python_dir());
         }
-        if c.max_per_handler == 0 || c.max_sandboxes == 0 {
-            return Err("max_per_handler and max_sandboxes must be > 0".into());
+        if c.max_per_handler == 0 || c.max_sandboxes == 0 || c.max_connections == 0 {
+            return Err("max_per_handler, max_sandboxes and max_connections must be > 0".into());
+        }
+        if c.header_timeout_ms == 0 {
+            return Err("header_timeout_ms must be > 0".into());
         }
         if c.max_reply_bytes == 0 || c.max_reply_bytes > crate::proto::MAX_REPLY {
             return Err(format!(

@@ -55,9 +55,23 @@ async fn handle(eng: Arc<Engine>, req: Request<Incoming>) -> Result<Resp, Infall
                     format!("request body over {max} bytes"),
                 )));
             }
-            let body = match Limited::new(req.into_body(), max).collect().await {
-                Ok(b) => b.to_bytes(),
+            let header_timeout = std::time::Duration::from_millis(eng.cfg.header_timeout_ms);
+            let body =
+                tokio::time::timeout(header_timeout, Limited::new(req.into_body(), max).collect());
+            let body = match body.await {
+                Ok(Ok(b)) => b.to_bytes(),
                 Err(_) => {
+                    eng.metrics.request("none", 408, 0.0);
+                    return Ok(err(ApiError::new(
+                        408,
+                        "body_timeout",
+                        format!(
+                            "request body not received within {} ms",
+                            header_timeout.as_millis()
+                        ),
+                    )));
+                }
+                Ok(Err(_)) => {
                     eng.metrics.request("none", 413, 0.0);
                     return Ok(err(ApiError::new(
                         413,
@@ -134,19 +148,41 @@ async fn handle(eng: Arc<Engine>, req: Request<Incoming>) -> Result<Resp, Infall
 }
 
 pub async fn serve(eng: Arc<Engine>, listener: tokio::net::TcpListener) {
+    let conns = Arc::new(tokio::sync::Semaphore::new(eng.cfg.max_connections));
+    let header_timeout = std::time::Duration::from_millis(eng.cfg.header_timeout_ms);
     loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(_) => continue,
+        // At the cap, stop accepting until a connection closes: the kernel's backlog holds
+        // the next ones (and refuses past it), the engine's fds stay bounded.
+        let Ok(permit) = conns.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of fds (EMFILE/ENFILE) or memory: back off instead of spinning on an
+                // accept that fails at once.
+                if !matches!(
+                    e.raw_os_error(),
+                    Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO)
+                ) {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         let eng = eng.clone();
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let svc = hyper::service::service_fn(move |req| handle(eng.clone(), req));
+            // header_read_timeout also runs while a keep-alive connection waits for its
+            // next request (hyper >= 1.6): an idle or slowloris client is closed.
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_timeout)
                 .serve_connection(io, svc)
                 .await;
+            drop(permit);
         });
     }
 }

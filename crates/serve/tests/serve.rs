@@ -1681,3 +1681,92 @@ fn reuse_false_gives_every_request_a_fresh_sandbox() {
     assert_eq!(calls("shared"), [1, 2, 3]);
     assert_eq!(calls("fresh"), [1, 1, 1]);
 }
+
+fn socket_fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+        })
+        .count()
+}
+
+/// The server closed `s`: a read gives EOF (or a reset) within `ms`.
+fn closed_within(s: &mut std::net::TcpStream, ms: u64) -> bool {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_millis(ms))).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue, // a response (e.g. 408) before the close
+            Err(e) => {
+                return !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                )
+            }
+        }
+    }
+}
+
+#[test]
+fn idle_and_slow_clients_are_cut_off_and_connections_capped() {
+    need_root!();
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    let d = Daemon::start(
+        "slowloris",
+        "header_timeout_ms = 1000\nmax_connections = 8\n",
+    );
+    d.add("echo", ECHO, &[]);
+    assert_eq!(d.post("echo", "1").status, 200);
+    let base = socket_fds(d.pid());
+    let connect = || TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+    // Silent, half a header, a body that never comes, idle after a keep-alive request.
+    let mut silent = connect();
+    let mut partial = connect();
+    partial
+        .write_all(b"POST /run/echo HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let mut nobody = connect();
+    nobody
+        .write_all(b"POST /run/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n1")
+        .unwrap();
+    let mut idle = connect();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut got = [0u8; 512];
+    let n = idle.read(&mut got).unwrap();
+    assert!(
+        got[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got[..n])
+    );
+    let t = Instant::now();
+    for (what, s) in [
+        ("silent", &mut silent),
+        ("partial header", &mut partial),
+        ("missing body", &mut nobody),
+        ("idle keep-alive", &mut idle),
+    ] {
+        assert!(
+            closed_within(s, 4_000),
+            "{what} connection still open after {:?}",
+            t.elapsed()
+        );
+    }
+    // 30 connections at once: at most max_connections are accepted (the rest wait in the
+    // backlog), and each is cut off in turn, so a real request gets through.
+    let held: Vec<TcpStream> = (0..30).map(|_| connect()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let open = socket_fds(d.pid()).saturating_sub(base);
+    assert!(
+        open <= 8,
+        "{open} client sockets open in the engine (max_connections = 8)"
+    );
+    let r = d.post("echo", "2");
+    assert_eq!(r.status, 200, "{}", r.body);
+    drop(held);
+}

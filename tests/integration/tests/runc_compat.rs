@@ -1,7 +1,11 @@
 //! Small divergences from runc / crun (issue #16), each checked on a real container:
 //! capabilities unknown to the runtime and kernel, `update --cpu-share`, bad `--log-format` /
 //! `--log`, the `kernel.hostname` sysctl, the process group of an `exec`'d process, hooks'
-//! environment and working directory, and a process.json without `user`.
+//! environment and working directory, a process.json without `user`; no PATH in process.env, a
+//! missing cwd with a read-only root, the pty's owner and ONLCR, `kill 0` / `kill -a`, `update`
+//! with -1 and the realtime flags, `exec` into a paused container, `ps` / `list` output, the
+//! spec's scheduler flag names, and seccomp NOTIFY on `write`. See docs/compatibility.md
+//! ("runc drop-in (issue 16)").
 
 use serde_json::{json, Value};
 use sprout_integration_tests::*;

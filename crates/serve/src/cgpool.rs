@@ -38,6 +38,8 @@ pub struct CgPool {
     base: String,
     resources: oci_spec::runtime::LinuxResources,
     free: Mutex<Vec<PoolCg>>,
+    /// Fewest free cgroups since the last [`CgPool::shrink`]: those were never needed.
+    low_water: std::sync::atomic::AtomicUsize,
     next: Mutex<usize>,
     record: PathBuf,
     pub created: std::sync::atomic::AtomicUsize,
@@ -78,6 +80,7 @@ impl CgPool {
             base: base.to_string(),
             resources,
             free: Mutex::new(Vec::new()),
+            low_water: std::sync::atomic::AtomicUsize::new(0),
             next: Mutex::new(0),
             record: run_dir.join("cgroups"),
             created: Default::default(),
@@ -262,7 +265,13 @@ impl CgPool {
     /// An empty cgroup with the pool limits: a reused one, or a new one.
     pub fn get(&self) -> Result<PoolCg, String> {
         loop {
-            let c = self.free.lock().unwrap().pop();
+            let c = {
+                let mut f = self.free.lock().unwrap();
+                let c = f.pop();
+                self.low_water
+                    .fetch_min(f.len(), std::sync::atomic::Ordering::Relaxed);
+                c
+            };
             let mut c = match c {
                 Some(c) => c,
                 None => self.make()?,
@@ -315,6 +324,31 @@ impl CgPool {
             c.custom = false;
         }
         self.free.lock().unwrap().push(c);
+    }
+
+    /// Remove the free cgroups that stayed unused since the last call (the fewest free ones
+    /// seen), keeping at least `keep` free: the pool shrinks back after a burst, and a
+    /// steady load (which takes from the free list all the time) keeps what it uses.
+    pub fn shrink(&self, keep: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let gone: Vec<PoolCg> = {
+            let mut f = self.free.lock().unwrap();
+            let unused = self.low_water.load(Relaxed).min(f.len());
+            let n = unused
+                .saturating_sub(keep)
+                .min(f.len().saturating_sub(keep));
+            // The oldest first (the list is used from its end).
+            let gone = f.drain(..n).collect();
+            self.low_water.store(f.len(), Relaxed);
+            gone
+        };
+        for c in gone {
+            let dirs = all_dirs(&c.mgr);
+            drop(c);
+            for d in dirs {
+                rmdir_retry(&d);
+            }
+        }
     }
 
     /// Startup / shutdown: kill and remove the pool cgroups recorded in the run dir.

@@ -98,7 +98,12 @@ enum Job {
     Destroy(Box<Sandbox>),
     Detach(PathBuf),
     DropZygote(Arc<Zygote>),
+    /// Remove free pool cgroups that went unused for a while, keeping this many.
+    ShrinkPool(usize),
 }
+
+/// Janitor threads (destroying sandboxes and zygotes, detaching roots, shrinking the pool).
+const JANITORS: usize = 4;
 
 enum ZSlot {
     /// Being started, forked from the zygote with this key (None: exec'd).
@@ -113,6 +118,11 @@ struct State {
     live: usize,
     live_per: HashMap<String, usize>,
     mem: u64,
+    /// Sandboxes handed to the janitors and not destroyed yet, and their memory: they still
+    /// hold processes, mounts and a cgroup, so they count against `max_sandboxes` and the
+    /// memory budget until they are gone.
+    dying: usize,
+    dying_mem: u64,
 }
 
 pub struct HandlerInfo {
@@ -377,11 +387,18 @@ impl Engine {
             cfg,
         });
         let _ = eng.this.set(Arc::downgrade(&eng));
-        let e2 = eng.clone();
-        std::thread::Builder::new()
-            .name("janitor".into())
-            .spawn(move || {
-                for job in rx {
+        // Several janitors: a destroy mostly waits (for the kill to land, a v1 rmdir, an RCU
+        // grace period in umount), and under an eviction storm one thread fell hundreds of
+        // sandboxes behind.
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..JANITORS {
+            let e2 = eng.clone();
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name(format!("janitor{i}"))
+                .spawn(move || loop {
+                    let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let Ok(job) = job else { return };
                     match job {
                         Job::Destroy(sb) => e2.destroy(*sb),
                         // umount2(MNT_DETACH) waits for an RCU grace period: not on the request path.
@@ -389,10 +406,11 @@ impl Engine {
                             let _ = rootfs::umount_detach(&p);
                         }
                         Job::DropZygote(z) => e2.teardown_zygote(&z),
+                        Job::ShrinkPool(keep) => e2.pool.shrink(keep),
                     }
-                }
-            })
-            .unwrap();
+                })
+                .unwrap();
+        }
         let e3 = eng.clone();
         std::thread::Builder::new()
             .name("housekeeping".into())
@@ -702,16 +720,19 @@ impl Engine {
             let per = st.live_per.get(&h.name).copied().unwrap_or(0);
             if per < self.cfg.max_per_handler {
                 let est = 8 << 20;
-                if st.live >= self.cfg.max_sandboxes {
+                // Dying sandboxes still hold what a live one does (processes, mounts, a
+                // cgroup): they count until the janitors are done with them.
+                if st.live + st.dying >= self.cfg.max_sandboxes {
                     // LRU eviction among idle sandboxes (of any handler).
                     if self.evict_lru(&mut st, false) {
                         continue;
                     }
-                } else if st.mem + self.zygote_mem() + est > budget && self.evict_lru(&mut st, true)
+                } else if st.mem + st.dying_mem + self.zygote_mem() + est > budget
+                    && self.evict_lru(&mut st, true)
                 {
                     continue;
                 }
-                if st.live < self.cfg.max_sandboxes {
+                if st.live + st.dying < self.cfg.max_sandboxes {
                     st.live += 1;
                     *st.live_per.entry(h.name.clone()).or_default() += 1;
                     drop(st);
@@ -813,12 +834,16 @@ impl Engine {
         }
     }
 
+    /// `sb` leaves the cache for the janitors (the caller hands it to [`Self::to_janitor`]):
+    /// from live to dying.
     fn forget(&self, st: &mut State, sb: &Sandbox) {
         st.live -= 1;
         if let Some(n) = st.live_per.get_mut(&sb.handler) {
             *n -= 1;
         }
         st.mem = st.mem.saturating_sub(sb.mem);
+        st.dying += 1;
+        st.dying_mem += sb.mem;
     }
 
     fn to_janitor(&self, sb: Sandbox) {
@@ -851,12 +876,18 @@ impl Engine {
     }
 
     fn destroy(&self, mut sb: Sandbox) {
+        let mem = sb.mem;
         if let Some(cg) = sb.cg.take() {
             let _ = cg.mgr.kill_all(libc::SIGKILL);
             drop(sb.sock);
             self.pool.put(cg);
         }
         rootfs::remove_root(&sb.root);
+        let mut st = self.st.lock().unwrap();
+        st.dying = st.dying.saturating_sub(1);
+        st.dying_mem = st.dying_mem.saturating_sub(mem);
+        drop(st);
+        self.cv.notify_all();
     }
 
     fn housekeeping(&self) {
@@ -888,8 +919,18 @@ impl Engine {
         self.replenish_cold_spares();
         self.freeze(to_freeze);
         // Zygote memory is re-read every ~200 ms (a file read per zygote and spare).
-        if self.hk_tick.fetch_add(1, Ordering::Relaxed) % 10 == 0 {
+        let tick = self.hk_tick.fetch_add(1, Ordering::Relaxed);
+        if tick % 10 == 0 {
             self.enforce_budget();
+        }
+        // Every ~2 s the pool gives back the free cgroups that were not needed since the last
+        // look (each holds ~9 fds and a directory per hierarchy).
+        if tick % 100 == 99 {
+            let _ = self
+                .janitor
+                .lock()
+                .unwrap()
+                .send(Job::ShrinkPool(self.cfg.pool_prealloc));
         }
     }
 

@@ -38,6 +38,10 @@ pub struct CgPool {
     base: String,
     resources: oci_spec::runtime::LinuxResources,
     free: Mutex<Vec<PoolCg>>,
+    /// False once shutdown began: no cgroup is made after the record was read for cleanup
+    /// (a request still running made one, and it was left behind, empty). Held for reading
+    /// from the record line to the mkdir.
+    open: std::sync::RwLock<bool>,
     /// Fewest free cgroups since the last [`CgPool::shrink`]: those were never needed.
     low_water: std::sync::atomic::AtomicUsize,
     next: Mutex<usize>,
@@ -80,6 +84,7 @@ impl CgPool {
             base: base.to_string(),
             resources,
             free: Mutex::new(Vec::new()),
+            open: std::sync::RwLock::new(true),
             low_water: std::sync::atomic::AtomicUsize::new(0),
             next: Mutex::new(0),
             record: run_dir.join("cgroups"),
@@ -189,7 +194,16 @@ impl CgPool {
             .map_err(|e| e.to_string())
     }
 
+    /// No cgroup is made from now on; waits for one being made to be recorded and created.
+    pub fn close(&self) {
+        *self.open.write().unwrap_or_else(|e| e.into_inner()) = false;
+    }
+
     fn make(&self) -> Result<PoolCg, String> {
+        let open = self.open.read().unwrap_or_else(|e| e.into_inner());
+        if !*open {
+            return Err("shutting down".into());
+        }
         let idx = {
             let mut n = self.next.lock().unwrap();
             *n += 1;
@@ -264,6 +278,9 @@ impl CgPool {
 
     /// An empty cgroup with the pool limits: a reused one, or a new one.
     pub fn get(&self) -> Result<PoolCg, String> {
+        if !*self.open.read().unwrap_or_else(|e| e.into_inner()) {
+            return Err("shutting down".into());
+        }
         loop {
             let c = {
                 let mut f = self.free.lock().unwrap();
@@ -415,9 +432,11 @@ impl CgPool {
     }
 }
 
-/// rmdir, retried for a moment while killed tasks finish leaving (EBUSY).
+/// rmdir, retried while killed tasks finish leaving (EBUSY): up to 3 s, since tens of
+/// sandboxes killed at once on a loaded host took more than the 0.5 s this used to allow
+/// (the pool's parent directory then stayed behind after a shutdown).
 fn rmdir_retry(d: &Path) {
-    for _ in 0..100 {
+    for _ in 0..600 {
         match std::fs::remove_dir(d) {
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                 std::thread::sleep(Duration::from_millis(5))

@@ -430,6 +430,9 @@ impl Engine {
     pub fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         let _hk = self.hk_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // Requests still running may start sandboxes: from here on none gets a new cgroup, so
+        // every cgroup is in the record that the cleanup reads.
+        self.pool.close();
         // Cgroups first: the pool finds its directories through files in the run dir.
         self.pool.cleanup_previous();
         let _ = std::fs::remove_file(self.cfg.run_dir.join("engine.pid"));

@@ -1868,3 +1868,58 @@ fn an_eviction_storm_stays_within_the_cap_and_the_pool_shrinks_back() {
     );
     assert_eq!(d.post("h1", "2").status, 200);
 }
+
+#[test]
+fn shutdown_with_requests_in_flight_leaves_nothing() {
+    need_root!();
+    let mut d = Daemon::start("midstop", "max_per_handler = 16\n");
+    d.add(
+        "slow",
+        "import time\ndef f(e):\n    time.sleep(5)\n    return e\n",
+        &[],
+    );
+    let port = d.port;
+    let clients: Vec<_> = (0..30)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let _ = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
+                    use std::io::{Read, Write};
+                    s.write_all(
+                        b"POST /run/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n1",
+                    )?;
+                    let mut b = Vec::new();
+                    s.read_to_end(&mut b).map(|_| ())
+                });
+            })
+        })
+        .collect();
+    // Sandboxes starting and running while the engine is told to stop.
+    assert!(eventually(5_000, || d.status()["handlers"]["slow"]["live"]
+        .as_u64()
+        .is_some_and(|n| n >= 4)));
+    d.stop();
+    let inside = |p: &std::path::Path| {
+        std::fs::read_dir(p)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| {
+                        let procs = std::fs::read_to_string(e.path().join("cgroup.procs"));
+                        format!("{:?}: {procs:?}", e.file_name())
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let left = d.cgroup_dirs();
+    assert!(
+        left.is_empty(),
+        "{:?}",
+        left.iter().map(|p| (p, inside(p))).collect::<Vec<_>>()
+    );
+    assert!(d.mounts().is_empty(), "{:?}", d.mounts());
+    assert!(!d.run_dir.exists(), "{} left behind", d.run_dir.display());
+    for c in clients {
+        c.join().unwrap();
+    }
+}

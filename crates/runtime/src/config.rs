@@ -11,8 +11,8 @@ use oci_spec::runtime::{LinuxNamespaceType, Spec};
 use crate::bail;
 use crate::error::{Error, Result};
 
-/// The runtime-spec versions we implement: 1.0.0 up to 1.2.x.
-pub const OCI_VERSION: &str = "1.2.0";
+/// The runtime-spec versions we implement: 1.0.0 up to 1.3.x.
+pub const OCI_VERSION: &str = "1.3.0";
 pub const OCI_VERSION_MIN: &str = "1.0.0";
 
 pub struct Config {
@@ -232,6 +232,10 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
 
     let process = spec.process().as_ref();
     if let Some(p) = process {
+        crate::numa::CpuAffinity::from_spec(
+            p.exec_cpu_affinity().as_ref(),
+            "process.execCPUAffinity",
+        )?;
         match p.args() {
             Some(a) if !a.is_empty() && !a[0].is_empty() => {}
             _ => bail!("process.args: must name at least the program to run"),
@@ -318,8 +322,8 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     if linux.intel_rdt().is_some() {
         bail!("linux.intelRdt: Intel RDT is not supported by sprout");
     }
-    if linux.memory_policy().is_some() {
-        bail!("linux.memoryPolicy: memory policies are not supported by sprout");
+    if let Some(mp) = linux.memory_policy() {
+        crate::numa::MemPolicy::from_spec(mp)?;
     }
     if let Some(prop) = linux.rootfs_propagation() {
         if crate::rootfs::propagation_flag(prop).is_none() {

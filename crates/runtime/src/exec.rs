@@ -185,6 +185,22 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         Some(p) => Some(sprout_seccomp::prepare(p, Some(&store.seccomp_cache()))?.0),
         None => None,
     };
+    let mpol = match linux.and_then(|l| l.memory_policy().as_ref()) {
+        Some(mp) => Some(crate::numa::MemPolicy::from_spec(mp)?),
+        None => None,
+    };
+    // process.json's execCPUAffinity, else the config's (runc).
+    let (aff, aff_field) = match process.exec_cpu_affinity() {
+        Some(a) if o.process_json.is_some() => (Some(a), "process.json: execCPUAffinity"),
+        Some(a) => (Some(a), "process.execCPUAffinity"),
+        None => (
+            spec.process()
+                .as_ref()
+                .and_then(|p| p.exec_cpu_affinity().as_ref()),
+            "process.execCPUAffinity",
+        ),
+    };
+    let aff = crate::numa::CpuAffinity::from_spec(aff, aff_field)?;
     let pidfd = crate::lifecycle::init_pidfd(&st)
         .ok_or_else(|| Error::msg(format!("container {:?} is not running", o.id)))?;
     let cg = st.cgroup.as_ref();
@@ -192,8 +208,24 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     let (parent_chan, child_chan) = Channel::pair().map_err(|e| Error::os("socketpair", e))?;
     trace.mark("prepare");
 
-    let (helper, helper_pidfd, joined) =
-        clone3_into(0, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
+    // The helper that joins the container starts with the initial affinity (runc: the setns
+    // process inherits it from a thread of the runtime's); this thread gets its own back after.
+    let saved_affinity = match aff.as_ref().and_then(|a| a.initial.as_ref()) {
+        Some(m) => {
+            let old = crate::numa::get_affinity(0).ok();
+            crate::numa::set_affinity(0, m)
+                .map_err(|e| Error::os(format!("{aff_field}.initial: sched_setaffinity"), e))?;
+            old
+        }
+        None => None,
+    };
+    let cloned = clone3_into(0, cg_fd.as_ref());
+    if !matches!(cloned, Ok((0, _, _))) {
+        if let Some(old) = &saved_affinity {
+            let _ = crate::numa::set_affinity(0, old);
+        }
+    }
+    let (helper, helper_pidfd, joined) = cloned.map_err(|e| Error::os("clone3", e))?;
     if helper == 0 {
         drop(parent_chan);
         let e = exec_child(
@@ -203,6 +235,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             &process,
             console.as_ref(),
             seccomp.as_ref(),
+            mpol.as_ref(),
             &child_chan,
             o.preserve_fds,
         );
@@ -232,6 +265,22 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             if let Err(e) = cg.add_pid(helper) {
                 kill_and_reap(&helper_pidfd);
                 return Err(e.into());
+            }
+        }
+    }
+    // The final affinity once the helper is in the container's cgroup (moving into a cpuset
+    // resets it); without execCPUAffinity, every CPU, as runc (not the runtime's own affinity).
+    // The process the helper spawns inherits it.
+    match aff.as_ref().map(|a| &a.final_) {
+        None => crate::numa::reset_affinity(helper),
+        Some(None) => {}
+        Some(Some(m)) => {
+            if let Err(e) = crate::numa::set_affinity(helper, m) {
+                kill_and_reap(&helper_pidfd);
+                return Err(Error::os(
+                    format!("{aff_field}.final: sched_setaffinity"),
+                    e,
+                ));
             }
         }
     }
@@ -316,6 +365,7 @@ fn exec_child(
     process: &Process,
     console: Option<&OwnedFd>,
     seccomp: Option<&sprout_seccomp::Prepared>,
+    mpol: Option<&crate::numa::MemPolicy>,
     chan: &Channel,
     preserve_fds: u32,
 ) -> Error {
@@ -344,6 +394,9 @@ fn exec_child(
             sprout_process::set_setgroups_hint(!sg.starts_with("deny"));
         }
         crate::namespaces::join_all_of(init, types)?;
+        if let Some(mp) = mpol {
+            mp.apply()?;
+        }
         if types.contains(&LinuxNamespaceType::User) {
             unsafe {
                 libc::setresgid(0, 0, 0);

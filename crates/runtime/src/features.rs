@@ -1,5 +1,8 @@
 //! `features`: what this runtime implements, per the runtime-spec's features.md.
 
+/// Whether `linux.netDevices` is implemented.
+pub const NET_DEVICES: bool = false;
+
 pub fn features_json() -> serde_json::Value {
     let caps: Vec<String> = sprout_process::all_cap_names()
         .iter()
@@ -32,8 +35,11 @@ pub fn features_json() -> serde_json::Value {
             },
             "apparmor": { "enabled": std::path::Path::new("/sys/module/apparmor/parameters/enabled").exists() },
             "selinux": { "enabled": std::path::Path::new("/sys/fs/selinux/enforce").exists() },
+            // Refused with an error naming linux.intelRdt (sprout has no resctrl support).
             "intelRdt": { "enabled": false },
-            "mountExtensions": { "idmap": { "enabled": false } }
+            "memoryPolicy": { "modes": crate::numa::MODES, "flags": crate::numa::FLAGS },
+            "mountExtensions": { "idmap": { "enabled": false } },
+            "netDevices": { "enabled": NET_DEVICES }
         },
         "annotations": {
             "org.opencontainers.runc.checkpoint.enabled": "false",

@@ -473,6 +473,9 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
 
     let exec = prepare_exec(process)?;
     apply_process_attrs(process, linux.and_then(|l| l.personality().as_ref()))?;
+    if let Some(mp) = linux.and_then(|l| l.memory_policy().as_ref()) {
+        crate::numa::MemPolicy::from_spec(mp)?.apply()?;
+    }
     tr.waiting("go_wait", || go.wait(ctx))?;
     // From here on a process exec'd into the container (or a pod sibling) can see us: hand over
     // to the trampoline before we report ready (CVE-2019-5736, trampoline.rs). startContainer

@@ -922,3 +922,269 @@ fn seccomp_notify_on_write_is_refused_at_create() {
         );
     }
 }
+
+// ---- 16. runtime-spec 1.3: linux.memoryPolicy ------------------------------------------------------
+
+/// The policy the kernel reports for the first mapping of `/proc/self/numa_maps` ("bind:0"), or
+/// None when the kernel has no NUMA support (no numa_maps).
+fn numa_maps_policy(text: &str) -> Option<String> {
+    text.lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(str::to_string)
+}
+
+#[test]
+fn memory_policy_is_set_in_the_init_and_exec() {
+    if !Path::new("/proc/self/numa_maps").exists() {
+        eprintln!("skipped: no /proc/self/numa_maps (kernel without CONFIG_NUMA)");
+        return;
+    }
+    let ctx = Ctx::new("mempolicy");
+    let mut b = ctx.bundle(&["cat", "/proc/self/numa_maps"]);
+    b.set(
+        "/linux/memoryPolicy",
+        json!({"mode": "MPOL_BIND", "nodes": "0"}),
+    );
+    let o = b.run();
+    o.assert_ok();
+    assert_eq!(
+        numa_maps_policy(&o.stdout).as_deref(),
+        Some("bind:0"),
+        "{}",
+        o.describe()
+    );
+    // Flags show in numa_maps too (static nodes: "bind=static:0").
+    let mut b = ctx.bundle(&["cat", "/proc/self/numa_maps"]);
+    b.set(
+        "/linux/memoryPolicy",
+        json!({"mode": "MPOL_INTERLEAVE", "nodes": "0", "flags": ["MPOL_F_STATIC_NODES"]}),
+    );
+    let o = b.run();
+    o.assert_ok();
+    assert_eq!(
+        numa_maps_policy(&o.stdout).as_deref(),
+        Some("interleave=static:0"),
+        "{}",
+        o.describe()
+    );
+    // A process exec'd into the container gets it too (runc's setns init sets it).
+    let mut b = ctx.bundle(SLEEP);
+    b.set(
+        "/linux/memoryPolicy",
+        json!({"mode": "MPOL_PREFERRED", "nodes": "0"}),
+    );
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let o = b.exec(&[], &["cat", "/proc/self/numa_maps"]);
+    o.assert_ok();
+    assert_eq!(
+        numa_maps_policy(&o.stdout).as_deref(),
+        Some("prefer:0"),
+        "{}",
+        o.describe()
+    );
+}
+
+#[test]
+fn bad_memory_policy_is_refused_naming_the_field() {
+    let ctx = Ctx::new("mempolbad");
+    for (mp, field) in [
+        (
+            json!({"mode": "MPOL_BOGUS", "nodes": "0"}),
+            "linux.memoryPolicy.mode",
+        ),
+        (
+            json!({"mode": "MPOL_BIND", "nodes": "1-0"}),
+            "linux.memoryPolicy.nodes",
+        ),
+        (json!({"mode": "MPOL_BIND"}), "linux.memoryPolicy.nodes"),
+        (
+            json!({"mode": "MPOL_DEFAULT", "nodes": "0"}),
+            "linux.memoryPolicy.nodes",
+        ),
+        (
+            json!({"mode": "MPOL_BIND", "nodes": "0", "flags": ["MPOL_F_BOGUS"]}),
+            "linux.memoryPolicy.flags",
+        ),
+        (
+            json!({"mode": "MPOL_BIND", "nodes": "0",
+                   "flags": ["MPOL_F_STATIC_NODES", "MPOL_F_RELATIVE_NODES"]}),
+            "linux.memoryPolicy.flags",
+        ),
+    ] {
+        let mut b = ctx.bundle(&["true"]);
+        b.set("/linux/memoryPolicy", mp.clone());
+        let o = b.create();
+        o.assert_fail();
+        o.assert_one_line_error(&[field]);
+        ctx.assert_no_trace(&o, &b, &[], None);
+    }
+    // A node the host does not have: the kernel refuses it in the init; nothing left either.
+    let mut b = ctx.bundle(&["true"]);
+    b.set(
+        "/linux/memoryPolicy",
+        json!({"mode": "MPOL_BIND", "nodes": "1000"}),
+    );
+    let o = b.create();
+    o.assert_fail();
+    o.assert_one_line_error(&["linux.memoryPolicy"]);
+    ctx.assert_no_trace(&o, &b, &[], None);
+}
+
+// ---- 17. runtime-spec 1.3: process.execCPUAffinity -------------------------------------------------
+
+fn online_cpus() -> Vec<usize> {
+    let s = fs::read_to_string("/proc/self/status").unwrap();
+    let list = status_line(&s, "Cpus_allowed_list");
+    let mut v = Vec::new();
+    for r in list.split(',') {
+        let (a, b) = r.split_once('-').unwrap_or((r, r));
+        v.extend(a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap());
+    }
+    v
+}
+
+#[test]
+fn exec_cpu_affinity_final_is_the_exec_process_affinity() {
+    let cpus = online_cpus();
+    if cpus.len() < 2 {
+        eprintln!("skipped: the test needs two CPUs to tell affinities apart, have {cpus:?}");
+        return;
+    }
+    let (c0, c1) = (cpus[0], cpus[1]);
+    let ctx = Ctx::new("execaff");
+    let mut b = ctx.bundle(SLEEP);
+    b.set(
+        "/process/execCPUAffinity",
+        json!({"initial": format!("{c0}-{c1}"), "final": c1.to_string()}),
+    );
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let o = b.exec(&[], &["cat", "/proc/self/status"]);
+    o.assert_ok();
+    assert_eq!(
+        status_line(&o.stdout, "Cpus_allowed_list"),
+        c1.to_string(),
+        "{}",
+        o.describe()
+    );
+    // process.json's execCPUAffinity wins over the config's.
+    let pj = ctx.dir.join("aff-process.json");
+    fs::write(
+        &pj,
+        json!({"args": ["cat", "/proc/self/status"], "cwd": "/", "env": ["PATH=/bin:/usr/bin"],
+               "execCPUAffinity": {"final": c0.to_string()}})
+        .to_string(),
+    )
+    .unwrap();
+    let o = b.exec(&["--process", pj.to_str().unwrap()], &[]);
+    o.assert_ok();
+    assert_eq!(
+        status_line(&o.stdout, "Cpus_allowed_list"),
+        c0.to_string(),
+        "{}",
+        o.describe()
+    );
+    // Without execCPUAffinity an exec'd process gets every CPU, not the runtime's affinity
+    // (runc's tryResetCPUAffinity): run sprout pinned to one CPU.
+    let b2 = ctx.bundle(SLEEP);
+    b2.create().assert_ok();
+    b2.start_and_wait_exec();
+    let bin = runtime_bin();
+    let out = std::process::Command::new("taskset")
+        .args(["-c", &c0.to_string()])
+        .arg(&bin)
+        .args(["--root", ctx.root.to_str().unwrap(), "exec", &b2.id])
+        .args(["cat", "/proc/self/status"])
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let all = status_line(&text, "Cpus_allowed_list");
+            assert_ne!(all, c0.to_string(), "the runtime's affinity leaked: {text}");
+        }
+        Ok(out) => panic!("taskset sprout exec failed: {out:?}"),
+        Err(e) => eprintln!("skipped the reset check: no taskset ({e})"),
+    }
+}
+
+#[test]
+fn bad_exec_cpu_affinity_is_refused_naming_the_field() {
+    let ctx = Ctx::new("execaffbad");
+    for (aff, field) in [
+        (json!({"initial": "0-x"}), "process.execCPUAffinity.initial"),
+        (json!({"final": "3-1"}), "process.execCPUAffinity.final"),
+    ] {
+        let mut b = ctx.bundle(&["true"]);
+        b.set("/process/execCPUAffinity", aff);
+        let o = b.create();
+        o.assert_fail();
+        o.assert_one_line_error(&[field]);
+        ctx.assert_no_trace(&o, &b, &[], None);
+    }
+    // A CPU the host does not have: `exec` fails naming the field, exit 255, nothing runs.
+    let mut b = ctx.bundle(SLEEP);
+    b.set("/process/execCPUAffinity", json!({"final": "60000"}));
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let o = b.exec(&[], &["true"]);
+    assert_eq!(o.code, Some(255), "{}", o.describe());
+    o.assert_one_line_error(&["process.execCPUAffinity.final"]);
+}
+
+// ---- 18. runtime-spec 1.3: features ----------------------------------------------------------------
+
+#[test]
+fn features_report_runtime_spec_1_3() {
+    let ctx = Ctx::new("features13");
+    let o = ctx.rt_opts(
+        &["features"],
+        &CmdOpts {
+            no_root: true,
+            ..Default::default()
+        },
+    );
+    o.assert_ok();
+    let v = o.json();
+    assert_eq!(v["ociVersionMax"], "1.3.0", "{v}");
+    let l = &v["linux"];
+    assert_eq!(
+        l["memoryPolicy"]["modes"],
+        json!([
+            "MPOL_BIND",
+            "MPOL_DEFAULT",
+            "MPOL_INTERLEAVE",
+            "MPOL_LOCAL",
+            "MPOL_PREFERRED",
+            "MPOL_PREFERRED_MANY",
+            "MPOL_WEIGHTED_INTERLEAVE"
+        ]),
+        "{v}"
+    );
+    assert_eq!(
+        l["memoryPolicy"]["flags"],
+        json!([
+            "MPOL_F_NUMA_BALANCING",
+            "MPOL_F_RELATIVE_NODES",
+            "MPOL_F_STATIC_NODES"
+        ]),
+        "{v}"
+    );
+    assert_eq!(l["intelRdt"]["enabled"], false, "{v}");
+    assert!(l["netDevices"]["enabled"].is_boolean(), "{v}");
+    // `spec` writes a 1.3.0 config.
+    let dir = ctx.scratch("spec13");
+    ctx.rt_opts(
+        &["spec"],
+        &CmdOpts {
+            no_root: true,
+            cwd: Some(dir.clone()),
+            ..Default::default()
+        },
+    )
+    .assert_ok();
+    let c: Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    assert_eq!(c["ociVersion"], "1.3.0", "{c}");
+}

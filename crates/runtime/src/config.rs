@@ -320,7 +320,14 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         }
     }
     if linux.intel_rdt().is_some() {
+        // runc: "intelRdt is specified in config, but Intel RDT is not enabled" without resctrl.
+        if !resctrl_mounted() {
+            bail!("linux.intelRdt: specified in config, but Intel RDT is not enabled (no resctrl filesystem mounted)");
+        }
         bail!("linux.intelRdt: Intel RDT is not supported by sprout");
+    }
+    if let Some(devs) = linux.net_devices() {
+        crate::netdev::validate(devs, has_net)?;
     }
     if let Some(mp) = linux.memory_policy() {
         crate::numa::MemPolicy::from_spec(mp)?;
@@ -348,6 +355,13 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
 
 /// Only namespaced sysctls may be set, and only when the container has the namespace that scopes
 /// them (as runc checks): otherwise the write would change the host.
+/// Whether a resctrl filesystem (Intel RDT / AMD QoS) is mounted.
+fn resctrl_mounted() -> bool {
+    std::fs::read_to_string("/proc/self/mounts")
+        .map(|m| m.lines().any(|l| l.split(' ').nth(2) == Some("resctrl")))
+        .unwrap_or(false)
+}
+
 fn check_sysctl(key: &str, has_net: bool, has_ipc: bool) -> Result<()> {
     const IPC: &[&str] = &[
         "kernel.msgmax",

@@ -296,6 +296,10 @@ pub fn create(
         h.create_runtime().as_ref().is_some_and(|v| !v.is_empty())
             || h.prestart().as_ref().is_some_and(|v| !v.is_empty())
     });
+    let no_devices = std::collections::HashMap::new();
+    let net_devices = linux
+        .and_then(|l| l.net_devices().as_ref())
+        .unwrap_or(&no_devices);
     let cg_fd = cg.v2_dir_fd();
     let ctx = InitCtx {
         id: &opts.id,
@@ -312,7 +316,8 @@ pub fn create(
         no_new_keyring: opts.no_new_keyring,
         preserve_fds: opts.preserve_fds,
         cgroup_v2: layout == sprout_cgroups::Layout::V2,
-        has_runtime_hooks,
+        // The init stops in its namespaces (HOOKS) for the hooks and for linux.netDevices.
+        has_runtime_hooks: has_runtime_hooks || !net_devices.is_empty(),
         trace: trace.enabled(),
     };
     trace.mark("prepare");
@@ -416,12 +421,16 @@ pub fn create(
             // No trampoline for this init (its message says why): it waits for `start` itself.
             sync::TRAMPOLINE_OFF => warn_no_trampoline(&st.id, &payload),
             sync::HOOKS => {
+                // The init is in its namespaces: the devices are there before the hooks run
+                // and before anything of the container does.
+                crate::netdev::move_all(net_devices, pid)?;
                 // The create operation is still under way: "creating" (as runc; runtime-tools'
                 // hooks_stdin expects "created" here, see docs/compliance.md).
                 let sj = serde_json::to_vec(&st.spec_json(Status::Creating)).unwrap_or_default();
-                let h = hooks.expect("hooks");
-                crate::hooks::run_all("prestart", h.prestart().as_ref(), &sj)?;
-                crate::hooks::run_all("createRuntime", h.create_runtime().as_ref(), &sj)?;
+                if let Some(h) = hooks {
+                    crate::hooks::run_all("prestart", h.prestart().as_ref(), &sj)?;
+                    crate::hooks::run_all("createRuntime", h.create_runtime().as_ref(), &sj)?;
+                }
                 parent_chan
                     .send(sync::GO, b"")
                     .map_err(|e| Error::os("resuming the init", e))?;

@@ -1,7 +1,7 @@
 //! `features`: what this runtime implements, per the runtime-spec's features.md.
 
 /// Whether `linux.netDevices` is implemented.
-pub const NET_DEVICES: bool = false;
+pub const NET_DEVICES: bool = true;
 
 pub fn features_json() -> serde_json::Value {
     let caps: Vec<String> = sprout_process::all_cap_names()

@@ -352,6 +352,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         tr.mark("devices");
     }
 
+    // Also with linux.netDevices: the runtime moves them while we wait here.
     if ctx.has_runtime_hooks {
         go.wait(ctx)?;
         ctx.chan

@@ -15,6 +15,7 @@ pub mod init;
 pub mod lifecycle;
 pub mod log;
 pub mod namespaces;
+pub mod netdev;
 pub mod numa;
 pub mod rootfs;
 pub mod spec_default;

@@ -1188,3 +1188,138 @@ fn features_report_runtime_spec_1_3() {
         serde_json::from_str(&fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     assert_eq!(c["ociVersion"], "1.3.0", "{c}");
 }
+
+// ---- 19. runtime-spec 1.3: linux.intelRdt without resctrl, linux.netDevices -------------------------
+
+#[test]
+fn intel_rdt_without_resctrl_is_refused_naming_the_field() {
+    let ctx = Ctx::new("intelrdt");
+    let mut b = ctx.bundle(&["true"]);
+    b.set("/linux/intelRdt", json!({"closID": "sprout16"}));
+    let o = b.create();
+    o.assert_fail();
+    o.assert_one_line_error(&["linux.intelRdt"]);
+    let resctrl = fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(2) == Some("resctrl"));
+    if resctrl {
+        eprintln!("note: resctrl is mounted here: only the refusal is checked, not runc's words");
+    } else {
+        assert!(o.stderr.contains("not enabled"), "{}", o.describe());
+    }
+    ctx.assert_no_trace(&o, &b, &[], None);
+}
+
+fn ip(args: &[&str]) -> std::io::Result<std::process::Output> {
+    std::process::Command::new("ip").args(args).output()
+}
+
+fn link_exists(name: &str) -> bool {
+    Path::new("/sys/class/net").join(name).exists()
+}
+
+/// A veth pair on the host with this test's own names, deleted again when dropped.
+struct Veth(String, String);
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        for n in [&self.0, &self.1] {
+            if link_exists(n) {
+                let _ = ip(&["link", "del", n]);
+            }
+        }
+    }
+}
+
+#[test]
+fn net_devices_are_moved_into_the_container_and_renamed() {
+    let n = std::process::id() % 100_000;
+    let veth = Veth(format!("sprt16a{n}"), format!("sprt16b{n}"));
+    match ip(&[
+        "link", "add", &veth.0, "type", "veth", "peer", "name", &veth.1,
+    ]) {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!(
+                "skipped: cannot make a veth pair: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: no ip(8) to make a veth pair: {e}");
+            return;
+        }
+    }
+    let ctx = Ctx::new("netdev");
+    // Renamed to ctr16 inside; the other end stays on the host.
+    let mut b = ctx.bundle(&["cat", "/proc/net/dev"]);
+    b.set(
+        "/linux/netDevices",
+        json!({ veth.0.clone(): {"name": "ctr16"} }),
+    );
+    let o = b.run();
+    o.assert_ok();
+    assert!(o.stdout.contains("ctr16:"), "{}", o.describe());
+    assert!(!o.stdout.contains(&veth.0), "{}", o.describe());
+    assert!(
+        !link_exists(&veth.0),
+        "{} should have left the host's namespace",
+        veth.0
+    );
+
+    // Without a name it keeps its own (a new pair: the first went with the container's
+    // namespace).
+    drop(veth);
+    let veth = Veth(format!("sprt16c{n}"), format!("sprt16d{n}"));
+    ip(&[
+        "link", "add", &veth.0, "type", "veth", "peer", "name", &veth.1,
+    ])
+    .unwrap();
+    let mut b = ctx.bundle(SLEEP);
+    b.set("/linux/netDevices", json!({ veth.0.clone(): {} }));
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let o = b.exec(&[], &["cat", "/proc/net/dev"]);
+    o.assert_ok();
+    assert!(
+        o.stdout.contains(&format!("{}:", veth.0)),
+        "{}",
+        o.describe()
+    );
+    drop(b);
+    // Its namespace is gone, and the pair with it.
+    assert!(!link_exists(&veth.1), "{} should be gone", veth.1);
+    drop(veth);
+
+    // A device the host does not have, and no network namespace: refused naming the field,
+    // nothing left.
+    let mut b = ctx.bundle(&["true"]);
+    b.set("/linux/netDevices", json!({"sprt16none": {}}));
+    let o = b.create();
+    o.assert_fail();
+    o.assert_one_line_error(&["linux.netDevices"]);
+    ctx.assert_no_trace(&o, &b, &[], None);
+    let veth = Veth(format!("sprt16e{n}"), format!("sprt16f{n}"));
+    ip(&[
+        "link", "add", &veth.0, "type", "veth", "peer", "name", &veth.1,
+    ])
+    .unwrap();
+    let mut b = ctx.bundle(&["true"]);
+    b.remove_namespace("network");
+    b.set("/linux/netDevices", json!({ veth.1.clone(): {} }));
+    let o = b.create();
+    o.assert_fail();
+    o.assert_one_line_error(&["linux.netDevices"]);
+    ctx.assert_no_trace(&o, &b, &[], None);
+    let mut b = ctx.bundle(&["true"]);
+    b.set(
+        "/linux/netDevices",
+        json!({ veth.1.clone(): {"name": "a/b"} }),
+    );
+    let o = b.create();
+    o.assert_fail();
+    o.assert_one_line_error(&["linux.netDevices"]);
+    assert!(link_exists(&veth.1), "a refused config moved nothing");
+}

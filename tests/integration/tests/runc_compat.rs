@@ -4,7 +4,9 @@
 //! environment and working directory, a process.json without `user`; no PATH in process.env, a
 //! missing cwd with a read-only root, the pty's owner and ONLCR, `kill 0` / `kill -a`, `update`
 //! with -1 and the realtime flags, `exec` into a paused container, `ps` / `list` output, the
-//! spec's scheduler flag names, and seccomp NOTIFY on `write`. See docs/compatibility.md
+//! spec's scheduler flag names, seccomp NOTIFY on `write`, and runtime-spec 1.3
+//! (`linux.memoryPolicy`, `process.execCPUAffinity`, `features`, `linux.intelRdt` without
+//! resctrl, `linux.netDevices`). See docs/compatibility.md
 //! ("runc drop-in (issue 16)").
 
 use serde_json::{json, Value};
@@ -1187,6 +1189,11 @@ fn features_report_runtime_spec_1_3() {
     let c: Value =
         serde_json::from_str(&fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     assert_eq!(c["ociVersion"], "1.3.0", "{c}");
+    // `state` reports the runtime's spec version (runc: specs.Version), for a 1.0 config too.
+    let mut b = ctx.bundle(SLEEP);
+    b.set("/ociVersion", json!("1.0.2"));
+    b.create().assert_ok();
+    assert_eq!(b.state()["ociVersion"], "1.3.0", "{}", b.state());
 }
 
 // ---- 19. runtime-spec 1.3: linux.intelRdt without resctrl, linux.netDevices -------------------------

@@ -1259,9 +1259,17 @@ fn net_devices_are_moved_into_the_container_and_renamed() {
             return;
         }
     }
+    // A permanent global address goes along (runc re-adds them; the kernel drops them on the
+    // move), and the device is up inside.
+    let o = ip(&["addr", "add", "10.216.16.1/24", "dev", &veth.0]).unwrap();
+    assert!(o.status.success(), "ip addr add: {o:?}");
     let ctx = Ctx::new("netdev");
     // Renamed to ctr16 inside; the other end stays on the host.
-    let mut b = ctx.bundle(&["cat", "/proc/net/dev"]);
+    let mut b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "cat /proc/net/dev /sys/class/net/ctr16/flags /proc/net/fib_trie",
+    ]);
     b.set(
         "/linux/netDevices",
         json!({ veth.0.clone(): {"name": "ctr16"} }),
@@ -1269,6 +1277,18 @@ fn net_devices_are_moved_into_the_container_and_renamed() {
     let o = b.run();
     o.assert_ok();
     assert!(o.stdout.contains("ctr16:"), "{}", o.describe());
+    let flags = o
+        .stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("0x"))
+        .and_then(|f| u32::from_str_radix(f, 16).ok())
+        .unwrap_or_else(|| panic!("no flags: {}", o.describe()));
+    assert_eq!(flags & 1, 1, "ctr16 should be up: {}", o.describe());
+    assert!(
+        o.stdout.contains("10.216.16.1"),
+        "the address should have come along: {}",
+        o.describe()
+    );
     assert!(!o.stdout.contains(&veth.0), "{}", o.describe());
     assert!(
         !link_exists(&veth.0),

@@ -333,6 +333,7 @@ def main():
     ap.add_argument("--json", help="write results here")
     ap.add_argument("--threads", type=int, default=4, help="client threads of the rate runs")
     ap.add_argument("--config", default="", help="extra top-level engine config (TOML lines, e.g. 'zygote_learn_prewarm = false'), for both engines")
+    ap.add_argument("--sandbox-config", default="", help="extra [sandbox] lines for both engines, e.g. 'network_ns = false'")
     ap.add_argument("--only", help="comma-separated subset: python,hot,warm,zygote,burst,rate,cold,coldrate (default: all)")
     a = ap.parse_args()
     warn_if_stale(a.bin)
@@ -347,7 +348,8 @@ def main():
         out.append(python_first_byte())
 
     xc = a.config.replace("\\n", "\n") + "\n"
-    eng = Engine(a.bin, "z", xc + "freeze_after_ms = 50\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n[sandbox]\nmemory_mb = 256\n")
+    sc = a.sandbox_config.replace("\\n", "\n") + "\n"
+    eng = Engine(a.bin, "z", xc + "freeze_after_ms = 50\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n[sandbox]\nmemory_mb = 256\n" + sc)
     try:
         eng.wait_zygotes()
         eng.add("echo", ECHO)
@@ -384,7 +386,7 @@ def main():
     finally:
         eng.stop()
 
-    eng = Engine(a.bin, "c", xc + "zygotes = false\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n")
+    eng = Engine(a.bin, "c", xc + "zygotes = false\nmax_sandboxes = 1024\nmemory_budget_mb = 8192\npool_prealloc = 64\n[sandbox]\n" + sc)
     try:
         # Spaced like the zygote run (pre-made namespaces/cgroups are refilled between starts).
         if want("cold"):

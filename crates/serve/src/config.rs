@@ -112,8 +112,11 @@ pub struct SandboxLimits {
     pub scratch_mb: u64,
     pub uid: u32,
     pub gid: u32,
-    /// New network namespace (only lo) for every sandbox; a handler without it may ask for
-    /// one with `network_ns = true` in its handler.toml (never turn it off).
+    /// New network namespace (only lo, down) for every sandbox (the default): no sandbox can
+    /// reach another's sockets (TCP, UDP, abstract unix), the engine's API or any host
+    /// service. Spares make it ahead of their request. `false` gives sandboxes the host's
+    /// network (SOCK's lean default); a handler may then still ask for one with
+    /// `network_ns = true` in its handler.toml (it can never turn it off).
     pub network_ns: bool,
     /// New mount namespace for every sandbox, with a private /proc of its own pid namespace
     /// (pid/ipc/uts are always new). Off by default, as SOCK's lean containers: a sandbox
@@ -134,7 +137,7 @@ impl Default for SandboxLimits {
             scratch_mb: 64,
             uid: 65534,
             gid: 65534,
-            network_ns: false,
+            network_ns: true,
             mount_ns: false,
             seccomp: true,
         }

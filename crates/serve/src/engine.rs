@@ -992,7 +992,7 @@ impl Engine {
             "module": "f",
             "function": "f",
             "trace": self.trace,
-            "unshare_late": flags & (spawn::CLONE_NEWNET | spawn::CLONE_NEWNS),
+            "unshare_late": self.late_flags(flags),
         })
     }
 
@@ -1193,7 +1193,7 @@ impl Engine {
         *self.cold_last_take.lock().unwrap() = Instant::now();
         let spare = self.cold_spares.lock().unwrap().pop();
         if let Some((a, cg)) = spare {
-            let late = flags & (spawn::CLONE_NEWNS | spawn::CLONE_NEWNET);
+            let late = self.late_flags(flags);
             let mut setup = setup.clone();
             if self.trace {
                 // The cold init reports its marks relative to this (CLOCK_MONOTONIC).
@@ -1293,8 +1293,21 @@ impl Engine {
     /// Namespaces a spare makes ahead of time. The mount namespace waits until the spare
     /// has chrooted into its root (so its copy holds the root's mounts, and the host's copy
     /// can be detached), the network namespace for the handler's choice.
+    /// Namespaces a spare makes ahead of any request: pid/ipc/uts, and the network namespace
+    /// when every sandbox gets one (`sandbox.network_ns`, the default; a handler cannot turn
+    /// it off), so that its creation is off the request path too.
     fn early_flags(&self) -> i32 {
-        spawn::CLONE_NEWPID | spawn::CLONE_NEWIPC | spawn::CLONE_NEWUTS
+        let mut f = spawn::CLONE_NEWPID | spawn::CLONE_NEWIPC | spawn::CLONE_NEWUTS;
+        if self.cfg.sandbox.network_ns {
+            f |= spawn::CLONE_NEWNET;
+        }
+        f
+    }
+
+    /// Namespaces made when a spare is assigned a handler: what `flags` asks beyond the
+    /// spare's early ones.
+    fn late_flags(&self, flags: i32) -> i32 {
+        flags & (spawn::CLONE_NEWNS | spawn::CLONE_NEWNET) & !self.early_flags()
     }
 
     fn take_spare(&self, z: &Zygote) -> std::io::Result<(UnixStream, PoolCg)> {

@@ -212,11 +212,9 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
     let zero = b"0";
 
     let mut flags = s.unshare;
-    let early = if spare {
-        flags & !(CLONE_NEWNS | CLONE_NEWNET)
-    } else {
-        flags
-    };
+    // A spare makes its mount namespace only once it has a root (the copy must hold the
+    // root's mounts); a network namespace it is given early, it makes at once.
+    let early = if spare { flags & !CLONE_NEWNS } else { flags };
     // The pid, ipc and uts namespaces are made by the clone itself: the child is pid 1 of its
     // pid namespace at once. (Before: fork, unshare, fork again and exit the intermediate,
     // i.e. two copies of the engine's address space and one teardown per cold start.) A raw

@@ -309,13 +309,14 @@ fn isolation_and_failures_are_contained() {
         r.body
     );
 
-    // Network: no network namespace by default (documented); with network_ns only lo.
+    // Network: a network namespace of its own by default (only lo, down): not even the
+    // engine's API on loopback is reachable (more in sandboxes_reach_no_other_sandbox...).
     let net = format!(
         "import socket\ndef f(e):\n    s = socket.socket()\n    s.settimeout(1)\n    try:\n        s.connect(('127.0.0.1', {}))\n        return 'connected'\n    except OSError as x:\n        return x.strerror\n",
         d.port
     );
     d.add("net", &net, &[]);
-    assert_eq!(d.post("net", "{}").json(), "connected");
+    assert_eq!(d.post("net", "{}").json(), "Network is unreachable");
     d.add("netns", &net, &[("handler.toml", "network_ns = true\n")]);
     assert_eq!(d.post("netns", "{}").json(), "Network is unreachable");
 
@@ -1922,4 +1923,93 @@ fn shutdown_with_requests_in_flight_leaves_nothing() {
     for c in clients {
         c.join().unwrap();
     }
+}
+
+/// Listens on TCP port `event` on loopback and on the abstract unix socket
+/// `@sprout-test-<event>`, answers whatever connected since the last call (non-blocking).
+const LISTENER: &str = r#"
+import socket
+S = []
+def f(e):
+    if not S:
+        t = socket.socket()
+        t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        t.bind(("127.0.0.1", int(e)))
+        t.listen(8)
+        u = socket.socket(socket.AF_UNIX)
+        u.bind("\0sprout-test-%d" % int(e))
+        u.listen(8)
+        for x in (t, u):
+            x.setblocking(False)
+        S.extend((t, u))
+    got = 0
+    for x in S:
+        try:
+            while True:
+                x.accept()[0].close()
+                got += 1
+        except BlockingIOError:
+            pass
+    return got
+"#;
+
+/// Tries the engine's port, the listener's TCP port and its abstract unix socket.
+const PROBE: &str = r#"
+import socket
+def f(e):
+    out = {}
+    for name, fam, addr in (("engine", socket.AF_INET, ("127.0.0.1", e["engine"])),
+                            ("tcp", socket.AF_INET, ("127.0.0.1", e["port"])),
+                            ("abstract", socket.AF_UNIX, "\0sprout-test-%d" % e["port"])):
+        s = socket.socket(fam)
+        s.settimeout(1)
+        try:
+            s.connect(addr)
+            out[name] = "connected"
+        except OSError as x:
+            out[name] = x.strerror
+        s.close()
+    return out
+"#;
+
+#[test]
+fn sandboxes_reach_no_other_sandbox_nor_the_engine_by_default() {
+    need_root!();
+    let probe = |d: &Daemon, port: u16| {
+        let ev = format!("{{\"engine\": {}, \"port\": {port}}}", d.port);
+        let r = d.post("probe", &ev);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    };
+    // Default: a network namespace per sandbox.
+    let d = Daemon::start("xtenant", "freeze_after_ms = 50\n");
+    d.add("listener", LISTENER, &[]);
+    d.add("probe", PROBE, &[]);
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    assert_eq!(d.post("listener", &port.to_string()).json(), 0);
+    // The listener is frozen (warm) while the probe tries it, as in the issue's reproduction.
+    assert!(eventually(3_000, || d.status()["handlers"]["listener"]
+        ["warm"]
+        == 1));
+    let got = probe(&d, port);
+    for k in ["engine", "tcp", "abstract"] {
+        assert_ne!(got[k], "connected", "{k}: {got}");
+    }
+    assert_eq!(
+        d.post("listener", &port.to_string()).json(),
+        0,
+        "something got through"
+    );
+    drop(d);
+    // The operator's opt-out: the host's network, shared (what the threat model documents).
+    let d = Daemon::start(
+        "xtenant-off",
+        "freeze_after_ms = 50\n[sandbox]\nnetwork_ns = false\n",
+    );
+    d.add("listener", LISTENER, &[]);
+    d.add("probe", PROBE, &[]);
+    assert_eq!(d.post("listener", &(port + 1).to_string()).json(), 0);
+    let got = probe(&d, port + 1);
+    assert_eq!(got["engine"], "connected", "{got}");
+    assert_eq!(got["abstract"], "connected", "{got}");
 }

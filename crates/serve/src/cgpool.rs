@@ -368,6 +368,14 @@ impl CgPool {
         }
     }
 
+    /// Kill and remove what an engine with this config recorded (`cleanup`, the watchdog):
+    /// the number of pool cgroups removed.
+    pub fn clean_recorded(cfg: &crate::config::Config) -> Result<usize, String> {
+        let layout = Layout::detect().map_err(|e| e.to_string())?;
+        let pool = CgPool::new(layout, &cfg.cgroup_name, resources(1, 1, 0), &cfg.run_dir);
+        Ok(pool.cleanup_previous())
+    }
+
     /// Startup / shutdown: kill and remove the pool cgroups recorded in the run dir.
     pub fn cleanup_previous(&self) -> usize {
         let Ok(raw) = std::fs::read_to_string(&self.record) else {

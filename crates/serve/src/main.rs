@@ -95,14 +95,7 @@ fn main() {
             }
         }
         ["cleanup"] => {
-            let layout = sprout_cgroups::Layout::detect().unwrap_or_else(|e| die(e));
-            let pool = cgpool::CgPool::new(
-                layout,
-                &cfg.cgroup_name,
-                cgpool::resources(1, 1, 0),
-                &cfg.run_dir,
-            );
-            let n = pool.cleanup_previous();
+            let n = cgpool::CgPool::clean_recorded(&cfg).unwrap_or_else(|e| die(e));
             let m = rootfs::mounts_under(&cfg.run_dir).len();
             rootfs::teardown_run_dir(&cfg.run_dir);
             println!("removed {n} cgroups, {m} mounts");

@@ -133,14 +133,7 @@ fn watch(r: OwnedFd, cfg: &Config, engine: i32) -> ! {
         // SAFETY: as below.
         unsafe { libc::_exit(0) }
     }
-    if let Ok(layout) = sprout_cgroups::Layout::detect() {
-        let pool = cgpool::CgPool::new(
-            layout,
-            &cfg.cgroup_name,
-            cgpool::resources(1, 1, 0),
-            &cfg.run_dir,
-        );
-        let n = pool.cleanup_previous();
+    if let Ok(n) = cgpool::CgPool::clean_recorded(cfg) {
         if n > 0 {
             eprintln!("sprout-serve: watchdog: the engine is gone; killed and removed its {n} pool cgroups");
         }

@@ -513,6 +513,40 @@ fn install_cache_and_package_zygote() {
     let _ = paths;
 }
 
+/// POST `body` to `handler` from a thread that holds the connection open for `hold` and
+/// never reads the answer (a request in flight when something happens to the engine).
+fn post_in_background(port: u16, handler: &str, body: &str, hold: Duration) {
+    let req = format!(
+        "POST /run/{handler} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    std::thread::spawn(move || {
+        let _ = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
+            use std::io::Write;
+            s.write_all(req.as_bytes())?;
+            std::thread::sleep(hold);
+            Ok(())
+        });
+    });
+}
+
+/// Every process in the engine's pool cgroups (the first hierarchy of `cgroup_dirs`).
+fn pool_procs(d: &Daemon) -> Vec<i32> {
+    let mut pids = vec![];
+    for dir in pool_dirs(d) {
+        if let Ok(s) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+            pids.extend(s.lines().map(|l| l.parse::<i32>().unwrap()));
+        }
+    }
+    pids
+}
+
+/// `p` exists and is not a zombie.
+fn alive(p: &i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{p}/stat"))
+        .is_ok_and(|s| !s.contains(") Z ") && !s.contains(") X "))
+}
+
 #[test]
 fn restart_cleans_up_after_a_killed_engine() {
     need_root!();
@@ -522,26 +556,9 @@ fn restart_cleans_up_after_a_killed_engine() {
     assert_eq!(d.post("echo", "1").status, 200);
     // A frozen sandbox, plus one busy in a request when the engine dies.
     assert!(eventually(2_000, || d.status()["sandboxes"]["warm"] == 1));
-    let port = d.port;
-    std::thread::spawn(move || {
-        let _ = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
-            use std::io::Write;
-            s.write_all(b"POST /run/sleep HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")?;
-            std::thread::sleep(Duration::from_secs(5));
-            Ok(())
-        });
-    });
-    let cg_dirs = d.cgroup_dirs();
-    assert!(!cg_dirs.is_empty());
-    let procs = || {
-        let mut pids = vec![];
-        for e in std::fs::read_dir(&cg_dirs[0]).unwrap().flatten() {
-            if let Ok(s) = std::fs::read_to_string(e.path().join("cgroup.procs")) {
-                pids.extend(s.lines().map(|l| l.parse::<i32>().unwrap()));
-            }
-        }
-        pids
-    };
+    post_in_background(d.port, "sleep", "{}", Duration::from_secs(5));
+    assert!(!d.cgroup_dirs().is_empty());
+    let procs = || pool_procs(&d);
     assert!(
         eventually(5_000, || procs().len() >= 3),
         "zygote + 2 sandboxes: {:?}",
@@ -558,11 +575,7 @@ fn restart_cleans_up_after_a_killed_engine() {
         d.log()
     );
     for p in &pids {
-        let alive = std::path::Path::new(&format!("/proc/{p}")).exists()
-            && !std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .unwrap_or_default()
-                .contains(") Z ");
-        assert!(!alive, "pid {p} of the killed engine survived");
+        assert!(!alive(p), "pid {p} of the killed engine survived");
     }
     assert_eq!(d.post("echo", "2").status, 200);
     // A clean stop leaves nothing: no mount, no cgroup, not even the run directory.
@@ -1627,29 +1640,11 @@ fn sandboxes_die_with_a_killed_engine() {
     d.add("spin", "def f(e):\n    while True:\n        pass\n", &[]);
     assert_eq!(d.post("echo", "1").status, 200);
     assert!(eventually(2_000, || d.status()["sandboxes"]["warm"] == 1));
-    let port = d.port;
-    std::thread::spawn(move || {
-        let _ = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
-            use std::io::Write;
-            s.write_all(b"POST /run/spin HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n1")?;
-            std::thread::sleep(Duration::from_secs(20));
-            Ok(())
-        });
-    });
+    post_in_background(d.port, "spin", "1", Duration::from_secs(20));
     assert!(eventually(5_000, || d.status()["handlers"]["spin"]["live"] == 1));
     std::thread::sleep(Duration::from_millis(300));
-    let cg_dirs = d.cgroup_dirs();
-    let mut pids = vec![];
-    for e in std::fs::read_dir(&cg_dirs[0]).unwrap().flatten() {
-        if let Ok(s) = std::fs::read_to_string(e.path().join("cgroup.procs")) {
-            pids.extend(s.lines().map(|l| l.parse::<i32>().unwrap()));
-        }
-    }
+    let pids = pool_procs(&d);
     assert!(pids.len() >= 3, "zygote + 2 sandboxes: {pids:?}");
-    let alive = |p: &i32| {
-        std::fs::read_to_string(format!("/proc/{p}/stat"))
-            .is_ok_and(|s| !s.contains(") Z ") && !s.contains(") X "))
-    };
     d.crash();
     // Nobody runs `cleanup` or a new engine: they die by themselves, and their cgroups go.
     assert!(

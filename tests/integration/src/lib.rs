@@ -51,3 +51,29 @@ pub fn new_mounts_since(before: &[String], needles: &[&str]) -> Vec<String> {
         .filter(|m| needles.iter().any(|n| !n.is_empty() && m.contains(n)))
         .collect()
 }
+
+/// Receive one fd over a unix stream with SCM_RIGHTS (the console socket's pty master).
+pub fn recv_fd(sock: std::os::fd::RawFd) -> std::os::fd::RawFd {
+    // SAFETY: recvmsg into buffers that live through the call; the cmsg is checked before use.
+    unsafe {
+        let mut data = [0u8; 4096];
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr() as *mut _,
+            iov_len: data.len(),
+        };
+        let mut cbuf = [0u8; 256];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr() as *mut _;
+        msg.msg_controllen = cbuf.len() as _;
+        let n = libc::recvmsg(sock, &mut msg, 0);
+        assert!(n >= 0, "recvmsg: {}", std::io::Error::last_os_error());
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        assert!(
+            !cmsg.is_null(),
+            "no SCM_RIGHTS message on the console socket"
+        );
+        std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const std::os::fd::RawFd)
+    }
+}

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use sprout_integration_tests::*;
 use std::fs;
 use std::io::Read;
-use std::os::fd::{FromRawFd, RawFd};
+use std::os::fd::FromRawFd;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
@@ -318,32 +318,6 @@ fn pause_and_resume() {
     wait_for("progress after resume", POLL_TIMEOUT, || {
         (fs::read_to_string(out.join("n")).unwrap() != a).then_some(())
     });
-}
-
-/// Receive one fd over a unix stream with SCM_RIGHTS.
-fn recv_fd(sock: RawFd) -> RawFd {
-    unsafe {
-        let mut data = [0u8; 4096];
-        let mut iov = libc::iovec {
-            iov_base: data.as_mut_ptr() as *mut _,
-            iov_len: data.len(),
-        };
-        let mut cbuf = [0u8; 256];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr() as *mut _;
-        msg.msg_controllen = cbuf.len() as _;
-        let n = libc::recvmsg(sock, &mut msg, 0);
-        assert!(n >= 0, "recvmsg: {}", std::io::Error::last_os_error());
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        assert!(
-            !cmsg.is_null(),
-            "no SCM_RIGHTS message on the console socket"
-        );
-        assert_eq!((*cmsg).cmsg_type, libc::SCM_RIGHTS);
-        std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd)
-    }
 }
 
 #[test]

@@ -393,32 +393,6 @@ fn missing_cwd_is_created_before_the_root_is_made_read_only() {
 
 // ---- 9. the container's pty: owner and ONLCR ------------------------------------------------------
 
-/// Receive one fd over a unix stream with SCM_RIGHTS.
-fn recv_fd(sock: std::os::fd::RawFd) -> std::os::fd::RawFd {
-    // SAFETY: recvmsg into buffers that live through the call; the cmsg is checked before use.
-    unsafe {
-        let mut data = [0u8; 4096];
-        let mut iov = libc::iovec {
-            iov_base: data.as_mut_ptr() as *mut _,
-            iov_len: data.len(),
-        };
-        let mut cbuf = [0u8; 256];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr() as *mut _;
-        msg.msg_controllen = cbuf.len() as _;
-        let n = libc::recvmsg(sock, &mut msg, 0);
-        assert!(n >= 0, "recvmsg: {}", std::io::Error::last_os_error());
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        assert!(
-            !cmsg.is_null(),
-            "no SCM_RIGHTS message on the console socket"
-        );
-        std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const std::os::fd::RawFd)
-    }
-}
-
 /// Accept one connection on `sock_path`, receive the pty master and read it until the slave side
 /// closes; the bytes come back on the channel.
 fn pty_reader(sock_path: &Path) -> std::sync::mpsc::Receiver<String> {

@@ -52,7 +52,15 @@ fn sprout_bin() -> PathBuf {
 fn copy_exe(from: &Path, dir: &Path, name: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let to = dir.join(name);
-    std::fs::copy(from, &to).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+    // Copied by a cp(1) process, not std::fs::copy: while this (multi-threaded) test process
+    // held the copy open for writing, a fork on the other test thread could inherit that fd
+    // until its exec, and exec'ing the copy then failed with ETXTBSY (seen in the suite).
+    let st = Command::new("cp")
+        .arg(from)
+        .arg(&to)
+        .status()
+        .unwrap_or_else(|e| panic!("cp {}: {e}", from.display()));
+    assert!(st.success(), "cp {} {}: {st}", from.display(), to.display());
     std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
     to
 }

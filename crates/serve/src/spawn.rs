@@ -64,6 +64,43 @@ pub fn cloexec_from(first: u32) {
     }
 }
 
+/// In a child after a raw clone: put `null` on fd 0, `log` on 1 and 2 (each when >= 0) and
+/// `sock` on 3, then close every fd from 4 up (close_range; a loop over the table's size on a
+/// kernel without it). Returns the socket's new number, 3. The engine's fds 0-2 are always
+/// open (Rust's runtime opens /dev/null on any that are not at start-up), so `sock`, `null`
+/// and `log` are >= 3 and moving one never clobbers another that is still to be moved but 3:
+/// `null` and `log` are moved off 3 first.
+///
+/// # Safety
+/// Only in a child with its own fd table (no CLONE_FILES), which owns every fd it closes.
+unsafe fn keep_only(sock: RawFd, null: RawFd, log: RawFd) -> RawFd {
+    // SAFETY: dup2/close_range/close on this process's own fd table; no memory is touched.
+    unsafe {
+        if null >= 0 {
+            libc::dup2(null, 0);
+        }
+        if log >= 0 {
+            libc::dup2(log, 1);
+            libc::dup2(log, 2);
+        }
+        if sock != 3 && libc::dup2(sock, 3) != 3 {
+            child_fail(sock, b"dup2");
+        }
+        if libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) != 0 {
+            let mut rl: libc::rlimit = std::mem::zeroed();
+            let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
+                rl.rlim_cur.min(1 << 20) as i32
+            } else {
+                1024
+            };
+            for fd in 4..max {
+                libc::close(fd);
+            }
+        }
+    }
+    3
+}
+
 /// Write `{"ready":false,"error":"setup: <what> failed (errno N)"}` as a frame, no allocation.
 fn child_fail(sock: RawFd, what: &[u8]) -> ! {
     let errno = unsafe { *libc::__errno_location() };
@@ -238,13 +275,21 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
         return Ok(pid);
     }
     // ---- child: async-signal-safe only ----
+    // SAFETY: raw syscalls on this child's own copy of the fd table and memory, on buffers
+    // built before the clone; nothing here allocates or takes a lock.
     unsafe {
-        let sock = s.sock;
         for &fd in s.procs {
             if libc::write(fd, zero.as_ptr() as *const _, 1) != 1 {
-                child_fail(sock, b"joining cgroup");
+                child_fail(s.sock, b"joining cgroup");
             }
         }
+        // The clone copied every fd of the engine: its listening socket, the other spares'
+        // and sandboxes' sockets, pool cgroup fds. A spare may wait for minutes before its
+        // exec (and a spare no cleanup reaches would never see EOF on its socket while it
+        // held the others), so keep only what the child needs from here on: /dev/null on 0,
+        // the log on 1 and 2 (a spare: /dev/null until its assignment brings its log), the
+        // socket on 3; close the rest now.
+        let sock = keep_only(s.sock, s.null_fd, if spare { s.null_fd } else { s.log_fd });
         if !spare {
             if libc::chroot(root.as_ptr()) != 0 {
                 child_fail(sock, b"chroot");
@@ -262,7 +307,7 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
         {
             child_fail(sock, b"sethostname");
         }
-        let mut log_fd = s.log_fd;
+        let mut log_fd = -1;
         if spare {
             let Some((rootfd, late, log)) = wait_assignment(sock) else {
                 libc::_exit(0)
@@ -315,9 +360,6 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
         if log_fd >= 0 {
             libc::dup2(log_fd, 2);
             libc::dup2(log_fd, 1);
-        }
-        if s.null_fd >= 0 {
-            libc::dup2(s.null_fd, 0);
         }
         if let Some(p) = s.seccomp {
             if p.load().is_err() {

@@ -14,8 +14,9 @@ use oci_spec::runtime::{
 use crate::sha256::{hex, Sha256};
 
 /// Bump when the canonical form, the meaning of a cache entry or the compiled form of a profile
-/// changes (2: libseccomp's binary-tree layout, SCMP_FLTATR_CTL_OPTIMIZE = 2; 3: compact.rs).
-const KEY_FORMAT: u32 = 3;
+/// changes (2: libseccomp's binary-tree layout, SCMP_FLTATR_CTL_OPTIMIZE = 2; 3: compact.rs;
+/// 4: the ENOSYS stub of enosys.rs in front of the program).
+const KEY_FORMAT: u32 = 4;
 
 /// Stable tag of an action.
 pub(crate) fn action_tag(a: LinuxSeccompAction) -> u8 {

@@ -141,7 +141,7 @@ fn action(a: LinuxSeccompAction, errno_ret: Option<u32>, what: &str) -> Result<S
     })
 }
 
-fn arch(a: Arch) -> ScmpArch {
+pub(crate) fn arch(a: Arch) -> ScmpArch {
     match a {
         Arch::ScmpArchNative => ScmpArch::Native,
         Arch::ScmpArchX86 => ScmpArch::X86,
@@ -190,10 +190,20 @@ fn lerr(what: impl std::fmt::Display, e: libseccomp::error::SeccompError) -> Err
 /// result with [`crate::compact`]: the syscall-number dispatch becomes a binary search over
 /// ranges of numbers with the same decision, and only the argument checks of libseccomp's
 /// program are kept. The compacted program is checked against libseccomp's at compile time
-/// and dropped for libseccomp's own if anything differs.
+/// and dropped for libseccomp's own if anything differs. In front of it goes runc's ENOSYS
+/// stub ([`crate::enosys`]): syscall numbers newer than any the profile names get ENOSYS
+/// instead of a refusing default action.
 pub fn compile(profile: &LinuxSeccomp) -> Result<Compiled> {
     let full = compile_with(profile, OPTIMIZE)?;
-    let filter = crate::compact::compact(&full.filter).unwrap_or(full.filter);
+    let program = crate::compact::compact(&full.filter).unwrap_or(full.filter);
+    let stub = crate::enosys::stub(profile);
+    if stub.len() + program.len() > BPF_MAXINSNS {
+        return Err(Error::Invalid(format!(
+            "linux.seccomp: filter of {} instructions exceeds the kernel's limit of {BPF_MAXINSNS}",
+            stub.len() + program.len()
+        )));
+    }
+    let filter = stub.into_iter().chain(program.iter().copied()).collect();
     Ok(Compiled { filter, ..full })
 }
 

@@ -34,7 +34,8 @@
 //!   dynamic loading; only a miss runs libseccomp code.
 //!
 //! Layout: [`canon`] (canonical profile serialisation and the cache key), [`compile`]
-//! (libseccomp, the miss path), [`compact`] (shortens libseccomp's program, checked against it), [`cache`] (store / load / evict), [`load`] (the raw syscall),
+//! (libseccomp, the miss path), [`compact`] (shortens libseccomp's program, checked against it),
+//! [`enosys`] (runc's ENOSYS stub for syscalls newer than the profile), [`cache`] (store / load / evict), [`load`] (the raw syscall),
 //! [`sha256`] (the hash used by the key and the entries' checksum).
 
 use std::os::fd::OwnedFd;
@@ -44,6 +45,7 @@ pub mod cache;
 pub mod canon;
 pub mod compact;
 pub mod compile;
+pub mod enosys;
 pub mod load;
 pub mod sha256;
 

@@ -5,7 +5,7 @@
 //! missing cwd with a read-only root, the pty's owner and ONLCR, `kill 0` / `kill -a`, `update`
 //! with -1 and the realtime flags, `exec` into a paused container, `ps` / `list` output, the
 //! spec's scheduler flag names, seccomp NOTIFY on `write`, seccomp's ENOSYS for syscalls newer
-//! than the profile, and runtime-spec 1.3
+//! than the profile, v1 cpuset values of new intermediate cgroups, and runtime-spec 1.3
 //! (`linux.memoryPolicy`, `process.execCPUAffinity`, `features`, `linux.intelRdt` without
 //! resctrl, `linux.netDevices`). See docs/compatibility.md
 //! ("runc drop-in (issue 16)").
@@ -1415,5 +1415,96 @@ fn seccomp_syscall_newer_than_the_profile_gets_enosys() {
                 o.describe()
             );
         }
+    }
+}
+
+// ---- cgroup v1: cpuset of new intermediate directories; delete --force with sub-cgroups -------
+
+/// Mount points of the cgroup hierarchies (v1 and cgroup2) of this host.
+fn cgroup_mounts() -> Vec<PathBuf> {
+    let mi = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mut out: Vec<PathBuf> = mi
+        .lines()
+        .filter_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let fstype = post.split(' ').next()?;
+            (fstype == "cgroup" || fstype == "cgroup2")
+                .then(|| PathBuf::from(pre.split(' ').nth(4).unwrap_or("")))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// rmdir every directory below and including `dir`, deepest first (a failed test's leftovers).
+fn rmdir_tree(dir: &Path) {
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                rmdir_tree(&e.path());
+            }
+        }
+    }
+    let _ = fs::remove_dir(dir);
+}
+
+/// Removes what a test's absolute cgroupsPath top left in any hierarchy (after the asserts).
+struct CgroupTops(Vec<PathBuf>);
+
+impl Drop for CgroupTops {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            rmdir_tree(d);
+        }
+    }
+}
+
+#[test]
+fn v1_cpuset_of_new_intermediate_cgroups_is_copied_from_the_parent() {
+    let root = Path::new("/sys/fs/cgroup/cpuset");
+    if !root.join("cpuset.cpus").exists() {
+        eprintln!("skipped: no cgroup v1 cpuset hierarchy at /sys/fs/cgroup/cpuset");
+        return;
+    }
+    let ctx = Ctx::new("cpusetcopy");
+    let top = format!("sprout-test-cpuset-{}", ctx.new_id());
+    let _tops = CgroupTops(cgroup_mounts().iter().map(|m| m.join(&top)).collect());
+    let mut b = ctx.bundle(SLEEP);
+    b.set("/linux/cgroupsPath", json!(format!("/{top}/a/b")));
+    // The init joins the cgroup at create: with an empty cpuset.cpus/mems anywhere on the way
+    // that fails (ENOSPC).
+    b.create().assert_ok();
+    let want_cpus = fs::read_to_string(root.join("cpuset.cpus")).unwrap();
+    let want_mems = fs::read_to_string(root.join("cpuset.mems")).unwrap();
+    for rel in ["", "a", "a/b"] {
+        let d = root.join(&top).join(rel);
+        let cpus = fs::read_to_string(d.join("cpuset.cpus")).unwrap();
+        let mems = fs::read_to_string(d.join("cpuset.mems")).unwrap();
+        assert!(
+            !cpus.trim().is_empty() && !mems.trim().is_empty(),
+            "{}",
+            d.display()
+        );
+        assert_eq!(
+            (cpus, mems),
+            (want_cpus.clone(), want_mems.clone()),
+            "{}",
+            d.display()
+        );
+    }
+    let procs = fs::read_to_string(root.join(&top).join("a/b/cgroup.procs")).unwrap();
+    assert!(
+        procs.lines().any(|l| l.trim() == b.pid().to_string()),
+        "init {} not in the cpuset cgroup: {procs:?}",
+        b.pid()
+    );
+    b.start_and_wait_exec();
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+    b.delete().assert_ok();
+    // Everything the create made is gone, in every hierarchy.
+    for m in cgroup_mounts() {
+        assert!(!m.join(&top).exists(), "{} left", m.join(&top).display());
     }
 }

@@ -73,7 +73,7 @@ pub fn run_all(kind: &str, hooks: Option<&Vec<Hook>>, state_json: &[u8]) -> Resu
     Ok(())
 }
 
-/// poststart / poststop: a failing hook is logged as a warning and the others still run.
+/// poststop: a failing hook is logged as a warning and the others still run (runtime-spec).
 pub fn run_all_warn(kind: &str, hooks: Option<&Vec<Hook>>, state_json: &[u8]) {
     for (i, h) in hooks.into_iter().flatten().enumerate() {
         if let Err(e) = run_hook(kind, i, h, state_json) {

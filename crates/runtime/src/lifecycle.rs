@@ -72,9 +72,21 @@ pub fn start(store: &Store, id: &str, trace: &mut Trace) -> Result<()> {
     trace.mark("start_signal");
     if let Some(h) = hooks {
         if poststart {
-            let sj = serde_json::to_vec(&st.spec_json(Status::Running)).unwrap_or_default();
-            crate::hooks::run_all_warn("poststart", h.poststart().as_ref(), &sj);
+            run_poststart(&st, &h)?;
         }
+    }
+    Ok(())
+}
+
+/// The poststart hooks, once the user process was executed (`start`, and foreground `run`).
+/// runtime-spec 1.3 (as runc): if one fails, the runtime MUST generate an error and stop the
+/// container: its processes are killed and waited for, the error is returned, and the
+/// container is left stopped for `delete` (`run` removes it). Before 1.3 this was a warning.
+pub fn run_poststart(st: &State, hooks: &oci_spec::runtime::Hooks) -> Result<()> {
+    let sj = serde_json::to_vec(&st.spec_json(Status::Running)).unwrap_or_default();
+    if let Err(e) = crate::hooks::run_all("poststart", hooks.poststart().as_ref(), &sj) {
+        let _ = kill_and_wait(st);
+        return Err(e);
     }
     Ok(())
 }

@@ -467,20 +467,24 @@ fn run(cli: Cli) -> Result<i32> {
             let opts = create_opts(&c, cli.systemd_cgroup);
             let created = create::create(&store, &opts, &mut trace, detach)?;
             if detach {
-                lifecycle::start(&store, &c.id, &mut trace)?;
+                // As runc's run: a container whose start failed (a poststart hook) is removed.
+                if let Err(e) = lifecycle::start(&store, &c.id, &mut trace) {
+                    let _ = lifecycle::delete(&store, &c.id, true, &mut trace);
+                    return Err(e);
+                }
                 trace.emit("run", &c.id);
                 return Ok(0);
             }
             // Foreground: the init did not wait for a fifo; poststart hooks run now.
             if let Some(h) = created.config.spec.hooks() {
                 if h.poststart().as_ref().is_some_and(|v| !v.is_empty()) {
-                    let sj = serde_json::to_vec(
-                        &created
-                            .state
-                            .spec_json(sprout_runtime::state::Status::Running),
-                    )
-                    .unwrap_or_default();
-                    sprout_runtime::hooks::run_all_warn("poststart", h.poststart().as_ref(), &sj);
+                    if let Err(e) = lifecycle::run_poststart(&created.state, h) {
+                        if !keep {
+                            let _ =
+                                lifecycle::delete_reaped(&store, &created.state, &mut trace);
+                        }
+                        return Err(e);
+                    }
                 }
             }
             trace.mark("started");

@@ -817,6 +817,56 @@ fn failing_create_container_hook_fails_create_and_leaves_nothing() {
     failing_hook_leaves_nothing("ccfail", "createContainer");
 }
 
+/// runtime-spec 1.3 (and runc): a failing poststart hook makes `start` fail with an error
+/// naming the hook, and the container is stopped (its process killed and reaped), not left
+/// running with a warning as before 1.3. `delete` then removes it.
+#[test]
+fn failing_poststart_hook_fails_start_and_stops_the_container() {
+    let ctx = Ctx::new("psfail");
+    let mut b = sh(&ctx, "sleep 1000");
+    b.set(
+        "/hooks/poststart",
+        json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 3"]}]),
+    );
+    b.create().assert_ok();
+    let pid = b.pid();
+    let o = b.start();
+    o.assert_fail();
+    o.assert_one_line_error(&["hook", "poststart"]);
+    assert_eq!(b.status().as_deref(), Some("stopped"), "{}", o.describe());
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z ")),
+        "the container's process {pid} still runs after its poststart hook failed"
+    );
+    b.delete().assert_ok();
+    assert_eq!(b.status(), None);
+}
+
+/// `run` (foreground and -d) with a failing poststart hook: an error naming the hook, and
+/// nothing left behind (runc's run destroys the container).
+#[test]
+fn failing_poststart_hook_fails_run_and_leaves_nothing() {
+    for (name, detach) in [("psrun", false), ("psrund", true)] {
+        let ctx = Ctx::new(name);
+        let mut b = sh(&ctx, "sleep 1000");
+        b.set(
+            "/hooks/poststart",
+            json!([{"path": "/bin/sh", "args": ["sh", "-c", "exit 4"]}]),
+        );
+        let t = std::time::Instant::now();
+        let o = if detach { b.run_with(&["-d"]) } else { b.run() };
+        o.assert_fail();
+        o.assert_one_line_error(&["hook", "poststart"]);
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "{name}: run waited for the container: {:?}",
+            t.elapsed()
+        );
+        ctx.assert_no_trace(&o, &b, &[], None);
+    }
+}
+
 #[test]
 fn hook_timeout_is_enforced() {
     let ctx = Ctx::new("hooktimeout");

@@ -44,6 +44,8 @@ pub struct ExecOpts {
     /// Exec into a paused container too (runc's --ignore-paused): the process starts frozen and
     /// runs once the container is resumed.
     pub ignore_paused: bool,
+    /// Send a pidfd for the process to this unix socket (runc's --pidfd-socket).
+    pub pidfd_socket: Option<PathBuf>,
 }
 
 fn build_process(spec: &Spec, o: &ExecOpts) -> Result<Process> {
@@ -176,6 +178,11 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         (None, true) => bail!("exec --tty needs --console-socket"),
         _ => None,
     };
+    let pidfd_socket = o
+        .pidfd_socket
+        .as_deref()
+        .map(crate::pidfd_socket::PidfdSocket::connect)
+        .transpose()?;
     let linux = spec.linux().as_ref();
     let types: Vec<LinuxNamespaceType> = linux
         .and_then(|l| l.namespaces().as_ref())
@@ -348,6 +355,12 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     trace.mark("exec");
     if let Some(p) = &o.pid_file {
         crate::create::write_pid_file(p, pid)?;
+    }
+    if let Some(s) = &pidfd_socket {
+        if let Err(e) = s.send(&child_pidfd) {
+            kill_and_reap(&child_pidfd);
+            return Err(e);
+        }
     }
     if o.detach {
         return Ok(0);

@@ -17,6 +17,7 @@ pub mod log;
 pub mod namespaces;
 pub mod netdev;
 pub mod numa;
+pub mod pidfd_socket;
 pub mod rootfs;
 pub mod spec_default;
 pub mod state;

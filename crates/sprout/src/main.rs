@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use sprout_runtime::create::{self, CreateOpts};
 use sprout_runtime::exec::{self, ExecOpts};
 use sprout_runtime::lifecycle;
+use sprout_runtime::pidfd_socket::PidfdSocket;
 use sprout_runtime::log::{self, LogConfig};
 use sprout_runtime::state::Store;
 use sprout_runtime::trace::Trace;
@@ -76,6 +77,9 @@ struct CreateArgs {
     no_new_keyring: bool,
     #[arg(long = "preserve-fds", default_value_t = 0)]
     preserve_fds: u32,
+    /// Send a pidfd for the container's init to this unix socket (SCM_RIGHTS).
+    #[arg(long = "pidfd-socket")]
+    pidfd_socket: Option<PathBuf>,
     id: String,
 }
 
@@ -185,6 +189,9 @@ enum Cmd {
         /// Allow exec in a paused container (the process runs once it is resumed).
         #[arg(long = "ignore-paused")]
         ignore_paused: bool,
+        /// Send a pidfd for the process to this unix socket (SCM_RIGHTS).
+        #[arg(long = "pidfd-socket")]
+        pidfd_socket: Option<PathBuf>,
         id: String,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -439,6 +446,31 @@ fn state_root(explicit: Option<PathBuf>) -> Result<PathBuf> {
     Ok(root)
 }
 
+/// `--pidfd-socket`: connected before anything is made, so a bad path leaves nothing.
+fn pidfd_socket(c: &CreateArgs) -> Result<Option<PidfdSocket>> {
+    c.pidfd_socket
+        .as_deref()
+        .map(PidfdSocket::connect)
+        .transpose()
+}
+
+/// Send the new init's pidfd; if that fails the container goes again (runc's create and run
+/// fail and destroy it).
+fn send_pidfd(
+    store: &Store,
+    id: &str,
+    sock: Option<PidfdSocket>,
+    created: &create::Created,
+    trace: &mut Trace,
+) -> Result<()> {
+    let Some(s) = sock else { return Ok(()) };
+    if let Err(e) = s.send(&created.pidfd) {
+        let _ = lifecycle::delete(store, id, true, trace);
+        return Err(e);
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<i32> {
     let root = state_root(cli.root)?;
     let store = Store::new(&root);
@@ -448,8 +480,10 @@ fn run(cli: Cli) -> Result<i32> {
     };
     match cmd {
         Cmd::Create(c) => {
+            let pidfd_socket = pidfd_socket(&c)?;
             let opts = create_opts(&c, cli.systemd_cgroup);
-            create::create(&store, &opts, &mut trace, true)?;
+            let created = create::create(&store, &opts, &mut trace, true)?;
+            send_pidfd(&store, &c.id, pidfd_socket, &created, &mut trace)?;
             trace.emit("create", &c.id);
             Ok(0)
         }
@@ -464,8 +498,10 @@ fn run(cli: Cli) -> Result<i32> {
                 // (a SIGTERM during create must not kill us and orphan it).
                 lifecycle::block_forwarded_signals();
             }
+            let pidfd_socket = pidfd_socket(&c)?;
             let opts = create_opts(&c, cli.systemd_cgroup);
             let created = create::create(&store, &opts, &mut trace, detach)?;
+            send_pidfd(&store, &c.id, pidfd_socket, &created, &mut trace)?;
             if detach {
                 // As runc's run: a container whose start failed (a poststart hook) is removed.
                 if let Err(e) = lifecycle::start(&store, &c.id, &mut trace) {
@@ -533,6 +569,7 @@ fn run(cli: Cli) -> Result<i32> {
             apparmor,
             no_new_privs,
             ignore_paused,
+            pidfd_socket,
             id,
             args,
         } => {
@@ -554,6 +591,7 @@ fn run(cli: Cli) -> Result<i32> {
                 apparmor,
                 no_new_privs,
                 ignore_paused,
+                pidfd_socket,
             };
             if !o.detach {
                 lifecycle::block_forwarded_signals();

@@ -552,3 +552,86 @@ fn exec_process_detach_pid_file_stdio() {
     assert!(pid > 0);
     assert_eq!(wait_file(&outf), "exec-output\n");
 }
+
+/// The pid behind a pidfd (its fdinfo's `Pid:` line).
+fn pidfd_pid(fd: i32) -> i32 {
+    let info = fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .unwrap_or_else(|| panic!("fd {fd} is not a pidfd: {info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// runc's `--pidfd-socket` (create, run -d, exec -d; runc's pidfd-socket.bats): the caller gets
+/// a pidfd for the container's init or the exec'd process over its unix socket and can signal
+/// it with pidfd_send_signal(2). A socket that cannot be reached fails the command naming the
+/// flag, with nothing left.
+#[test]
+fn pidfd_socket_hands_over_the_process() {
+    let ctx = Ctx::new("pidfdsock");
+    let sock_path = ctx.dir.join("pidfd.sock");
+    let listener = UnixListener::bind(&sock_path).unwrap();
+    let sock = sock_path.to_str().unwrap();
+    let take = || {
+        let (conn, _) = listener.accept().unwrap();
+        recv_fd(conn.as_raw_fd())
+    };
+    let kill = |fd: i32, sig: i32| {
+        // SAFETY: pidfd_send_signal on a pidfd this test owns; no memory is passed.
+        let r = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd, sig, 0usize, 0u32) };
+        assert_eq!(r, 0, "pidfd_send_signal: {}", std::io::Error::last_os_error());
+    };
+    for verb in ["create", "run -d"] {
+        let b = ctx.bundle(SLEEP);
+        let o = if verb == "create" {
+            b.create_with(&["--pidfd-socket", sock])
+        } else {
+            b.run_with(&["-d", "--pidfd-socket", sock])
+        };
+        o.assert_ok();
+        let fd = take();
+        assert_eq!(pidfd_pid(fd), b.pid(), "{verb}");
+        kill(fd, libc::SIGKILL);
+        b.wait_status("stopped");
+        // SAFETY: closing the fd received above, owned by this test.
+        unsafe { libc::close(fd) };
+        b.delete().assert_ok();
+    }
+    // exec -d: the pidfd is the exec'd process's, not the init's.
+    let b = ctx.bundle(SLEEP);
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let pid_file = ctx.dir.join("exec.pid");
+    b.exec(
+        &["-d", "--pid-file", pid_file.to_str().unwrap(), "--pidfd-socket", sock],
+        &["sleep", "1001"],
+    )
+    .assert_ok();
+    let fd = take();
+    let pid: i32 = fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert_eq!(pidfd_pid(fd), pid);
+    assert_ne!(pid, b.pid());
+    kill(fd, libc::SIGKILL);
+    let gone = || {
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |s| s.contains(") Z ") || s.contains(") X "))
+    };
+    wait_for("the exec'd process to die", Duration::from_secs(10), || {
+        gone().then_some(())
+    });
+    assert_eq!(b.status().as_deref(), Some("running"));
+    // SAFETY: as above.
+    unsafe { libc::close(fd) };
+    // A path nobody listens on: one line naming the flag, nothing made.
+    let b2 = ctx.bundle(SLEEP);
+    let missing = ctx.dir.join("nobody.sock");
+    let o = b2.create_with(&["--pidfd-socket", missing.to_str().unwrap()]);
+    o.assert_fail();
+    o.assert_one_line_error(&["--pidfd-socket"]);
+    ctx.assert_no_trace(&o, &b2, &[&b.id], None);
+    let o = b.exec(&["-d", "--pidfd-socket", missing.to_str().unwrap()], &["true"]);
+    o.assert_fail();
+    o.assert_one_line_error(&["--pidfd-socket"]);
+}

@@ -137,6 +137,25 @@ pub(crate) fn rmdir_retry(dir: &Path) -> Result<()> {
     }
 }
 
+/// rmdir `dir` after every cgroup below it, deepest first, each with [`rmdir_retry`]: the
+/// container's processes may have made sub-cgroups of their own (as runc's RemovePath does).
+/// Only directories are descended into (a cgroup's other entries are its control files), and
+/// never through a symlink. A directory already gone is success.
+pub(crate) fn rmdir_tree_retry(dir: &Path) -> Result<()> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(dir, e)),
+    };
+    for ent in rd {
+        let ent = ent.map_err(|e| io_err(dir, e))?;
+        if ent.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            rmdir_tree_retry(&ent.path())?;
+        }
+    }
+    rmdir_retry(dir)
+}
+
 pub(crate) enum MkdirError {
     /// The base directory (own cgroup or hierarchy root) is missing.
     BaseMissing,

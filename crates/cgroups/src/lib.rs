@@ -563,7 +563,8 @@ impl Manager {
     }
 
     /// rmdir exactly the directories `create` made, deepest first; kills nothing. Keeps going
-    /// past failures and reports the first one. Already-removed directories are fine.
+    /// past failures and reports the first one. Already-removed directories are fine. Inside
+    /// the container's own cgroups (the leaves), sub-cgroups are removed first, deepest first.
     ///
     /// The container's own directories are retried for a moment while busy (tasks that were
     /// just killed take a moment to leave); a failure there is an error. An intermediate
@@ -593,7 +594,8 @@ impl Manager {
                 .chain(self.unified.iter())
                 .any(|h| &h.dir == d);
             let r = if leaf {
-                fs::rmdir_retry(d)
+                // The container's own cgroup, with any sub-cgroups its processes made.
+                fs::rmdir_tree_retry(d)
             } else {
                 match std::fs::remove_dir(d) {
                     Ok(()) => Ok(()),

@@ -163,6 +163,48 @@ fn create_records_only_new_dirs_and_destroy_removes_exactly_those() {
 }
 
 #[test]
+fn destroy_removes_sub_cgroups_inside_the_container_only() {
+    let t = TempDir::new("subcg");
+    let host = hybrid_host(&t);
+    let r = t.path();
+    std::fs::create_dir_all(r.join("cpu/pre")).unwrap(); // pre-existing: not ours
+    let mut m = Manager::new_in(&host, Some("pre/ctr"), "x", false).unwrap();
+    m.create().unwrap();
+    let leaves: Vec<_> = m
+        .v1_paths()
+        .map(|(_, p)| p.to_path_buf())
+        .chain(m.unified_path().map(Path::to_path_buf))
+        .collect();
+    assert!(leaves.len() > 3);
+    // Sub-cgroups the container's processes made, two levels deep, one with a sibling.
+    for l in &leaves {
+        std::fs::create_dir_all(l.join("sub/sub2")).unwrap();
+        std::fs::create_dir_all(l.join("other")).unwrap();
+    }
+    // Beside the container, in a directory it did not make: never touched.
+    std::fs::create_dir_all(r.join("cpu/pre/sibling/sub")).unwrap();
+    m.destroy().unwrap();
+    for l in &leaves {
+        assert!(!l.exists(), "{} left", l.display());
+    }
+    for c in m.created() {
+        assert!(!c.exists(), "{} left", c.display());
+    }
+    assert!(r.join("cpu/pre/sibling/sub").is_dir());
+    // A file that is not a directory stops the removal there with an error (a real cgroupfs
+    // has none a process can make): nothing outside is removed either.
+    let mut m = Manager::new_in(&host, Some("pre/ctr2"), "y", false).unwrap();
+    m.create().unwrap();
+    let cpu = m.v1_path("cpu").unwrap().to_path_buf();
+    std::fs::create_dir_all(cpu.join("sub")).unwrap();
+    std::fs::write(cpu.join("sub/file"), "").unwrap();
+    let e = m.destroy().unwrap_err().to_string();
+    assert!(e.contains("sub"), "{e}");
+    assert!(cpu.join("sub/file").exists());
+    assert!(r.join("cpu/pre/sibling/sub").is_dir());
+}
+
+#[test]
 fn create_fails_cleanly_when_own_cgroup_is_missing() {
     let t = TempDir::new("ownmissing");
     let host = hybrid_host(&t);

@@ -5,7 +5,8 @@
 //! missing cwd with a read-only root, the pty's owner and ONLCR, `kill 0` / `kill -a`, `update`
 //! with -1 and the realtime flags, `exec` into a paused container, `ps` / `list` output, the
 //! spec's scheduler flag names, seccomp NOTIFY on `write`, seccomp's ENOSYS for syscalls newer
-//! than the profile, v1 cpuset values of new intermediate cgroups, and runtime-spec 1.3
+//! than the profile, v1 cpuset values of new intermediate cgroups, `delete --force` with
+//! sub-cgroups the container made, and runtime-spec 1.3
 //! (`linux.memoryPolicy`, `process.execCPUAffinity`, `features`, `linux.intelRdt` without
 //! resctrl, `linux.netDevices`). See docs/compatibility.md
 //! ("runc drop-in (issue 16)").
@@ -1507,4 +1508,55 @@ fn v1_cpuset_of_new_intermediate_cgroups_is_copied_from_the_parent() {
     for m in cgroup_mounts() {
         assert!(!m.join(&top).exists(), "{} left", m.join(&top).display());
     }
+}
+
+#[test]
+fn delete_force_removes_sub_cgroups_the_container_made() {
+    let ctx = Ctx::new("delsubcg");
+    let b = running(&ctx);
+    let pid = b.pid();
+    let dirs: Vec<PathBuf> = cgroup_dirs(&b.id)
+        .into_iter()
+        .filter(|d| d.is_dir())
+        .collect();
+    assert!(!dirs.is_empty(), "no cgroup directory for {}", b.id);
+    let mut moved = Vec::new();
+    for d in &dirs {
+        let sub = d.join("sub/sub2");
+        fs::create_dir_all(&sub).unwrap_or_else(|e| panic!("mkdir {}: {e}", sub.display()));
+        // The init goes into the deepest one where the hierarchy lets it without settings
+        // (memory, pids and cgroup2 need none; cpuset would need cpus/mems).
+        let name = d
+            .strip_prefix("/sys/fs/cgroup")
+            .ok()
+            .and_then(|r| r.iter().next());
+        if matches!(
+            name.and_then(|n| n.to_str()),
+            Some("memory" | "pids" | "unified")
+        ) || fs::read_to_string("/proc/self/cgroup")
+            .unwrap()
+            .lines()
+            .all(|l| l.starts_with("0::"))
+        {
+            fs::write(sub.join("cgroup.procs"), pid.to_string())
+                .unwrap_or_else(|e| panic!("move {pid} to {}: {e}", sub.display()));
+            moved.push(sub);
+        }
+    }
+    assert!(!moved.is_empty(), "the init was moved into no sub-cgroup");
+    let _tops = CgroupTops(dirs.clone());
+    let o = ctx.rt(&["delete", "--force", &b.id]);
+    o.assert_ok();
+    for d in &dirs {
+        assert!(!d.exists(), "{} left{}", d.display(), o.describe());
+    }
+    assert!(!pid_alive(pid) || is_zombie(pid), "init {pid} survived");
+    let l = ctx.rt(&["list", "-q"]);
+    l.assert_ok();
+    assert!(
+        !l.stdout.lines().any(|x| x.trim() == b.id),
+        "{} still listed: {}",
+        b.id,
+        l.describe()
+    );
 }

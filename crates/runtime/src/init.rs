@@ -281,6 +281,8 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     // A mount namespace joined by path is the container's too: the rootfs is set up in it, as
     // runc does.
     let has_mount_ns = plan.new_mount || plan.join_mount;
+    // A read-only /dev mount is made read-write and remounted read-only once set up.
+    let mut dev_ro = false;
     if has_mount_ns {
         rootfs::prepare_root(
             ctx.rootfs,
@@ -338,7 +340,15 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                 cgroup_binds: &binds_fn,
                 sources: &sources,
             };
-            rootfs::mount_one(&mctx, i, m)?;
+            match rootfs::dev_mount_options_rw(m) {
+                Some(rw) => {
+                    let mut m = m.clone();
+                    m.set_options(Some(rw));
+                    rootfs::mount_one(&mctx, i, &m)?;
+                    dev_ro = true;
+                }
+                None => rootfs::mount_one(&mctx, i, m)?,
+            }
             if m.destination() == Path::new("/dev") {
                 dev_tmpfs = true;
             }
@@ -434,6 +444,9 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     }
     check_cwd_inside(cwd)?;
 
+    if dev_ro {
+        rootfs::readonly_dev()?;
+    }
     if spec
         .root()
         .as_ref()

@@ -1144,9 +1144,40 @@ pub fn readonly_paths(paths: &[String]) -> Result<()> {
 
 /// root.readonly: remount / read-only, keeping the flags the kernel locks.
 pub fn readonly_root() -> Result<()> {
+    remount_readonly(c"/", "root.readonly", "/")
+}
+
+/// A `/dev` mount with `ro` (runc's mountPropagate + finalizeRootfs): `mounts[i]` for /dev is
+/// mounted read-write so its devices, /dev/pts, /dev/shm, /dev/mqueue and symlinks can be made,
+/// and remounted read-only here, once nothing is left to make in it. Returns the options to
+/// mount it with (`ro` turned into `rw`) when the mount asks for read-only, else None.
+pub fn dev_mount_options_rw(m: &Mount) -> Option<Vec<String>> {
+    if m.destination() != Path::new("/dev") {
+        return None;
+    }
+    let opts = m.options().as_deref().unwrap_or(&[]);
+    let ro = parse_options(opts).is_ok_and(|o| o.flags & libc::MS_RDONLY != 0);
+    ro.then(|| {
+        opts.iter()
+            .map(|o| if o == "ro" { "rw".to_string() } else { o.clone() })
+            .collect()
+    })
+}
+
+/// The second half of [`dev_mount_options_rw`]: remount /dev (the container's, after the
+/// pivot) read-only.
+pub fn readonly_dev() -> Result<()> {
+    remount_readonly(c"/dev", "mounts (/dev)", "/dev")
+}
+
+/// Remount `path` read-only (bind remount), keeping the nosuid/nodev/noexec flags it has: the
+/// kernel refuses a remount that would clear a flag it locked.
+fn remount_readonly(path: &std::ffi::CStr, field: &str, shown: &str) -> Result<()> {
+    // SAFETY: a zeroed statvfs is a valid out-buffer.
     let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
-    cvt(unsafe { libc::statvfs(c"/".as_ptr(), &mut sv) })
-        .map_err(|e| Error::os("root.readonly: statvfs /", e))?;
+    // SAFETY: statvfs with a NUL-terminated path and a buffer that outlive the call.
+    cvt(unsafe { libc::statvfs(path.as_ptr(), &mut sv) })
+        .map_err(|e| Error::os(format!("{field}: statvfs {shown}"), e))?;
     let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
     for (st, ms) in [
         (libc::ST_NOSUID, libc::MS_NOSUID),
@@ -1157,8 +1188,8 @@ pub fn readonly_root() -> Result<()> {
             flags |= ms;
         }
     }
-    mount(None, c"/", None, flags, None)
-        .map_err(|e| Error::os("root.readonly: remount / read-only", e))
+    mount(None, path, None, flags, None)
+        .map_err(|e| Error::os(format!("{field}: remount {shown} read-only"), e))
 }
 
 pub fn set_sysctls(sysctl: &std::collections::HashMap<String, String>) -> Result<()> {

@@ -867,6 +867,37 @@ fn failing_poststart_hook_fails_run_and_leaves_nothing() {
     }
 }
 
+/// A `/dev` mount with `ro` (runc's "runc run [ro /dev mount]"): sprout failed with
+/// "creating /dev/pts in the rootfs: Read-only file system". Now, as runc, /dev is mounted
+/// read-write, its devices, /dev/pts and symlinks are made, and it is remounted read-only
+/// before the process runs.
+#[test]
+fn read_only_dev_mount_is_set_up_then_made_read_only() {
+    let ctx = Ctx::new("rodev");
+    let mut b = sh(
+        &ctx,
+        "grep ' /dev ' /proc/self/mounts; \
+         [ -c /dev/null ] && [ -d /dev/pts ] && [ -e /dev/ptmx ] && echo devices-ok; \
+         echo x > /dev/null && echo null-ok; \
+         if touch /dev/new 2>/dev/null; then echo writable; else echo read-only; fi",
+    );
+    let mounts = b.config["mounts"].as_array_mut().unwrap();
+    let dev = mounts
+        .iter_mut()
+        .find(|m| m["destination"] == "/dev")
+        .expect("the test bundle mounts /dev");
+    dev["options"].as_array_mut().unwrap().push(json!("ro"));
+    let out = b.run_ok();
+    let l = lines(&out);
+    assert!(
+        l.first().is_some_and(|m| m.split(' ').nth(3).is_some_and(|o| o.split(',').any(|f| f == "ro"))),
+        "/dev should be mounted read-only: {out}"
+    );
+    for want in ["devices-ok", "null-ok", "read-only"] {
+        assert!(l.contains(&want), "{want}: {out}");
+    }
+}
+
 #[test]
 fn hook_timeout_is_enforced() {
     let ctx = Ctx::new("hooktimeout");

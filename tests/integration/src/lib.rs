@@ -77,3 +77,44 @@ pub fn recv_fd(sock: std::os::fd::RawFd) -> std::os::fd::RawFd {
         std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const std::os::fd::RawFd)
     }
 }
+
+/// Accept one connection on `sock_path`, receive the pty master (`--console-socket`) and read
+/// it. The text comes back on the channel as soon as it ends with the line `last` (so a test
+/// can check it before it kills the container: a hangup may discard what the pty held and the
+/// reader had not read yet), else once the slave side is closed.
+pub fn pty_reader(
+    sock_path: &std::path::Path,
+    last: Option<&'static str>,
+) -> std::sync::mpsc::Receiver<String> {
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let listener = std::os::unix::net::UnixListener::bind(sock_path).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if let Ok((stream, _)) = listener.accept() {
+            let fd = recv_fd(stream.as_raw_fd());
+            // SAFETY: the fd was just received and is owned by nothing else.
+            let mut master = unsafe { fs::File::from_raw_fd(fd) };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let mut sent = false;
+            loop {
+                match master.read(&mut chunk) {
+                    Ok(0) | Err(_) => break, // EIO once the slave side is closed
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+                if let Some(l) = last.filter(|_| !sent) {
+                    let text = String::from_utf8_lossy(&buf).into_owned();
+                    if text.ends_with(&format!("{l}\r\n")) || text.ends_with(&format!("{l}\n")) {
+                        let _ = tx.send(text);
+                        sent = true;
+                    }
+                }
+            }
+            if !sent {
+                let _ = tx.send(String::from_utf8_lossy(&buf).into_owned());
+            }
+        }
+    });
+    rx
+}

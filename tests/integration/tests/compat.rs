@@ -368,28 +368,6 @@ fn console_socket_terminal() {
     assert!(lines.contains(&"done"), "{text:?}");
 }
 
-/// Accept one connection on `sock_path`, receive the pty master and read it
-/// until the slave side closes; the text comes back on the channel.
-fn pty_reader(sock_path: &std::path::Path) -> std::sync::mpsc::Receiver<String> {
-    let listener = UnixListener::bind(sock_path).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        if let Ok((stream, _)) = listener.accept() {
-            let fd = recv_fd(stream.as_raw_fd());
-            let mut master = unsafe { fs::File::from_raw_fd(fd) };
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            loop {
-                match master.read(&mut chunk) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let _ = tx.send(String::from_utf8_lossy(&buf).into_owned());
-        }
-    });
-    rx
-}
 
 /// `docker exec -it` through containerd: exec --detach --tty
 /// --console-socket --pid-file.
@@ -400,7 +378,7 @@ fn exec_tty_console_socket() {
     b.create().assert_ok();
     b.start().assert_ok();
     let sock = ctx.dir.join("exec-console.sock");
-    let rx = pty_reader(&sock);
+    let rx = pty_reader(&sock, None);
     let pidf = ctx.dir.join("exec.pid");
     let o = b.exec(
         &[

@@ -1,7 +1,7 @@
 //! How containerd / podman / docker drive a runc-compatible runtime:
 //! --log/--log-format json, --console-socket with a terminal, --preserve-fds,
 //! --no-pivot, --no-new-keyring, stdio pass-through, ps, kill --all,
-//! pause/resume.
+//! pause/resume, --pidfd-socket.
 
 use serde_json::{json, Value};
 use sprout_integration_tests::*;

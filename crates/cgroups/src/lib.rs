@@ -353,7 +353,8 @@ impl Manager {
         let res = match self.layout {
             Layout::V2 => v2::create(self, &mut created),
             Layout::V1 | Layout::Hybrid => v1::create(self, &mut created),
-        };
+        }
+        .and_then(|()| self.check_existing_not_frozen(&created));
         match res {
             Ok(()) => {
                 self.created.extend(created);
@@ -365,6 +366,42 @@ impl Manager {
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// runc's check: a container's cgroup that existed before this create (not in `created`)
+    /// and is frozen would freeze the init as it joins, and the create would hang; refuse it.
+    /// Both freezers are looked at (the v1 freezer hierarchy and the cgroup2 leaf, which on a
+    /// hybrid host freezes the init too). The cgroup is not ours: it is only read, never
+    /// thawed or removed. Nothing is read for a directory this create made.
+    fn check_existing_not_frozen(&self, created: &[PathBuf]) -> Result<()> {
+        let existed = |d: &Path| !created.iter().any(|c| c == d);
+        let mut frozen = None;
+        if let Some(h) = self.v1_hier("freezer").filter(|h| existed(&h.dir)) {
+            // FREEZING counts: a task joining it is frozen too.
+            if v1::freezer_state_raw(&h.dir)? != "THAWED" {
+                frozen = Some(&h.dir);
+            }
+        }
+        if let Some(u) = self
+            .unified
+            .as_ref()
+            .filter(|u| frozen.is_none() && existed(&u.dir))
+        {
+            match v2::freeze_requested(&u.dir) {
+                Ok(true) => frozen = Some(&u.dir),
+                Ok(false) => {}
+                // No cgroup.freeze (Linux < 5.2): nothing there can be frozen.
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match frozen {
+            Some(d) => Err(Error::Invalid(format!(
+                "container's cgroup unexpectedly frozen ({})",
+                d.display()
+            ))),
+            None => Ok(()),
         }
     }
 

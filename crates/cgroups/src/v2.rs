@@ -118,6 +118,12 @@ fn frozen(dir: &Path) -> Result<bool> {
     Ok(frozen)
 }
 
+/// Whether `dir` is frozen or being frozen: its cgroup.freeze is 1, or an ancestor's freeze
+/// reached it (cgroup.events "frozen 1"); either way a process joining it stops.
+pub(crate) fn freeze_requested(dir: &Path) -> Result<bool> {
+    Ok(fs::read_at(dir, "cgroup.freeze")?.trim() == "1" || frozen(dir)?)
+}
+
 pub(crate) fn freeze(dir: &Path) -> Result<()> {
     set_freeze(dir, true)
 }

@@ -6,7 +6,7 @@
 //! with -1 and the realtime flags, `exec` into a paused container, `ps` / `list` output, the
 //! spec's scheduler flag names, seccomp NOTIFY on `write`, seccomp's ENOSYS for syscalls newer
 //! than the profile, v1 cpuset values of new intermediate cgroups, `delete --force` with
-//! sub-cgroups the container made, and runtime-spec 1.3
+//! sub-cgroups the container made, `run` into an existing frozen cgroup, and runtime-spec 1.3
 //! (`linux.memoryPolicy`, `process.execCPUAffinity`, `features`, `linux.intelRdt` without
 //! resctrl, `linux.netDevices`). See docs/compatibility.md
 //! ("runc drop-in (issue 16)").
@@ -1539,4 +1539,86 @@ fn delete_force_removes_sub_cgroups_the_container_made() {
         b.id,
         l.describe()
     );
+}
+
+// ---- creating into a pre-existing frozen cgroup ----------------------------------------------
+
+/// Thaws a frozen cgroup the test made (before the container and the directory are removed).
+struct ThawOnDrop {
+    dir: PathBuf,
+    v1: bool,
+}
+
+impl Drop for ThawOnDrop {
+    fn drop(&mut self) {
+        let _ = if self.v1 {
+            fs::write(self.dir.join("freezer.state"), "THAWED")
+        } else {
+            fs::write(self.dir.join("cgroup.freeze"), "0")
+        };
+    }
+}
+
+/// runc's cgroups.bats: `run -d` into a cgroupsPath whose cgroup already exists and is frozen
+/// fails at once with "container's cgroup unexpectedly frozen" (instead of hanging with the init
+/// frozen as it joins), leaves nothing it made, and leaves the frozen cgroup as it was.
+#[test]
+fn run_into_an_existing_frozen_cgroup_fails_at_once() {
+    let v1_freezer = Path::new("/sys/fs/cgroup/freezer");
+    let pure_v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let (mount, v1) = if pure_v2 {
+        (Path::new("/sys/fs/cgroup"), false)
+    } else if v1_freezer.join("cgroup.procs").exists() {
+        (v1_freezer, true)
+    } else {
+        eprintln!("skipped: no cgroup v1 freezer and not a pure cgroup v2 host");
+        return;
+    };
+    let ctx = Ctx::new("frozencg");
+    let top = format!("sprout-test-frozen-{}", ctx.new_id());
+    let _tops = CgroupTops(cgroup_mounts().iter().map(|m| m.join(&top)).collect());
+    let dir = mount.join(&top);
+    fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+    let (file, frozen_value) = if v1 {
+        ("freezer.state", "FROZEN")
+    } else {
+        ("cgroup.freeze", "1")
+    };
+    fs::write(dir.join(file), frozen_value).unwrap();
+    let mut b = ctx.bundle(SLEEP);
+    b.set("/linux/cgroupsPath", json!(format!("/{top}")));
+    // Declared after the bundle: thawed before the bundle's clean-up (a `delete --force` of a
+    // container stuck in a frozen cgroup) if an assert below fails.
+    let _thaw = ThawOnDrop {
+        dir: dir.clone(),
+        v1,
+    };
+    b.write_config();
+    let bundle = b.bundle_arg();
+    let started = std::time::Instant::now();
+    let o = ctx.rt_opts(
+        &["run", "-d", "--bundle", &bundle, &b.id],
+        &CmdOpts {
+            timeout: Some(Duration::from_secs(10)),
+            ..Default::default()
+        },
+    );
+    o.assert_fail();
+    o.assert_one_line_error(&["container's cgroup unexpectedly frozen"]);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    ctx.assert_no_trace(&o, &b, &[], None);
+    // What the create made in the other hierarchies is gone; the frozen cgroup is untouched.
+    for m in cgroup_mounts() {
+        if m != mount {
+            assert!(!m.join(&top).exists(), "{} left", m.join(&top).display());
+        }
+    }
+    assert!(dir.is_dir(), "{} was removed", dir.display());
+    assert_eq!(
+        read_trim(&dir.join(file)),
+        frozen_value,
+        "{} changed",
+        dir.display()
+    );
+    assert_eq!(read_trim(&dir.join("cgroup.procs")), "", "a process joined");
 }

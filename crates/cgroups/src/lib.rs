@@ -510,6 +510,86 @@ impl Manager {
             .map(OwnedFd::from)
     }
 
+    /// The container's cgroup with some hierarchies pointed at an existing sub-cgroup, for
+    /// `exec --cgroup` (runc's rules): `all` is one path for every hierarchy (cgroup v2, or
+    /// every v1 hierarchy; on a hybrid host the cgroup2 tracking leaf follows where that
+    /// sub-cgroup exists there too), `per_controller` (cgroup v1 only) a path per controller,
+    /// the other hierarchies staying at the container's cgroup. Paths are relative to the
+    /// container's cgroup, may not leave it ('..'), and must exist. Only for
+    /// [`Manager::v2_dir_fd`] and [`Manager::add_pid`]: the copy owns no directory.
+    pub fn sub_cgroup(
+        &self,
+        all: Option<&str>,
+        per_controller: &[(String, String)],
+    ) -> Result<Manager> {
+        let rel = |p: &str| -> Result<PathBuf> {
+            let r = Path::new(p.trim_start_matches('/'));
+            if r.components().any(|c| {
+                !matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            }) {
+                return Err(Error::Invalid(format!(
+                    "{p:?}: must be a path inside the container's cgroup (no '..')"
+                )));
+            }
+            Ok(r.to_path_buf())
+        };
+        let exists = |d: &Path| -> Result<()> {
+            if d.is_dir() {
+                Ok(())
+            } else {
+                Err(Error::Invalid(format!(
+                    "sub-cgroup {} does not exist",
+                    d.display()
+                )))
+            }
+        };
+        if !self.has_cgroup() {
+            return Err(Error::Invalid("the container has no cgroup".into()));
+        }
+        let mut m = self.clone();
+        m.created.clear();
+        if let Some(p) = all {
+            let r = rel(p)?;
+            for h in m.v1.iter_mut() {
+                h.dir.push(&r);
+                exists(&h.dir)?;
+            }
+            if let Some(u) = m.unified.as_mut() {
+                let d = u.dir.join(&r);
+                if self.layout == Layout::V2 {
+                    exists(&d)?;
+                    u.dir = d;
+                } else if d.is_dir() {
+                    u.dir = d;
+                }
+            }
+        }
+        if !per_controller.is_empty() && self.layout == Layout::V2 {
+            return Err(Error::Invalid(
+                "a <controller>: prefix is for cgroup v1 only; on cgroup v2 give one PATH".into(),
+            ));
+        }
+        for (ctrl, p) in per_controller {
+            let r = rel(p)?;
+            let Some(h) = m.v1.iter_mut().find(|h| h.name == *ctrl) else {
+                return Err(Error::Invalid(format!(
+                    "unknown controller {ctrl:?} (the container's: {})",
+                    self.v1
+                        .iter()
+                        .map(|h| h.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )));
+            };
+            h.dir.push(&r);
+            exists(&h.dir)?;
+        }
+        Ok(m)
+    }
+
     /// Member pids of the container's cgroup and its descendant cgroups.
     pub fn pids(&self) -> Result<Vec<i32>> {
         let Some(dir) = self.procs_dir() else {

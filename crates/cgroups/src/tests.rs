@@ -1178,3 +1178,57 @@ fn mkdir_below_survives_a_parent_removed_meanwhile() {
     );
     eprintln!("parent removed under a create in {removed} of {ROUNDS} rounds");
 }
+
+#[test]
+fn sub_cgroup_points_hierarchies_at_existing_sub_cgroups() {
+    let t = TempDir::new("subcg");
+    let host = hybrid_host(&t);
+    let r = t.path();
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    // Plain form: every v1 hierarchy must have it; the hybrid tracking leaf follows if it has.
+    let e = m.sub_cgroup(Some("s"), &[]).unwrap_err().to_string();
+    assert!(e.contains("does not exist"), "{e}");
+    for (_, d) in m.v1_paths() {
+        std::fs::create_dir(d.join("s")).unwrap();
+    }
+    let s = m.sub_cgroup(Some("/s"), &[]).unwrap();
+    assert_eq!(s.v1_path("pids").unwrap(), r.join("pids/c/s"));
+    assert_eq!(s.unified_path().unwrap(), r.join("unified/c"));
+    assert!(s.created().is_empty(), "the copy owns nothing");
+    std::fs::create_dir(r.join("unified/c/s")).unwrap();
+    let s = m.sub_cgroup(Some("s"), &[]).unwrap();
+    assert_eq!(s.unified_path().unwrap(), r.join("unified/c/s"));
+    // Per controller: only those move.
+    let s = m.sub_cgroup(None, &[("pids".into(), "s".into())]).unwrap();
+    assert_eq!(s.v1_path("pids").unwrap(), r.join("pids/c/s"));
+    assert_eq!(
+        s.v1_path("memory").unwrap(),
+        r.join("memory/process_api/h1/c")
+    );
+    assert_eq!(s.unified_path().unwrap(), r.join("unified/c"));
+    for (all, per) in [
+        (Some("../x"), vec![]),
+        (None, vec![("pids".to_string(), "s/../../x".to_string())]),
+        (None, vec![("nosuch".to_string(), "s".to_string())]),
+        (None, vec![("pids".to_string(), "missing".to_string())]),
+    ] {
+        assert!(m.sub_cgroup(all, &per).is_err(), "{all:?} {per:?}");
+    }
+
+    // v2: the plain form only.
+    let t2 = TempDir::new("subcg2");
+    let host2 = v2_host(&t2);
+    let mut m2 = Manager::new_in(&host2, None, "c", false).unwrap();
+    m2.create().unwrap();
+    let d = t2.path().join("user.slice/me/c");
+    std::fs::create_dir(d.join("s")).unwrap();
+    let s = m2.sub_cgroup(Some("s"), &[]).unwrap();
+    assert_eq!(s.unified_path().unwrap(), d.join("s"));
+    assert!(s.v2_dir_fd().is_some());
+    let e = m2
+        .sub_cgroup(None, &[("pids".into(), "s".into())])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cgroup v1 only"), "{e}");
+}

@@ -46,6 +46,37 @@ pub struct ExecOpts {
     pub ignore_paused: bool,
     /// Send a pidfd for the process to this unix socket (runc's --pidfd-socket).
     pub pidfd_socket: Option<PathBuf>,
+    /// runc's --cgroup: `[CTRL[,CTRL]:]PATH`, an existing sub-cgroup of the container's cgroup
+    /// to run the process in (repeatable with a controller prefix, cgroup v1 only).
+    pub cgroup: Vec<String>,
+}
+
+/// Parsed `--cgroup` arguments: the PATH for every hierarchy, (controller, PATH) pairs.
+type SubCgroups<'a> = (Option<&'a str>, Vec<(String, String)>);
+
+/// `--cgroup` arguments as runc parses them: one PATH for every hierarchy, or
+/// `CTRL[,CTRL]:PATH` per v1 controller (each controller once).
+fn parse_sub_cgroups(args: &[String]) -> Result<SubCgroups<'_>> {
+    let mut all = None;
+    let mut per = Vec::<(String, String)>::new();
+    for a in args {
+        match a.split_once(':') {
+            Some((ctrls, path)) => {
+                for c in ctrls.split(',') {
+                    if c.is_empty() {
+                        bail!("--cgroup {a:?}: empty <controller> prefix");
+                    }
+                    if per.iter().any(|(x, _)| x == c) {
+                        bail!("--cgroup: controller {c} given more than once");
+                    }
+                    per.push((c.to_string(), path.to_string()));
+                }
+            }
+            None if args.len() == 1 => all = Some(a.as_str()),
+            None => bail!("--cgroup {a:?}: missing <controller>: prefix (a PATH alone can only be given once)"),
+        }
+    }
+    Ok((all, per))
 }
 
 fn build_process(spec: &Spec, o: &ExecOpts) -> Result<Process> {
@@ -210,7 +241,19 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     let aff = crate::numa::CpuAffinity::from_spec(aff, aff_field)?;
     let pidfd = crate::lifecycle::init_pidfd(&st)
         .ok_or_else(|| Error::msg(format!("container {:?} is not running", o.id)))?;
-    let cg = st.cgroup.as_ref();
+    let sub_cg = if o.cgroup.is_empty() {
+        None
+    } else {
+        let (all, per) = parse_sub_cgroups(&o.cgroup)?;
+        let Some(cg) = st.cgroup.as_ref() else {
+            bail!("--cgroup: the container has no cgroup");
+        };
+        Some(cg.sub_cgroup(all, &per).map_err(|e| match e {
+            sprout_cgroups::Error::Invalid(m) => Error::msg(format!("--cgroup: {m}")),
+            e => Error::msg(format!("--cgroup: {e}")),
+        })?)
+    };
+    let cg = sub_cg.as_ref().or(st.cgroup.as_ref());
     let cg_fd = cg.and_then(|c| c.v2_dir_fd());
     let (parent_chan, child_chan) = Channel::pair().map_err(|e| Error::os("socketpair", e))?;
     trace.mark("prepare");

@@ -192,6 +192,10 @@ enum Cmd {
         /// Send a pidfd for the process to this unix socket (SCM_RIGHTS).
         #[arg(long = "pidfd-socket")]
         pidfd_socket: Option<PathBuf>,
+        /// Run the process in an existing sub-cgroup of the container's: [CTRL[,CTRL]:]PATH
+        /// (the controller form is cgroup v1 only, repeatable).
+        #[arg(long = "cgroup")]
+        cgroup: Vec<String>,
         id: String,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -570,6 +574,7 @@ fn run(cli: Cli) -> Result<i32> {
             no_new_privs,
             ignore_paused,
             pidfd_socket,
+            cgroup,
             id,
             args,
         } => {
@@ -592,6 +597,7 @@ fn run(cli: Cli) -> Result<i32> {
                 no_new_privs,
                 ignore_paused,
                 pidfd_socket,
+                cgroup,
             };
             if !o.detach {
                 lifecycle::block_forwarded_signals();

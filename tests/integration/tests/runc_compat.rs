@@ -6,7 +6,8 @@
 //! with -1 and the realtime flags, `exec` into a paused container, `ps` / `list` output, the
 //! spec's scheduler flag names, seccomp NOTIFY on `write`, seccomp's ENOSYS for syscalls newer
 //! than the profile, v1 cpuset values of new intermediate cgroups, `delete --force` with
-//! sub-cgroups the container made, `run` into an existing frozen cgroup, and runtime-spec 1.3
+//! sub-cgroups the container made, `run` into an existing frozen cgroup, `exec --cgroup`, and
+//! runtime-spec 1.3
 //! (`linux.memoryPolicy`, `process.execCPUAffinity`, `features`, `linux.intelRdt` without
 //! resctrl, `linux.netDevices`). See docs/compatibility.md
 //! ("runc drop-in (issue 16)").
@@ -1621,4 +1622,130 @@ fn run_into_an_existing_frozen_cgroup_fails_at_once() {
         dir.display()
     );
     assert_eq!(read_trim(&dir.join("cgroup.procs")), "", "a process joined");
+}
+
+// ---- exec --cgroup --------------------------------------------------------------------------------
+
+fn procs_of(dir: &Path) -> Vec<i32> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_else(|e| panic!("{}/cgroup.procs: {e}", dir.display()))
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// `exec -d [opts] --pid-file F <id> sleep 1001`; the exec'd process's pid.
+fn exec_sleep_in(b: &Bundle, ctx: &Ctx, opts: &[&str]) -> i32 {
+    let pid_file = ctx.scratch("execcg").join("pid");
+    let pf = pid_file.to_str().unwrap();
+    let mut a = vec!["-d"];
+    a.extend_from_slice(opts);
+    a.extend_from_slice(&["--pid-file", pf]);
+    b.exec(&a, &["sleep", "1001"]).assert_ok();
+    read_trim(&pid_file).parse().unwrap()
+}
+
+fn kill_and_wait_gone(pid: i32) {
+    // SAFETY: kill(2) with a pid the test just read from the runtime's --pid-file.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    wait_for(
+        &format!("pid {pid} to exit"),
+        Duration::from_secs(10),
+        || (!pid_alive(pid) || is_zombie(pid)).then_some(()),
+    );
+}
+
+/// runc's exec.bats / cgroups.bats: `exec --cgroup PATH` (cgroup v2, or every v1 hierarchy) and
+/// `--cgroup CTRL[,CTRL]:PATH` (v1) run the process in an existing sub-cgroup of the container's
+/// cgroup; a sub-cgroup that does not exist, or a path leaving the container's cgroup, fails
+/// naming --cgroup and runs nothing.
+#[test]
+fn exec_cgroup_runs_the_process_in_a_sub_cgroup() {
+    let pure_v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let ctx = Ctx::new("execcg");
+    let b = running(&ctx);
+    let dirs: Vec<PathBuf> = cgroup_dirs(&b.id)
+        .into_iter()
+        .filter(|d| d.is_dir())
+        .collect();
+    assert!(!dirs.is_empty(), "no cgroup directory for {}", b.id);
+    let subs: Vec<PathBuf> = dirs.iter().map(|d| d.join("exec_sub")).collect();
+    let _subs = CgroupTops(subs.clone());
+    for (d, s) in dirs.iter().zip(&subs) {
+        fs::create_dir(s).unwrap_or_else(|e| panic!("mkdir {}: {e}", s.display()));
+        // A new v1 cpuset cgroup takes no task until its cpus and mems are set.
+        if !pure_v2 && s.join("cpuset.mems").exists() {
+            for f in ["cpuset.cpus", "cpuset.mems"] {
+                fs::write(s.join(f), read_trim(&d.join(f))).unwrap();
+            }
+        }
+    }
+
+    // The plain form: the sub-cgroup in every hierarchy.
+    let pid = exec_sleep_in(&b, &ctx, &["--cgroup", "exec_sub"]);
+    for s in &subs {
+        assert!(
+            procs_of(s).contains(&pid),
+            "exec'd pid {pid} not in {}",
+            s.display()
+        );
+    }
+    kill_and_wait_gone(pid);
+
+    // The v1 form: the pids hierarchy only, every other one stays at the container's cgroup.
+    let pids_dir = dirs
+        .iter()
+        .find(|d| d.starts_with("/sys/fs/cgroup/pids"))
+        .cloned();
+    match (pure_v2, pids_dir) {
+        (true, _) => {
+            let o = b.exec(&["-d", "--cgroup", "pids:exec_sub"], &["sleep", "1001"]);
+            o.assert_fail();
+            o.assert_one_line_error(&["--cgroup"]);
+        }
+        (false, None) => eprintln!("skipped (v1 form): no cgroup v1 pids hierarchy"),
+        (false, Some(pd)) => {
+            let pid = exec_sleep_in(&b, &ctx, &["--cgroup", "pids:exec_sub"]);
+            assert!(
+                procs_of(&pd.join("exec_sub")).contains(&pid),
+                "not in pids/exec_sub"
+            );
+            for d in dirs.iter().filter(|d| **d != pd) {
+                assert!(
+                    procs_of(d).contains(&pid),
+                    "pid {pid} should stay in {}",
+                    d.display()
+                );
+            }
+            kill_and_wait_gone(pid);
+        }
+    }
+
+    // A missing sub-cgroup, a path out of the container's cgroup, a controller the container
+    // has no hierarchy of: one-line errors naming --cgroup.
+    let mut bad = vec![
+        vec!["--cgroup", "no_such_sub"],
+        vec!["--cgroup", "../exec_sub"],
+    ];
+    if !pure_v2 {
+        bad.push(vec!["--cgroup", "pids:no_such_sub"]);
+        bad.push(vec!["--cgroup", "nosuchctrl:exec_sub"]);
+    }
+    for opts in bad {
+        let o = b.exec(&opts, &["sh", "-c", "echo ran"]);
+        o.assert_fail();
+        o.assert_one_line_error(&["--cgroup"]);
+        assert!(
+            !o.stdout.contains("ran"),
+            "the process ran: {}",
+            o.describe()
+        );
+    }
+
+    for s in &subs {
+        fs::remove_dir(s).unwrap_or_else(|e| panic!("rmdir {}: {e}", s.display()));
+    }
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+    b.delete().assert_ok();
 }

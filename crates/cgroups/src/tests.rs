@@ -1232,3 +1232,46 @@ fn sub_cgroup_points_hierarchies_at_existing_sub_cgroups() {
         .to_string();
     assert!(e.contains("cgroup v1 only"), "{e}");
 }
+
+#[test]
+fn create_refuses_an_existing_frozen_cgroup_and_leaves_it_alone() {
+    // Hybrid: the v1 freezer leaf was there, FROZEN; what create made is removed again.
+    let t = TempDir::new("frozen1");
+    let host = hybrid_host(&t);
+    let r = t.path();
+    files(&r.join("freezer/c"), &[("freezer.state", "FROZEN\n")]);
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    let e = m.create().unwrap_err().to_string();
+    assert!(e.contains("container's cgroup unexpectedly frozen"), "{e}");
+    assert!(m.created().is_empty());
+    assert!(!r.join("pids/c").exists() && !r.join("unified/c").exists());
+    assert_eq!(read(r.join("freezer/c/freezer.state")), "FROZEN");
+    std::fs::write(r.join("freezer/c/freezer.state"), "FREEZING\n").unwrap();
+    assert!(m.create().is_err(), "FREEZING is refused too");
+    std::fs::write(r.join("freezer/c/freezer.state"), "THAWED\n").unwrap();
+    m.create().unwrap();
+    assert!(!m.created().contains(&r.join("freezer/c")));
+    m.destroy().unwrap();
+    assert!(r.join("freezer/c").exists(), "not ours to remove");
+
+    // v2: cgroup.freeze 1, or frozen by an ancestor (cgroup.events).
+    let t2 = TempDir::new("frozen2");
+    let host2 = v2_host(&t2);
+    let d = t2.path().join("user.slice/me/c");
+    for (freeze, events, refused) in [
+        ("1", "populated 0\nfrozen 1\n", true),
+        ("0", "populated 0\nfrozen 1\n", true),
+        ("0", "populated 0\nfrozen 0\n", false),
+    ] {
+        files(&d, &[("cgroup.freeze", freeze), ("cgroup.events", events)]);
+        let mut m2 = Manager::new_in(&host2, None, "c", false).unwrap();
+        match m2.create() {
+            Err(e) => {
+                assert!(refused, "{e}");
+                assert!(e.to_string().contains("unexpectedly frozen"), "{e}");
+            }
+            Ok(()) => assert!(!refused, "freeze {freeze}, events {events:?}"),
+        }
+        assert_eq!(read(d.join("cgroup.freeze")), freeze, "left as it was");
+    }
+}

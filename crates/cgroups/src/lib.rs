@@ -353,8 +353,7 @@ impl Manager {
         let res = match self.layout {
             Layout::V2 => v2::create(self, &mut created),
             Layout::V1 | Layout::Hybrid => v1::create(self, &mut created),
-        }
-        .and_then(|()| self.check_existing_not_frozen(&created));
+        };
         match res {
             Ok(()) => {
                 self.created.extend(created);
@@ -375,6 +374,10 @@ impl Manager {
     /// hybrid host freezes the init too). The cgroup is not ours: it is only read, never
     /// thawed or removed. Nothing is read for a directory this create made.
     fn check_existing_not_frozen(&self, created: &[PathBuf]) -> Result<()> {
+        if self.systemd.is_some() {
+            // The scope (and its directories) is made by systemd in `add_pid`: a new unit.
+            return Ok(());
+        }
         let existed = |d: &Path| !created.iter().any(|c| c == d);
         let mut frozen = None;
         if let Some(h) = self.v1_hier("freezer").filter(|h| existed(&h.dir)) {
@@ -409,8 +412,23 @@ impl Manager {
     /// to the cgroup tree (EACCES, EPERM, EROFS), runc's rule: with no `linux.cgroupsPath` and no
     /// limits to set (device rules aside) the container goes without a cgroup of its own;
     /// otherwise a one-line error says why.
+    ///
+    /// Also runc's check that a container's cgroup which existed already is not frozen (see
+    /// `check_existing_not_frozen`). That is for containers only: the serve engine's pool
+    /// (plain [`Manager::create`]) reclaims its own pool cgroups that a killed engine left
+    /// frozen.
     pub fn create_for(&mut self, res: Option<&oci_spec::runtime::LinuxResources>) -> Result<()> {
-        match self.create() {
+        let before = self.created.len();
+        let made = self.create().and_then(|()| {
+            let r = self.check_existing_not_frozen(&self.created[before..]);
+            if r.is_err() {
+                for d in self.created.drain(before..).rev() {
+                    let _ = std::fs::remove_dir(&d);
+                }
+            }
+            r
+        });
+        match made {
             Err(e) if self.rootless && e.is_permission() => {
                 if self.default_path && !resources::needs_limits(res) {
                     self.v1.clear();

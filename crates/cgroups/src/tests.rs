@@ -1241,18 +1241,22 @@ fn create_refuses_an_existing_frozen_cgroup_and_leaves_it_alone() {
     let r = t.path();
     files(&r.join("freezer/c"), &[("freezer.state", "FROZEN\n")]);
     let mut m = Manager::new_in(&host, None, "c", false).unwrap();
-    let e = m.create().unwrap_err().to_string();
+    let e = m.create_for(None).unwrap_err().to_string();
     assert!(e.contains("container's cgroup unexpectedly frozen"), "{e}");
     assert!(m.created().is_empty());
     assert!(!r.join("pids/c").exists() && !r.join("unified/c").exists());
     assert_eq!(read(r.join("freezer/c/freezer.state")), "FROZEN");
     std::fs::write(r.join("freezer/c/freezer.state"), "FREEZING\n").unwrap();
-    assert!(m.create().is_err(), "FREEZING is refused too");
+    assert!(m.create_for(None).is_err(), "FREEZING is refused too");
     std::fs::write(r.join("freezer/c/freezer.state"), "THAWED\n").unwrap();
-    m.create().unwrap();
+    m.create_for(None).unwrap();
     assert!(!m.created().contains(&r.join("freezer/c")));
     m.destroy().unwrap();
     assert!(r.join("freezer/c").exists(), "not ours to remove");
+    // Plain create, the serve engine's pool, which reclaims its own pool cgroups that a killed
+    // engine left frozen (kills and thaws them): not refused.
+    std::fs::write(r.join("freezer/c/freezer.state"), "FROZEN\n").unwrap();
+    Manager::new_in(&host, None, "c", false).unwrap().create().unwrap();
 
     // v2: cgroup.freeze 1, or frozen by an ancestor (cgroup.events).
     let t2 = TempDir::new("frozen2");
@@ -1265,7 +1269,7 @@ fn create_refuses_an_existing_frozen_cgroup_and_leaves_it_alone() {
     ] {
         files(&d, &[("cgroup.freeze", freeze), ("cgroup.events", events)]);
         let mut m2 = Manager::new_in(&host2, None, "c", false).unwrap();
-        match m2.create() {
+        match m2.create_for(None) {
             Err(e) => {
                 assert!(refused, "{e}");
                 assert!(e.to_string().contains("unexpectedly frozen"), "{e}");

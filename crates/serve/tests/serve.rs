@@ -1109,7 +1109,20 @@ fn pool_never_hands_out_an_occupied_or_frozen_cgroup() {
     } else {
         ("cgroup.freeze", "1", "cgroup.events", "frozen 1")
     };
-    let mut planted = vec![];
+    // Whatever happens below, the processes planted here go: thawed (a SIGKILL waits while
+    // a task is frozen) and killed. A failed start of the engine left one frozen for good,
+    // holding the test run's stdout.
+    struct Planted(Vec<(std::process::Child, std::path::PathBuf)>, &'static str, &'static str);
+    impl Drop for Planted {
+        fn drop(&mut self) {
+            for (c, dir) in &mut self.0 {
+                let _ = std::fs::write(dir.join(self.1), self.2);
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+    let mut planted = Planted(vec![], file, if v1.is_some() { "THAWED" } else { "0" });
     for sb in ["sb1", "sb2"] {
         let dir = base.join(sb);
         std::fs::create_dir_all(&dir).unwrap();
@@ -1125,7 +1138,7 @@ fn pool_never_hands_out_an_occupied_or_frozen_cgroup() {
         .unwrap()
         .lines()
         .any(|l| l.trim() == frozen)));
-        planted.push(child);
+        planted.0.push((child, dir));
     }
     d.spawn();
     for h in ["a", "b", "c"] {
@@ -1136,11 +1149,8 @@ fn pool_never_hands_out_an_occupied_or_frozen_cgroup() {
         assert_eq!(r.header("x-sprout-path"), Some("cold"));
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     }
-    for mut c in planted {
+    for (c, _) in &mut planted.0 {
         let dead = eventually(3_000, || c.try_wait().unwrap().is_some());
-        if !dead {
-            let _ = c.kill();
-        }
         assert!(dead, "a process planted in a pool cgroup survived");
     }
 }

@@ -6,7 +6,8 @@
 #   0. scripts/setup-deps.sh                     (idempotent; ~1 s when done)
 #   1. scripts/build.sh --workspace             (whole workspace; sprout static-pie)
 #   2. cargo test --workspace --release --no-fail-fast -- --test-threads=2
-#                                                (unit + integration, as root;
+#                                                (scripts/cargo-test.sh: run-time skips
+#                                                reported as skips; unit + integration, as root;
 #                                                LTO off for the test builds,
 #                                                see SPROUT_TEST_FULL_PROFILE)
 #   3. scripts/fuzz-short.sh 15                  (every cargo-fuzz target, 15 s each,
@@ -120,12 +121,16 @@ echo "    $("$SPROUT_BIN" --version 2>&1 | head -1 || true)"
 # codegen units) in their own target dir; the runtime binary they drive is
 # still the LTO build above (SPROUT_BIN). SPROUT_TEST_FULL_PROFILE=1 runs
 # exactly `cargo test --workspace --release` in target/ instead.
+# scripts/cargo-test.sh reports the tests that skipped themselves at run time as skipped (cargo
+# counts them as passed) and ends with `cargo-test: N passed, N failed, N skipped`.
+CARGO_TEST_LOG="$REPO/build/cargo-test.log"
 if [ "${SPROUT_TEST_FULL_PROFILE:-0}" = 1 ]; then
-    run_step "cargo test" cargo test --workspace --release --no-fail-fast -- --test-threads=2
+    run_step "cargo test" "$HERE/cargo-test.sh" "$CARGO_TEST_LOG" \
+        cargo test --workspace --release --no-fail-fast -- --test-threads=2 --show-output
 else
-    run_step "cargo test" env CARGO_TARGET_DIR="$REPO/target/ci-tests" \
+    run_step "cargo test" "$HERE/cargo-test.sh" "$CARGO_TEST_LOG" env CARGO_TARGET_DIR="$REPO/target/ci-tests" \
         CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-        cargo test --workspace --release --no-fail-fast -- --test-threads=2
+        cargo test --workspace --release --no-fail-fast -- --test-threads=2 --show-output
 fi
 
 if [ "$QUICK" = 0 ]; then

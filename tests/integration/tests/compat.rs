@@ -6,8 +6,6 @@
 use serde_json::{json, Value};
 use sprout_integration_tests::*;
 use std::fs;
-use std::io::Read;
-use std::os::fd::FromRawFd;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
@@ -331,23 +329,7 @@ fn console_socket_terminal() {
     b.set("/process/terminal", json!(true));
     b.set("/process/consoleSize", json!({"height": 33, "width": 99}));
     let sock_path = ctx.dir.join("console.sock");
-    let listener = UnixListener::bind(&sock_path).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        if let Ok((stream, _)) = listener.accept() {
-            let fd = recv_fd(stream.as_raw_fd());
-            let mut master = unsafe { fs::File::from_raw_fd(fd) };
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            loop {
-                match master.read(&mut chunk) {
-                    Ok(0) | Err(_) => break, // EIO once the slave side is closed
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let _ = tx.send(String::from_utf8_lossy(&buf).into_owned());
-        }
-    });
+    let rx = pty_reader(&sock_path, None);
     let o = b.create_with(&["--console-socket", sock_path.to_str().unwrap()]);
     o.assert_ok();
     b.start().assert_ok();
@@ -367,7 +349,6 @@ fn console_socket_terminal() {
     );
     assert!(lines.contains(&"done"), "{text:?}");
 }
-
 
 /// `docker exec -it` through containerd: exec --detach --tty
 /// --console-socket --pid-file.

@@ -204,9 +204,17 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         process.selinux_label().as_deref(),
     )?;
     let tty = process.terminal().unwrap_or(false);
+    // runc: a foreground exec with a terminal and no --console-socket gets a pty that sprout
+    // holds itself (an internal socketpair, as foreground `run`) and proxies to its own stdio.
+    let mut console_rx = None;
     let console = match (&o.console_socket, tty) {
         (Some(p), true) => Some(crate::console::connect(p)?),
-        (None, true) => bail!("exec --tty needs --console-socket"),
+        (None, true) if !o.detach => {
+            let (tx, rx) = crate::tty::console_pair()?;
+            console_rx = Some(rx);
+            Some(tx)
+        }
+        (None, true) => bail!("exec --tty --detach needs --console-socket"),
         _ => None,
     };
     let pidfd_socket = o
@@ -284,6 +292,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             &types,
             &process,
             console.as_ref(),
+            console_rx.is_some(),
             seccomp.as_ref(),
             mpol.as_ref(),
             &child_chan,
@@ -408,6 +417,16 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     if o.detach {
         return Ok(0);
     }
+    if let Some(rx) = &console_rx {
+        let master = match crate::tty::recv_master(rx) {
+            Ok(m) => m,
+            Err(e) => {
+                kill_and_reap(&child_pidfd);
+                return Err(e);
+            }
+        };
+        return crate::tty::proxy_and_wait(&child_pidfd, pid, master);
+    }
     crate::lifecycle::wait_forwarding(&child_pidfd, pid)
 }
 
@@ -420,6 +439,7 @@ fn exec_child(
     types: &[LinuxNamespaceType],
     process: &Process,
     console: Option<&OwnedFd>,
+    console_is_ours: bool,
     seccomp: Option<&sprout_seccomp::Prepared>,
     mpol: Option<&crate::numa::MemPolicy>,
     chan: &Channel,
@@ -468,7 +488,8 @@ fn exec_child(
                 crate::console::PtyOpts {
                     ctty: false,
                     uid: process.user().uid(),
-                    clear_onlcr: false,
+                    // As runc's tty.go when it holds the master itself (no --console-socket).
+                    clear_onlcr: console_is_ours,
                 },
             )?;
         }

@@ -594,3 +594,30 @@ fn pidfd_socket_hands_over_the_process() {
     o.assert_fail();
     o.assert_one_line_error(&["--pidfd-socket"]);
 }
+
+/// runc: `exec -t` in the foreground without --console-socket gets a pty that the runtime
+/// holds and proxies to its own stdio (ONLCR cleared, as foreground `run`), and the exit
+/// status of the process; detached it needs a console socket.
+#[test]
+fn exec_tty_in_the_foreground_without_a_console_socket() {
+    let ctx = Ctx::new("exectty2");
+    let b = ctx.bundle(SLEEP);
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let o = b.exec(
+        &["-t"],
+        &["sh", "-c", "tty; [ -t 0 ] && [ -t 1 ] && echo stdio-is-tty; exit 3"],
+    );
+    assert_eq!(o.code, Some(3), "{}", o.describe());
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert!(
+        lines.first().is_some_and(|l| l.starts_with("/dev/pts/")),
+        "{}",
+        o.describe()
+    );
+    assert!(lines.contains(&"stdio-is-tty"), "{}", o.describe());
+    assert!(!o.stdout.contains('\r'), "ONLCR should be cleared: {}", o.describe());
+    let o = b.exec(&["-t", "-d"], &["true"]);
+    o.assert_fail();
+    o.assert_one_line_error(&["--console-socket"]);
+}

@@ -1256,7 +1256,10 @@ fn create_refuses_an_existing_frozen_cgroup_and_leaves_it_alone() {
     // Plain create, the serve engine's pool, which reclaims its own pool cgroups that a killed
     // engine left frozen (kills and thaws them): not refused.
     std::fs::write(r.join("freezer/c/freezer.state"), "FROZEN\n").unwrap();
-    Manager::new_in(&host, None, "c", false).unwrap().create().unwrap();
+    Manager::new_in(&host, None, "c", false)
+        .unwrap()
+        .create()
+        .unwrap();
 
     // v2: cgroup.freeze 1, or frozen by an ancestor (cgroup.events).
     let t2 = TempDir::new("frozen2");

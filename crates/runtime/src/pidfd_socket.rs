@@ -30,7 +30,11 @@ impl PidfdSocket {
 
     /// Send `pidfd`; the message's bytes name it, as runc's (the receiver reads the fd).
     pub fn send(&self, pidfd: &OwnedFd) -> Result<()> {
-        crate::sys::send_fd(self.sock.as_raw_fd(), b"pidfd", pidfd.as_raw_fd())
-            .map_err(|e| Error::os(format!("--pidfd-socket {}: sending the pidfd", self.path), e))
+        crate::sys::send_fd(self.sock.as_raw_fd(), b"pidfd", pidfd.as_raw_fd()).map_err(|e| {
+            Error::os(
+                format!("--pidfd-socket {}: sending the pidfd", self.path),
+                e,
+            )
+        })
     }
 }

@@ -1159,7 +1159,13 @@ pub fn dev_mount_options_rw(m: &Mount) -> Option<Vec<String>> {
     let ro = parse_options(opts).is_ok_and(|o| o.flags & libc::MS_RDONLY != 0);
     ro.then(|| {
         opts.iter()
-            .map(|o| if o == "ro" { "rw".to_string() } else { o.clone() })
+            .map(|o| {
+                if o == "ro" {
+                    "rw".to_string()
+                } else {
+                    o.clone()
+                }
+            })
             .collect()
     })
 }

@@ -1112,7 +1112,11 @@ fn pool_never_hands_out_an_occupied_or_frozen_cgroup() {
     // Whatever happens below, the processes planted here go: thawed (a SIGKILL waits while
     // a task is frozen) and killed. A failed start of the engine left one frozen for good,
     // holding the test run's stdout.
-    struct Planted(Vec<(std::process::Child, std::path::PathBuf)>, &'static str, &'static str);
+    struct Planted(
+        Vec<(std::process::Child, std::path::PathBuf)>,
+        &'static str,
+        &'static str,
+    );
     impl Drop for Planted {
         fn drop(&mut self) {
             for (c, dir) in &mut self.0 {
@@ -1313,15 +1317,16 @@ fn waiting_cold_spares_hold_none_of_the_engines_fds() {
         d.status()
     );
     let engine = d.child.as_ref().unwrap().id();
-    let engine_fds = std::fs::read_dir(format!("/proc/{engine}/fd")).unwrap().count();
+    let engine_fds = std::fs::read_dir(format!("/proc/{engine}/fd"))
+        .unwrap()
+        .count();
     // The engine counts a spare once it is cloned; the spare joins its cgroup (with the
     // pool's fds) and closes the rest right after: wait for that, then look at each.
     let settled = || {
         let p = pool_procs(&d);
         p.len() == 2
-            && p.iter().all(|p| {
-                std::fs::read_dir(format!("/proc/{p}/fd")).is_ok_and(|rd| rd.count() <= 4)
-            })
+            && p.iter()
+                .all(|p| std::fs::read_dir(format!("/proc/{p}/fd")).is_ok_and(|rd| rd.count() <= 4))
     };
     eventually(5_000, settled);
     assert_eq!(pool_procs(&d).len(), 2, "{:?}", pool_procs(&d));
@@ -1337,7 +1342,11 @@ fn waiting_cold_spares_hold_none_of_the_engines_fds() {
             .collect();
         fds.sort();
         let nums: Vec<i32> = fds.iter().map(|(fd, _)| *fd).collect();
-        assert_eq!(nums, [0, 1, 2, 3], "spare {p} (the engine has {engine_fds}): {fds:?}");
+        assert_eq!(
+            nums,
+            [0, 1, 2, 3],
+            "spare {p} (the engine has {engine_fds}): {fds:?}"
+        );
         for (fd, to) in &fds[..3] {
             assert_eq!(to, "/dev/null", "spare {p} fd {fd}: {fds:?}");
         }

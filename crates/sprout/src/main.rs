@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand};
 use sprout_runtime::create::{self, CreateOpts};
 use sprout_runtime::exec::{self, ExecOpts};
 use sprout_runtime::lifecycle;
-use sprout_runtime::pidfd_socket::PidfdSocket;
 use sprout_runtime::log::{self, LogConfig};
+use sprout_runtime::pidfd_socket::PidfdSocket;
 use sprout_runtime::state::Store;
 use sprout_runtime::trace::Trace;
 use sprout_runtime::{Error, Result};
@@ -520,8 +520,7 @@ fn run(cli: Cli) -> Result<i32> {
                 if h.poststart().as_ref().is_some_and(|v| !v.is_empty()) {
                     if let Err(e) = lifecycle::run_poststart(&created.state, h) {
                         if !keep {
-                            let _ =
-                                lifecycle::delete_reaped(&store, &created.state, &mut trace);
+                            let _ = lifecycle::delete_reaped(&store, &created.state, &mut trace);
                         }
                         return Err(e);
                     }

@@ -540,7 +540,12 @@ fn pidfd_socket_hands_over_the_process() {
     let kill = |fd: i32, sig: i32| {
         // SAFETY: pidfd_send_signal on a pidfd this test owns; no memory is passed.
         let r = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd, sig, 0usize, 0u32) };
-        assert_eq!(r, 0, "pidfd_send_signal: {}", std::io::Error::last_os_error());
+        assert_eq!(
+            r,
+            0,
+            "pidfd_send_signal: {}",
+            std::io::Error::last_os_error()
+        );
     };
     for verb in ["create", "run -d"] {
         let b = ctx.bundle(SLEEP);
@@ -564,12 +569,22 @@ fn pidfd_socket_hands_over_the_process() {
     b.start_and_wait_exec();
     let pid_file = ctx.dir.join("exec.pid");
     b.exec(
-        &["-d", "--pid-file", pid_file.to_str().unwrap(), "--pidfd-socket", sock],
+        &[
+            "-d",
+            "--pid-file",
+            pid_file.to_str().unwrap(),
+            "--pidfd-socket",
+            sock,
+        ],
         &["sleep", "1001"],
     )
     .assert_ok();
     let fd = take();
-    let pid: i32 = fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let pid: i32 = fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert_eq!(pidfd_pid(fd), pid);
     assert_ne!(pid, b.pid());
     kill(fd, libc::SIGKILL);
@@ -590,7 +605,10 @@ fn pidfd_socket_hands_over_the_process() {
     o.assert_fail();
     o.assert_one_line_error(&["--pidfd-socket"]);
     ctx.assert_no_trace(&o, &b2, &[&b.id], None);
-    let o = b.exec(&["-d", "--pidfd-socket", missing.to_str().unwrap()], &["true"]);
+    let o = b.exec(
+        &["-d", "--pidfd-socket", missing.to_str().unwrap()],
+        &["true"],
+    );
     o.assert_fail();
     o.assert_one_line_error(&["--pidfd-socket"]);
 }
@@ -606,7 +624,11 @@ fn exec_tty_in_the_foreground_without_a_console_socket() {
     b.start_and_wait_exec();
     let o = b.exec(
         &["-t"],
-        &["sh", "-c", "tty; [ -t 0 ] && [ -t 1 ] && echo stdio-is-tty; exit 3"],
+        &[
+            "sh",
+            "-c",
+            "tty; [ -t 0 ] && [ -t 1 ] && echo stdio-is-tty; exit 3",
+        ],
     );
     assert_eq!(o.code, Some(3), "{}", o.describe());
     let lines: Vec<&str> = o.stdout.lines().collect();
@@ -616,7 +638,11 @@ fn exec_tty_in_the_foreground_without_a_console_socket() {
         o.describe()
     );
     assert!(lines.contains(&"stdio-is-tty"), "{}", o.describe());
-    assert!(!o.stdout.contains('\r'), "ONLCR should be cleared: {}", o.describe());
+    assert!(
+        !o.stdout.contains('\r'),
+        "ONLCR should be cleared: {}",
+        o.describe()
+    );
     let o = b.exec(&["-t", "-d"], &["true"]);
     o.assert_fail();
     o.assert_one_line_error(&["--console-socket"]);

@@ -890,7 +890,10 @@ fn read_only_dev_mount_is_set_up_then_made_read_only() {
     let out = b.run_ok();
     let l = lines(&out);
     assert!(
-        l.first().is_some_and(|m| m.split(' ').nth(3).is_some_and(|o| o.split(',').any(|f| f == "ro"))),
+        l.first().is_some_and(|m| m
+            .split(' ')
+            .nth(3)
+            .is_some_and(|o| o.split(',').any(|f| f == "ro"))),
         "/dev should be mounted read-only: {out}"
     );
     for want in ["devices-ok", "null-ok", "read-only"] {

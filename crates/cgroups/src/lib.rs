@@ -346,6 +346,12 @@ impl Manager {
     /// With `--systemd-cgroup` this only connects to systemd and finds its tree; the scope
     /// is made by systemd in `add_pid` (a scope cannot exist without a process).
     pub fn create(&mut self) -> Result<()> {
+        self.create_checked(false)
+    }
+
+    /// [`Manager::create`]; with `refuse_frozen`, also runc's check that a cgroup which existed
+    /// already is not frozen (`check_existing_not_frozen`), undone like any other failure.
+    fn create_checked(&mut self, refuse_frozen: bool) -> Result<()> {
         if self.systemd.is_some() {
             return systemd::prepare(self);
         }
@@ -353,7 +359,14 @@ impl Manager {
         let res = match self.layout {
             Layout::V2 => v2::create(self, &mut created),
             Layout::V1 | Layout::Hybrid => v1::create(self, &mut created),
-        };
+        }
+        .and_then(|()| {
+            if refuse_frozen {
+                self.check_existing_not_frozen(&created)
+            } else {
+                Ok(())
+            }
+        });
         match res {
             Ok(()) => {
                 self.created.extend(created);
@@ -374,15 +387,11 @@ impl Manager {
     /// hybrid host freezes the init too). The cgroup is not ours: it is only read, never
     /// thawed or removed. Nothing is read for a directory this create made.
     fn check_existing_not_frozen(&self, created: &[PathBuf]) -> Result<()> {
-        if self.systemd.is_some() {
-            // The scope (and its directories) is made by systemd in `add_pid`: a new unit.
-            return Ok(());
-        }
         let existed = |d: &Path| !created.iter().any(|c| c == d);
         let mut frozen = None;
         if let Some(h) = self.v1_hier("freezer").filter(|h| existed(&h.dir)) {
             // FREEZING counts: a task joining it is frozen too.
-            if v1::freezer_state_raw(&h.dir)? != "THAWED" {
+            if v1::read_state(&h.dir)? != "THAWED" {
                 frozen = Some(&h.dir);
             }
         }
@@ -418,17 +427,7 @@ impl Manager {
     /// (plain [`Manager::create`]) reclaims its own pool cgroups that a killed engine left
     /// frozen.
     pub fn create_for(&mut self, res: Option<&oci_spec::runtime::LinuxResources>) -> Result<()> {
-        let before = self.created.len();
-        let made = self.create().and_then(|()| {
-            let r = self.check_existing_not_frozen(&self.created[before..]);
-            if r.is_err() {
-                for d in self.created.drain(before..).rev() {
-                    let _ = std::fs::remove_dir(&d);
-                }
-            }
-            r
-        });
-        match made {
+        match self.create_checked(true) {
             Err(e) if self.rootless && e.is_permission() => {
                 if self.default_path && !resources::needs_limits(res) {
                     self.v1.clear();

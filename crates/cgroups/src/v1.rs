@@ -115,11 +115,7 @@ pub(crate) fn copy_cpuset(new_dirs: &[PathBuf]) -> Result<()> {
 }
 
 /// freezer.state as the kernel reports it: THAWED, FREEZING or FROZEN.
-pub(crate) fn freezer_state_raw(dir: &Path) -> Result<String> {
-    read_state(dir)
-}
-
-fn read_state(dir: &Path) -> Result<String> {
+pub(crate) fn read_state(dir: &Path) -> Result<String> {
     Ok(fs::read_at(dir, "freezer.state")?.trim().to_string())
 }
 

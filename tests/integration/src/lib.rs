@@ -118,3 +118,11 @@ pub fn pty_reader(
     });
     rx
 }
+
+/// A container running `sleep 1000`, created and started, its process exec'd: for `exec`.
+pub fn running(ctx: &Ctx) -> Bundle<'_> {
+    let b = ctx.bundle(&["sleep", "1000"]);
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    b
+}

@@ -564,9 +564,7 @@ fn pidfd_socket_hands_over_the_process() {
         b.delete().assert_ok();
     }
     // exec -d: the pidfd is the exec'd process's, not the init's.
-    let b = ctx.bundle(SLEEP);
-    b.create().assert_ok();
-    b.start_and_wait_exec();
+    let b = running(&ctx);
     let pid_file = ctx.dir.join("exec.pid");
     b.exec(
         &[
@@ -619,9 +617,7 @@ fn pidfd_socket_hands_over_the_process() {
 #[test]
 fn exec_tty_in_the_foreground_without_a_console_socket() {
     let ctx = Ctx::new("exectty2");
-    let b = ctx.bundle(SLEEP);
-    b.create().assert_ok();
-    b.start_and_wait_exec();
+    let b = running(&ctx);
     let o = b.exec(
         &["-t"],
         &[

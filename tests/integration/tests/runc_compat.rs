@@ -35,14 +35,6 @@ fn caps(list: &[&str]) -> Value {
     })
 }
 
-/// A container running `sleep` (created and started), for `exec`.
-fn running<'a>(ctx: &'a Ctx) -> Bundle<'a> {
-    let b = ctx.bundle(SLEEP);
-    b.create().assert_ok();
-    b.start_and_wait_exec();
-    b
-}
-
 // ---- 1. capabilities unknown to the runtime and the kernel ------------------------------------
 
 #[test]

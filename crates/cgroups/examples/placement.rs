@@ -65,7 +65,7 @@ impl Child {
                 unsafe {
                     libc::syscall(
                         libc::SYS_clone3,
-                        &a as *const CloneArgs,
+                        std::ptr::from_ref::<CloneArgs>(&a),
                         std::mem::size_of::<CloneArgs>(),
                     ) as i32
                 }
@@ -76,7 +76,7 @@ impl Child {
             unsafe {
                 libc::close(p[1]);
                 let mut b = 0u8;
-                libc::read(p[0], (&mut b as *mut u8).cast(), 1);
+                libc::read(p[0], std::ptr::from_mut::<u8>(&mut b).cast(), 1);
                 libc::_exit(0);
             }
         }

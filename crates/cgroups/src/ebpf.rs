@@ -105,7 +105,7 @@ pub(crate) fn parse_rules(list: &[LinuxDeviceCgroup]) -> Result<Vec<Rule>> {
             match v {
                 None => Ok(None),
                 Some(n) if n < 0 => Ok(None),
-                Some(n) if n > u32::MAX as i64 => {
+                Some(n) if n > i64::from(u32::MAX) => {
                     Err(invalid(&field, format_args!("invalid device number {n}")))
                 }
                 Some(n) => Ok(Some(n as u32)),
@@ -196,7 +196,7 @@ pub(crate) fn program(rules: &[Rule]) -> Vec<Insn> {
             block.push(ins(JNE_K, 5, 0, 0, m as i32));
         }
         let conditional = !block.is_empty();
-        block.push(ins(MOV64_K, 0, 0, 0, r.allow as i32));
+        block.push(ins(MOV64_K, 0, 0, 0, i32::from(r.allow)));
         block.push(ins(EXIT, 0, 0, 0, 0));
         let len = block.len();
         for (i, insn) in block.iter_mut().enumerate() {
@@ -240,15 +240,15 @@ pub fn evaluate(
                 if src != 1 || i.off % 4 != 0 || !(0..12).contains(&i.off) {
                     return Err(format!("bad load {i:?}"));
                 }
-                r[dst] = ctx[i.off as usize / 4] as u64;
+                r[dst] = u64::from(ctx[i.off as usize / 4]);
             }
-            AND32_K => r[dst] = (r[dst] as u32 & i.imm as u32) as u64,
-            RSH32_K => r[dst] = ((r[dst] as u32) >> i.imm) as u64,
-            MOV32_X => r[dst] = r[src] as u32 as u64,
-            MOV64_K => r[dst] = i.imm as i64 as u64,
+            AND32_K => r[dst] = u64::from(r[dst] as u32 & i.imm as u32),
+            RSH32_K => r[dst] = u64::from((r[dst] as u32) >> i.imm),
+            MOV32_X => r[dst] = u64::from(r[src] as u32),
+            MOV64_K => r[dst] = i64::from(i.imm) as u64,
             JNE_K | JNE_X => {
                 let b = if i.code == JNE_K {
-                    i.imm as i64 as u64
+                    i64::from(i.imm) as u64
                 } else {
                     r[src]
                 };
@@ -305,7 +305,7 @@ fn bpf(cmd: libc::c_int, attr: &mut Attr) -> std::io::Result<libc::c_long> {
         libc::syscall(
             libc::SYS_bpf,
             cmd,
-            attr as *mut Attr,
+            std::ptr::from_mut::<Attr>(attr),
             std::mem::size_of::<Attr>() as u32,
         )
     };
@@ -689,7 +689,8 @@ mod tests {
         assert!(!ok(&p, DEV_BLOCK, ACC_READ, 8, 1));
         assert!(ok(&p, DEV_CHAR, ACC_WRITE, 99, 7));
         // a major above i32::MAX can match nothing and is dropped, not sign-extended
-        let p = device_filter(&[rule(true, Some(C), Some(u32::MAX as i64), None, "rwm")]).unwrap();
+        let p =
+            device_filter(&[rule(true, Some(C), Some(i64::from(u32::MAX)), None, "rwm")]).unwrap();
         assert_eq!(p.len(), 8);
         assert!(!ok(&p, DEV_CHAR, ACC_READ, u32::MAX, 0));
     }

@@ -190,7 +190,7 @@ pub(crate) fn idle(v: Option<i64>) -> Result<Option<i64>> {
 }
 
 pub(crate) fn dev_num(field: &str, major: i64, minor: i64) -> Result<String> {
-    if major < 0 || minor < 0 || major > u32::MAX as i64 || minor > u32::MAX as i64 {
+    if major < 0 || minor < 0 || major > i64::from(u32::MAX) || minor > i64::from(u32::MAX) {
         return Err(invalid(
             field,
             format_args!("invalid device number {major}:{minor}"),
@@ -279,7 +279,7 @@ pub(crate) fn device_rule(i: usize, d: &LinuxDeviceCgroup) -> Result<String> {
         match v {
             None => Ok("*".into()),
             Some(n) if n < 0 => Ok("*".into()),
-            Some(n) if n > u32::MAX as i64 => {
+            Some(n) if n > i64::from(u32::MAX) => {
                 Err(invalid(&field, format_args!("invalid device number {n}")))
             }
             Some(n) => Ok(n.to_string()),

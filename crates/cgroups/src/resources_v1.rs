@@ -526,7 +526,7 @@ fn devices(m: &Manager, list: &[LinuxDeviceCgroup]) -> Result<()> {
             "devices.deny"
         };
         let field = format!("devices[{i}]");
-        let slot = &mut files[allow as usize];
+        let slot = &mut files[usize::from(allow)];
         if slot.is_none() {
             let p = d.join(file);
             match std::fs::OpenOptions::new().write(true).open(&p) {

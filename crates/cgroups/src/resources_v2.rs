@@ -240,13 +240,13 @@ fn io(d: &Path, b: &LinuxBlockIo) -> Result<()> {
     if let Some(w) = weight {
         // BFQ takes the v1 scale directly; otherwise io.weight on the 1..10000 scale.
         if !try_set(d, "io.bfq.weight", &w.to_string(), "blockIO.weight")? {
-            let v = format!("default {}", r::blkio_to_io_weight(w as u64));
+            let v = format!("default {}", r::blkio_to_io_weight(u64::from(w)));
             set(d, "io.weight", &v, "blockIO.weight", true)?;
         }
     }
     for (num, w, field) in &wdev {
         if !try_set(d, "io.bfq.weight", &format!("{num} {w}"), field)? {
-            let v = format!("{num} {}", r::blkio_to_io_weight(*w as u64));
+            let v = format!("{num} {}", r::blkio_to_io_weight(u64::from(*w)));
             set(d, "io.weight", &v, field, true)?;
         }
     }

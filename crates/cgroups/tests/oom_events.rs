@@ -44,7 +44,7 @@ fn v1_oom_event_then_gone() {
         unsafe {
             libc::close(p[1]);
             let mut b = 0u8;
-            libc::read(p[0], (&mut b as *mut u8).cast(), 1);
+            libc::read(p[0], std::ptr::from_mut::<u8>(&mut b).cast(), 1);
             let len = 256usize << 20;
             let a = libc::mmap(
                 std::ptr::null_mut(),
@@ -57,7 +57,7 @@ fn v1_oom_event_then_gone() {
             if a == libc::MAP_FAILED {
                 libc::_exit(2);
             }
-            let a = a as *mut u8;
+            let a = a.cast::<u8>();
             let mut i = 0;
             while i < len {
                 *a.add(i) = 1;

@@ -229,7 +229,7 @@ fn pool_concurrent_take_and_give_back() {
                     if let Some(d) = m.v1_path("cpuset") {
                         assert!(!read(d.join("cpuset.cpus")).is_empty());
                     }
-                    pooled += took as usize;
+                    pooled += usize::from(took);
                     m.destroy_pooled(&pool).unwrap();
                     assert!(!m.v1_path("memory").unwrap().exists());
                 }

@@ -60,7 +60,7 @@ fn probe(cg: &Path) -> [i32; 3] {
         // Child: only async-signal-safe calls.
         unsafe {
             let mut b = 0u8;
-            libc::read(go[0], (&mut b as *mut u8).cast(), 1);
+            libc::read(go[0], std::ptr::from_mut::<u8>(&mut b).cast(), 1);
             let mut out = [0i32; 3];
             for (i, (p, fl)) in [
                 (c"/dev/null", libc::O_RDONLY),

@@ -183,7 +183,7 @@ fn capbset_read(cap: u32) -> libc::c_int {
     unsafe {
         libc::prctl(
             libc::PR_CAPBSET_READ,
-            cap as libc::c_ulong,
+            libc::c_ulong::from(cap),
             0 as libc::c_ulong,
             0 as libc::c_ulong,
             0 as libc::c_ulong,
@@ -341,14 +341,14 @@ pub fn capget() -> std::io::Result<CapState> {
     let r = unsafe {
         libc::syscall(
             libc::SYS_capget,
-            &mut hdr as *mut CapHeader,
+            std::ptr::from_mut::<CapHeader>(&mut hdr),
             data.as_mut_ptr(),
         )
     };
     if r != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let join = |lo: u32, hi: u32| (lo as u64) | ((hi as u64) << 32);
+    let join = |lo: u32, hi: u32| u64::from(lo) | (u64::from(hi) << 32);
     Ok(CapState {
         effective: join(data[0].effective, data[1].effective),
         permitted: join(data[0].permitted, data[1].permitted),
@@ -375,7 +375,13 @@ pub fn capset(s: &CapState) -> std::io::Result<()> {
         },
     ];
     // SAFETY: header and a 2-element data array, as _LINUX_CAPABILITY_VERSION_3 requires.
-    let r = unsafe { libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, data.as_ptr()) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            std::ptr::from_mut::<CapHeader>(&mut hdr),
+            data.as_ptr(),
+        )
+    };
     if r != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -405,7 +411,7 @@ fn drop_bounding_from(current: u64, keep: u64) -> Result<()> {
         if keep & (1u64 << n) != 0 || current & (1u64 << n) == 0 {
             continue;
         }
-        if prctl(libc::PR_CAPBSET_DROP, n as libc::c_ulong, 0) != 0 {
+        if prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(n), 0) != 0 {
             return Err(Error::last_os(format!(
                 "process.capabilities.bounding: dropping {} from the bounding set",
                 name_or_number(n)
@@ -440,7 +446,7 @@ pub fn set_ambient(ambient: u64) -> Result<()> {
         if prctl(
             libc::PR_CAP_AMBIENT,
             libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
-            n as libc::c_ulong,
+            libc::c_ulong::from(n),
         ) != 0
         {
             let err = std::io::Error::last_os_error();
@@ -463,10 +469,10 @@ pub fn set_ambient(ambient: u64) -> Result<()> {
 }
 
 fn set_keepcaps(on: bool) -> Result<()> {
-    if prctl(libc::PR_SET_KEEPCAPS, on as libc::c_ulong, 0) != 0 {
+    if prctl(libc::PR_SET_KEEPCAPS, libc::c_ulong::from(on), 0) != 0 {
         return Err(Error::last_os(format!(
             "process.user: prctl(PR_SET_KEEPCAPS, {})",
-            on as u8
+            u8::from(on)
         )));
     }
     Ok(())

@@ -142,8 +142,8 @@ mod tests {
         ] {
             assert_eq!(t.to_string(), rlimit_name(t));
         }
-        assert_eq!(resource(RlimitNofile) as i64, 7);
-        assert_eq!(resource(RlimitRttime) as i64, 15);
+        assert_eq!(i64::from(resource(RlimitNofile)), 7);
+        assert_eq!(i64::from(resource(RlimitRttime)), 15);
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub fn set_oom_score_adj(score: i32) -> Result<()> {
     let mut buf = [0u8; 24];
     write_file(
         "/proc/self/oom_score_adj\0",
-        fmt_i64(score as i64, &mut buf),
+        fmt_i64(i64::from(score), &mut buf),
     )
     .map_err(|e| Error::Sys {
         what: format!("process.oomScoreAdj: writing {score} to /proc/self/oom_score_adj"),
@@ -84,7 +84,7 @@ pub fn set_oom_score_adj_pid(pid: libc::pid_t, score: i32) -> Result<()> {
     validate_oom_score_adj(score)?;
     let path = format!("/proc/{pid}/oom_score_adj\0");
     let mut buf = [0u8; 24];
-    write_file(&path, fmt_i64(score as i64, &mut buf)).map_err(|e| Error::Sys {
+    write_file(&path, fmt_i64(i64::from(score), &mut buf)).map_err(|e| Error::Sys {
         what: format!("process.oomScoreAdj: writing {score} to /proc/{pid}/oom_score_adj"),
         source: e,
     })
@@ -305,7 +305,14 @@ pub fn sched_attr(s: &Scheduler) -> Result<SchedAttr> {
 pub fn set_scheduler(s: &Scheduler) -> Result<()> {
     let mut attr = sched_attr(s)?;
     // SAFETY: pointer to a live, correctly sized sched_attr.
-    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &mut attr as *mut SchedAttr, 0) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            0,
+            std::ptr::from_mut::<SchedAttr>(&mut attr),
+            0,
+        )
+    };
     if r != 0 {
         return Err(Error::last_os(format!(
             "process.scheduler: sched_setattr({})",
@@ -323,7 +330,7 @@ pub fn get_sched_attr() -> std::io::Result<SchedAttr> {
         libc::syscall(
             libc::SYS_sched_getattr,
             0,
-            &mut attr as *mut SchedAttr,
+            std::ptr::from_mut::<SchedAttr>(&mut attr),
             SCHED_ATTR_SIZE,
             0,
         )
@@ -389,7 +396,7 @@ pub fn validate_personality(p: &LinuxPersonality) -> Result<()> {
 pub fn set_personality(p: &LinuxPersonality) -> Result<()> {
     let v = personality_value(p)?;
     // SAFETY: integer argument.
-    if unsafe { libc::personality(v as libc::c_ulong) } == -1 {
+    if unsafe { libc::personality(libc::c_ulong::from(v)) } == -1 {
         return Err(Error::last_os(format!(
             "linux.personality: personality({v:#x})"
         )));

@@ -19,13 +19,21 @@ fn child_load_ns(p: &sprout_seccomp::compile::Compiled) -> u64 {
             u64::MAX
         };
         unsafe {
-            libc::write(fds[1], &ns as *const u64 as *const libc::c_void, 8);
+            libc::write(
+                fds[1],
+                std::ptr::from_ref::<u64>(&ns).cast::<libc::c_void>(),
+                8,
+            );
             libc::_exit(0);
         }
     }
     let mut ns = 0u64;
     unsafe {
-        libc::read(fds[0], &mut ns as *mut u64 as *mut libc::c_void, 8);
+        libc::read(
+            fds[0],
+            std::ptr::from_mut::<u64>(&mut ns).cast::<libc::c_void>(),
+            8,
+        );
         libc::close(fds[0]);
         libc::close(fds[1]);
         libc::waitpid(pid, std::ptr::null_mut(), 0);

@@ -200,7 +200,7 @@ pub(crate) fn hash_environment(h: Sha256, libseccomp: (u32, u32, u32)) -> Sha256
     c.u32(crate::compact::VERSION);
     c.bytes(env!("CARGO_PKG_VERSION").as_bytes());
     c.bytes(std::env::consts::ARCH.as_bytes());
-    c.u8(cfg!(target_endian = "little") as u8);
+    c.u8(u8::from(cfg!(target_endian = "little")));
     c.u32(libseccomp.0);
     c.u32(libseccomp.1);
     c.u32(libseccomp.2);

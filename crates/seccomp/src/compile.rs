@@ -119,7 +119,7 @@ pub fn filter_flags(profile: &LinuxSeccomp) -> Result<(u32, bool)> {
 fn errno_of(what: &str, v: Option<u32>) -> Result<u16> {
     match v {
         None => Ok(libc::EPERM as u16),
-        Some(v) if v <= u16::MAX as u32 => Ok(v as u16),
+        Some(v) if v <= u32::from(u16::MAX) => Ok(v as u16),
         Some(v) => Err(Error::Invalid(format!(
             "{what} errnoRet {v} out of range (0..=65535)"
         ))),
@@ -133,7 +133,9 @@ fn action(a: LinuxSeccompAction, errno_ret: Option<u32>, what: &str) -> Result<S
         }
         LinuxSeccompAction::ScmpActKillProcess => ScmpAction::KillProcess,
         LinuxSeccompAction::ScmpActTrap => ScmpAction::Trap,
-        LinuxSeccompAction::ScmpActErrno => ScmpAction::Errno(errno_of(what, errno_ret)? as i32),
+        LinuxSeccompAction::ScmpActErrno => {
+            ScmpAction::Errno(i32::from(errno_of(what, errno_ret)?))
+        }
         LinuxSeccompAction::ScmpActTrace => ScmpAction::Trace(errno_of(what, errno_ret)?),
         LinuxSeccompAction::ScmpActNotify => ScmpAction::Notify,
         LinuxSeccompAction::ScmpActLog => ScmpAction::Log,
@@ -350,5 +352,5 @@ pub(crate) fn bytes_to_filter(bytes: &[u8]) -> Option<Box<[libc::sock_filter]>> 
 pub(crate) fn filter_bytes(filter: &[libc::sock_filter]) -> &[u8] {
     const _: () = assert!(std::mem::size_of::<libc::sock_filter>() == 8);
     // SAFETY: sock_filter is repr(C) {u16, u8, u8, u32}: 8 bytes, no padding, any bit pattern ok.
-    unsafe { std::slice::from_raw_parts(filter.as_ptr() as *const u8, filter.len() * 8) }
+    unsafe { std::slice::from_raw_parts(filter.as_ptr().cast::<u8>(), filter.len() * 8) }
 }

@@ -20,15 +20,15 @@ pub fn load_filter(
     }
     let prog = libc::sock_fprog {
         len: filter.len() as libc::c_ushort,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
+        filter: filter.as_ptr().cast_mut(),
     };
     // SAFETY: `prog` points at `filter`, which outlives the call; the kernel copies the program.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_seccomp,
             SECCOMP_SET_MODE_FILTER,
-            flags as libc::c_ulong,
-            &prog as *const libc::sock_fprog,
+            libc::c_ulong::from(flags),
+            std::ptr::from_ref::<libc::sock_fprog>(&prog),
         )
     };
     if rc < 0 {

@@ -216,7 +216,7 @@ mod shani {
 
     #[inline(always)]
     unsafe fn k(i: usize) -> __m128i {
-        _mm_loadu_si128(super::K.as_ptr().add(i) as *const __m128i)
+        _mm_loadu_si128(super::K.as_ptr().add(i).cast::<__m128i>())
     }
 
     /// The Intel SHA extensions block function (after Intel's reference code).
@@ -227,8 +227,8 @@ mod shani {
             0x0405_0607_0001_0203u64 as i64,
         );
         // state: a b c d e f g h -> ABEF / CDGH layout
-        let mut tmp = _mm_loadu_si128(state.as_ptr() as *const __m128i); // d c b a
-        let mut state1 = _mm_loadu_si128(state.as_ptr().add(4) as *const __m128i); // h g f e
+        let mut tmp = _mm_loadu_si128(state.as_ptr().cast::<__m128i>()); // d c b a
+        let mut state1 = _mm_loadu_si128(state.as_ptr().add(4).cast::<__m128i>()); // h g f e
         tmp = _mm_shuffle_epi32(tmp, 0xB1); // c d a b
         state1 = _mm_shuffle_epi32(state1, 0x1B); // e f g h
         let mut state0 = _mm_alignr_epi8(tmp, state1, 8); // a b e f
@@ -237,7 +237,7 @@ mod shani {
         for block in blocks.chunks_exact(64) {
             let abef_save = state0;
             let cdgh_save = state1;
-            let p = block.as_ptr() as *const __m128i;
+            let p = block.as_ptr().cast::<__m128i>();
             let mut w0 = _mm_shuffle_epi8(_mm_loadu_si128(p), mask);
             let mut w1 = _mm_shuffle_epi8(_mm_loadu_si128(p.add(1)), mask);
             let mut w2 = _mm_shuffle_epi8(_mm_loadu_si128(p.add(2)), mask);
@@ -273,8 +273,8 @@ mod shani {
         state1 = _mm_shuffle_epi32(state1, 0xB1); // d c h g
         state0 = _mm_blend_epi16(tmp, state1, 0xF0); // d c b a
         state1 = _mm_alignr_epi8(state1, tmp, 8); // h g f e
-        _mm_storeu_si128(state.as_mut_ptr() as *mut __m128i, state0);
-        _mm_storeu_si128(state.as_mut_ptr().add(4) as *mut __m128i, state1);
+        _mm_storeu_si128(state.as_mut_ptr().cast::<__m128i>(), state0);
+        _mm_storeu_si128(state.as_mut_ptr().add(4).cast::<__m128i>(), state1);
     }
 }
 

@@ -7,7 +7,7 @@ use serde_json::json;
 use sprout_seccomp::{compile, compile_profile, prepare, Prepared};
 
 fn pid() -> libc::c_long {
-    unsafe { libc::getpid() as libc::c_long }
+    unsafe { libc::c_long::from(libc::getpid()) }
 }
 
 /// Loads `p` in a child, runs `check` there, returns the child's exit code.
@@ -49,13 +49,13 @@ fn errno_rules_and_argument_conditions() {
         if sys(libc::SYS_getppid, 0, 0, 0) != Err(42) {
             return 10;
         }
-        if sys(libc::SYS_fcntl, 0, libc::F_GETFD as _, 0) != Err(44) {
+        if sys(libc::SYS_fcntl, 0, i64::from(libc::F_GETFD), 0) != Err(44) {
             return 11;
         }
-        if sys(libc::SYS_fcntl, 0, libc::F_GETFL as _, 0) != Err(44) {
+        if sys(libc::SYS_fcntl, 0, i64::from(libc::F_GETFL), 0) != Err(44) {
             return 12;
         }
-        if sys(libc::SYS_fcntl, 0, libc::F_GETOWN as _, 0).is_err() {
+        if sys(libc::SYS_fcntl, 0, i64::from(libc::F_GETOWN), 0).is_err() {
             return 13;
         }
         if sys(libc::SYS_kill, pid(), 0, 0) != Err(46) {
@@ -80,7 +80,7 @@ fn errno_rules_and_argument_conditions() {
         if sys(libc::SYS_getpriority, 6, 0, 0) != Err(libc::EPERM) {
             return 20;
         }
-        if sys(libc::SYS_getpriority, libc::PRIO_PROCESS as _, 0, 0).is_err() {
+        if sys(libc::SYS_getpriority, i64::from(libc::PRIO_PROCESS), 0, 0).is_err() {
             return 21;
         }
         0
@@ -335,8 +335,8 @@ fn podman_default_profile_behaves() {
         // socket(AF_NETLINK, *, NETLINK_AUDIT): errnoRet 22 (two args ANDed).
         if sys(
             libc::SYS_socket,
-            libc::AF_NETLINK as _,
-            libc::SOCK_RAW as _,
+            i64::from(libc::AF_NETLINK),
+            i64::from(libc::SOCK_RAW),
             9,
         ) != Err(libc::EINVAL)
         {

@@ -118,8 +118,7 @@ impl LogSink {
                 let id = ev.u64;
                 let mut st = self.streams.lock().unwrap();
                 let Some(s) = st.get_mut(&id) else { continue };
-                let r =
-                    unsafe { libc::read(s.fd.as_raw_fd(), buf.as_mut_ptr() as *mut _, buf.len()) };
+                let r = unsafe { libc::read(s.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
                 if r > 0 {
                     self.take(s, &buf[..r as usize], &mut text);
                 } else if r < 0

@@ -31,7 +31,7 @@ fn mount_raw(
             t.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
             flags,
             o.as_ref()
-                .map_or(std::ptr::null(), |c| c.as_ptr() as *const libc::c_void),
+                .map_or(std::ptr::null(), |c| c.as_ptr().cast::<libc::c_void>()),
         )
     };
     if r != 0 {

@@ -136,7 +136,7 @@ fn child_fail(sock: RawFd, what: &[u8]) -> ! {
     let len = (n - 4) as u32;
     buf[..4].copy_from_slice(&len.to_le_bytes());
     unsafe {
-        libc::write(sock, buf.as_ptr() as *const _, n);
+        libc::write(sock, buf.as_ptr().cast(), n);
         libc::_exit(127)
     }
 }
@@ -177,13 +177,13 @@ unsafe fn wait_assignment(sock: RawFd) -> Option<(RawFd, i32, RawFd)> {
     let mut buf = [0u8; 8];
     let mut cbuf = [0u64; 8];
     let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr() as *mut _,
+        iov_base: buf.as_mut_ptr().cast(),
         iov_len: 8,
     };
     let mut mh: libc::msghdr = std::mem::zeroed();
     mh.msg_iov = &mut iov;
     mh.msg_iovlen = 1;
-    mh.msg_control = cbuf.as_mut_ptr() as *mut _;
+    mh.msg_control = cbuf.as_mut_ptr().cast();
     mh.msg_controllen = std::mem::size_of_val(&cbuf);
     let n = loop {
         let n = libc::recvmsg(sock, &mut mh, libc::MSG_CMSG_CLOEXEC);
@@ -207,7 +207,7 @@ unsafe fn wait_assignment(sock: RawFd) -> Option<(RawFd, i32, RawFd)> {
     };
     let mut got = n as usize;
     while got < 8 {
-        let k = libc::read(sock, buf.as_mut_ptr().add(got) as *mut _, 8 - got);
+        let k = libc::read(sock, buf.as_mut_ptr().add(got).cast(), 8 - got);
         if k <= 0 {
             return None;
         }
@@ -279,7 +279,7 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
     // built before the clone; nothing here allocates or takes a lock.
     unsafe {
         for &fd in s.procs {
-            if libc::write(fd, zero.as_ptr() as *const _, 1) != 1 {
+            if libc::write(fd, zero.as_ptr().cast(), 1) != 1 {
                 child_fail(s.sock, b"joining cgroup");
             }
         }
@@ -303,7 +303,7 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
             child_fail(sock, b"unshare");
         }
         if early & CLONE_NEWUTS != 0
-            && libc::sethostname(hostname.as_ptr() as *const _, hostname.len()) != 0
+            && libc::sethostname(hostname.as_ptr().cast(), hostname.len()) != 0
         {
             child_fail(sock, b"sethostname");
         }

@@ -1023,7 +1023,7 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
             assert!(!l.starts_with("pid:"), "pid {k}: {l:?}");
             assert!(!l.contains("cgroup"), "pid {k}: {l:?}");
             assert!(!l.starts_with("/proc"), "pid {k}: {l:?}");
-            socks += l.starts_with("socket:") as usize;
+            socks += usize::from(l.starts_with("socket:"));
         }
         assert_eq!(socks, 1, "pid {k}");
     }
@@ -1204,7 +1204,7 @@ fn cold_start_is_one_clone_and_a_compiled_init() {
     }
     // One process per sandbox, a direct child of the engine (no intermediate), pid 1 of a
     // pid namespace of its own.
-    let kids: Vec<i64> = children_of(d.pid() as i64)
+    let kids: Vec<i64> = children_of(i64::from(d.pid()))
         .into_iter()
         .filter(|k| proc_field(*k, "NSpid:").split_whitespace().count() == 2)
         .collect();
@@ -1638,7 +1638,7 @@ fn one_deadline_per_request_and_handler_config_only_tightens() {
 }
 
 fn vm_hwm_kib(pid: i32) -> u64 {
-    proc_field(pid as i64, "VmHWM:")
+    proc_field(i64::from(pid), "VmHWM:")
         .trim()
         .trim_end_matches("kB")
         .trim()

@@ -147,7 +147,7 @@ mod tests {
         assert!(q as usize >= p as usize + 3);
         // The test binary's allocator is the system's: a heap pointer is not the arena's.
         let on_heap = Box::into_raw(Box::new(0u64));
-        assert!(!Arena::owns(on_heap as *mut u8));
+        assert!(!Arena::owns(on_heap.cast::<u8>()));
         unsafe { drop(Box::from_raw(on_heap)) };
     }
 

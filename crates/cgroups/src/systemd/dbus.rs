@@ -246,7 +246,7 @@ impl Enc {
     pub fn put(&mut self, v: &Value) -> Result<()> {
         match v {
             Value::Byte(x) => self.buf.push(*x),
-            Value::Bool(x) => self.u32(*x as u32),
+            Value::Bool(x) => self.u32(u32::from(*x)),
             Value::I16(x) => {
                 self.pad(2);
                 self.buf.extend_from_slice(&x.to_le_bytes());
@@ -948,7 +948,7 @@ impl Conn {
                 self.sock.as_raw_fd(),
                 libc::SOL_SOCKET,
                 libc::SO_PEERCRED,
-                &mut cred as *mut _ as *mut libc::c_void,
+                std::ptr::from_mut(&mut cred).cast::<libc::c_void>(),
                 &mut len,
             )
         };

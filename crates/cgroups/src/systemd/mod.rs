@@ -134,7 +134,7 @@ pub(crate) fn host_id(uid_map: &str, id: u32) -> Option<u32> {
         let [inside, outside, count] = f[..] else {
             return None;
         };
-        let id = id as u64;
+        let id = u64::from(id);
         (inside <= id && id < inside + count)
             .then(|| u32::try_from(outside + (id - inside)).ok())
             .flatten()
@@ -502,10 +502,10 @@ pub(crate) fn resource_props(layout: Layout, res: &LinuxResources) -> Result<Vec
             if v2 {
                 p.push(prop(
                     "IOWeight",
-                    Value::U64(resources::blkio_to_io_weight(w as u64)),
+                    Value::U64(resources::blkio_to_io_weight(u64::from(w))),
                 ));
             } else {
-                p.push(prop("BlockIOWeight", Value::U64(w as u64)));
+                p.push(prop("BlockIOWeight", Value::U64(u64::from(w))));
             }
         }
     }

@@ -37,8 +37,11 @@ struct Child {
 impl Child {
     fn spawn(cgfd: Option<i32>) -> Child {
         let mut p = [0i32; 2];
+        // SAFETY: `p` is a live [c_int; 2], the two slots pipe2(2) writes.
         unsafe { assert_eq!(libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC), 0) };
         let pid = match cgfd {
+            // SAFETY: the child only reads its pipe and calls _exit (below): async-signal-safe
+            // calls, no allocation, whatever threads the process has.
             None => unsafe { libc::fork() },
             Some(fd) => {
                 #[repr(C)]
@@ -62,6 +65,10 @@ impl Child {
                     cgroup: fd as u64,
                     ..Default::default()
                 };
+                // SAFETY: clone3 reads size_of::<CloneArgs>() bytes from the live `a`, laid out
+                // as struct clone_args (repr(C), eleven u64: CLONE_ARGS_SIZE_VER2). Without
+                // CLONE_VM and with no stack it behaves like fork: the child gets a copy of
+                // this stack and runs the same async-signal-safe code as the fork above.
                 unsafe {
                     libc::syscall(
                         libc::SYS_clone3,
@@ -73,6 +80,8 @@ impl Child {
         };
         assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
         if pid == 0 {
+            // SAFETY: closes the child's copy of the write end; reads at most 1 byte into the
+            // live `b`; _exit never returns into the parent's code.
             unsafe {
                 libc::close(p[1]);
                 let mut b = 0u8;
@@ -80,12 +89,15 @@ impl Child {
                 libc::_exit(0);
             }
         }
+        // SAFETY: closes the parent's copy of the read end, once.
         unsafe { libc::close(p[0]) };
         Child { pid, w: p[1] }
     }
 }
 impl Drop for Child {
     fn drop(&mut self) {
+        // SAFETY: `w` is owned by this Child and closed only here (waking the child);
+        // `pid` is our own child, reaped once, with a null status pointer (allowed).
         unsafe {
             libc::close(self.w);
             libc::waitpid(self.pid, std::ptr::null_mut(), 0);

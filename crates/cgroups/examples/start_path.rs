@@ -1,26 +1,29 @@
 //! The container-start sequence against the real host, timed; run under
 //! `strace -e trace=!write` to see exactly the syscalls between the MARK lines.
 //!   cargo run --release -p sprout-cgroups --example start_path
+use std::sync::Mutex;
 use std::time::Instant;
 
 use oci_spec::runtime::*;
 use sprout_cgroups::Manager;
 
-static mut T0: Option<Instant> = None;
-static mut PHASES: String = String::new();
+/// The last mark's time and the phases so far (" <duration> [name]" each).
+static PHASES: Mutex<(Option<Instant>, String)> = Mutex::new((None, String::new()));
 
-#[allow(static_mut_refs)]
 fn mark(s: &str) {
-    unsafe {
+    {
         let now = Instant::now();
-        if let Some(t) = T0 {
-            PHASES.push_str(&format!(" {:?}", now - t));
+        let mut p = PHASES.lock().unwrap();
+        if let Some(t) = p.0 {
+            p.1.push_str(&format!(" {:?}", now - t));
         }
-        PHASES.push_str(&format!(" [{s}]"));
-        T0 = Some(now);
+        p.1.push_str(&format!(" [{s}]"));
+        p.0 = Some(now);
     }
     // one write(2) per marker, easy to find in strace output
-    unsafe { libc::write(2, format!("MARK {s}\n").as_ptr().cast(), s.len() + 6) };
+    let line = format!("MARK {s}\n");
+    // SAFETY: writes line.len() bytes from the live String `line` to stderr.
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
 }
 
 fn main() {
@@ -54,8 +57,7 @@ fn main() {
     m.kill_all(libc::SIGKILL).unwrap();
     child.wait().unwrap();
     m.destroy().unwrap();
-    #[allow(static_mut_refs)]
-    let phases = unsafe { PHASES.clone() };
+    let phases = PHASES.lock().unwrap().1.clone();
     eprintln!(
         "layout {:?}: new+create+apply+add_pid took {:?}:{phases}",
         m.layout(),

@@ -300,7 +300,17 @@ impl Attr {
     }
 }
 
-fn bpf(cmd: libc::c_int, attr: &mut Attr) -> std::io::Result<libc::c_long> {
+/// `bpf(cmd, attr, sizeof attr)`.
+///
+/// # Safety
+///
+/// Every address stored in `attr` must point to a buffer that stays live for the call and is at
+/// least as large as the length the same `attr` gives the kernel for it (the kernel reads
+/// program and license, writes log, info and id arrays there).
+unsafe fn bpf(cmd: libc::c_int, attr: &mut Attr) -> std::io::Result<libc::c_long> {
+    // SAFETY: `attr` is a live, exclusively borrowed 128-byte, 8-aligned buffer and the size
+    // passed is its size, so the kernel reads and writes only inside it; the addresses inside
+    // it are valid by this function's contract.
     let r = unsafe {
         libc::syscall(
             libc::SYS_bpf,
@@ -334,7 +344,10 @@ pub(crate) fn load(prog: &[Insn]) -> std::io::Result<OwnedFd> {
         .u64(16, LICENSE.as_ptr() as u64);
     // prog_name (offset 48, 16 bytes): shows up in bpftool.
     a.0[48..48 + 13].copy_from_slice(b"sprout_devcg\0");
-    match bpf(BPF_PROG_LOAD, &mut a) {
+    // SAFETY: the attr holds two addresses: `prog` (prog.len() instructions, the count given)
+    // and LICENSE (NUL-terminated, static); both outlive the call.
+    match unsafe { bpf(BPF_PROG_LOAD, &mut a) } {
+        // SAFETY: BPF_PROG_LOAD returned a new program fd that nothing else owns.
         Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
         Err(e)
             if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::EACCES) =>
@@ -344,7 +357,10 @@ pub(crate) fn load(prog: &[Insn]) -> std::io::Result<OwnedFd> {
             a.u32(24, 1)
                 .u32(28, log.len() as u32)
                 .u64(32, log.as_mut_ptr() as u64);
-            let _ = bpf(BPF_PROG_LOAD, &mut a);
+            // SAFETY: as above, plus the log buffer: `log` is log.len() writable bytes (the
+            // size given at offset 28) and lives until after the call. On success the new fd
+            // is leaked, as before: the first load failed, so this one fails the same way.
+            let _ = unsafe { bpf(BPF_PROG_LOAD, &mut a) };
             let end = log.iter().position(|&b| b == 0).unwrap_or(0);
             let msg = String::from_utf8_lossy(&log[..end]);
             Err(std::io::Error::new(
@@ -364,7 +380,9 @@ pub(crate) fn prog_id(fd: &OwnedFd) -> std::io::Result<u32> {
     a.u32(0, fd.as_raw_fd() as u32)
         .u32(4, 8)
         .u64(8, info.0.as_mut_ptr() as u64);
-    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a)?;
+    // SAFETY: the one address, `info`, is a live 128-byte buffer and the kernel writes at
+    // most the 8 bytes asked for (info_len at offset 4).
+    unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a) }?;
     Ok(info.get_u32(4))
 }
 
@@ -387,7 +405,9 @@ fn query(cgfd: &OwnedFd) -> std::io::Result<Vec<u32>> {
             .u32(4, BPF_CGROUP_DEVICE)
             .u64(16, ids.as_mut_ptr() as u64)
             .u32(24, ids.len() as u32);
-        match bpf(BPF_PROG_QUERY, &mut a) {
+        // SAFETY: the one address, `ids`, has room for ids.len() u32 (prog_cnt at offset 24),
+        // the most the kernel writes; it lives until the end of the iteration.
+        match unsafe { bpf(BPF_PROG_QUERY, &mut a) } {
             Ok(_) => {
                 ids.truncate((a.get_u32(24) as usize).min(cap));
                 return Ok(ids);
@@ -407,13 +427,16 @@ fn attach(cgfd: &OwnedFd, prog: &OwnedFd, flags: u32) -> std::io::Result<()> {
         .u32(4, prog.as_raw_fd() as u32)
         .u32(8, BPF_CGROUP_DEVICE)
         .u32(12, flags);
-    bpf(BPF_PROG_ATTACH, &mut a).map(|_| ())
+    // SAFETY: BPF_PROG_ATTACH's attr holds fds and flags only, no addresses.
+    unsafe { bpf(BPF_PROG_ATTACH, &mut a) }.map(|_| ())
 }
 
 fn detach_id(cgfd: &OwnedFd, id: u32) -> std::io::Result<()> {
     let mut a = Attr::new();
     a.u32(0, id);
-    let fd = match bpf(BPF_PROG_GET_FD_BY_ID, &mut a) {
+    // SAFETY: BPF_PROG_GET_FD_BY_ID's attr holds an id only, no addresses.
+    let fd = match unsafe { bpf(BPF_PROG_GET_FD_BY_ID, &mut a) } {
+        // SAFETY: the call returned a new program fd that nothing else owns.
         Ok(fd) => unsafe { OwnedFd::from_raw_fd(fd as i32) },
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()), // gone already
         Err(e) => return Err(e),
@@ -422,7 +445,8 @@ fn detach_id(cgfd: &OwnedFd, id: u32) -> std::io::Result<()> {
     a.u32(0, cgfd.as_raw_fd() as u32)
         .u32(4, fd.as_raw_fd() as u32)
         .u32(8, BPF_CGROUP_DEVICE);
-    match bpf(BPF_PROG_DETACH, &mut a) {
+    // SAFETY: BPF_PROG_DETACH's attr holds fds and the attach type only, no addresses.
+    match unsafe { bpf(BPF_PROG_DETACH, &mut a) } {
         Ok(_) => Ok(()),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
         Err(e) => Err(e),
@@ -430,7 +454,9 @@ fn detach_id(cgfd: &OwnedFd, id: u32) -> std::io::Result<()> {
 }
 
 fn is_cgroup2(fd: &OwnedFd) -> bool {
+    // SAFETY: statfs is a plain C struct of integers: all-zero is a valid value.
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is a live borrowed fd and `s` a live statfs for the kernel to fill.
     let ok = unsafe { libc::fstatfs(fd.as_raw_fd(), &mut s) } == 0;
     #[allow(clippy::unnecessary_cast)]
     let magic = s.f_type as i64;
@@ -698,7 +724,9 @@ mod tests {
     #[test]
     fn initial_user_namespace() {
         // The tests run as root on the host.
-        if unsafe { libc::geteuid() } == 0
+        // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
+        let euid = unsafe { libc::geteuid() };
+        if euid == 0
             && std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|s| s.contains("4294967295"))
         {
             assert!(!in_user_namespace());

@@ -87,10 +87,12 @@ impl OomEvents {
     pub fn v1(dir: &Path) -> Result<OomEvents> {
         let ctl_path = dir.join("memory.oom_control");
         let oom_control = File::open(&ctl_path).map_err(|e| fs::io_err(&ctl_path, e))?;
+        // SAFETY: eventfd(2) takes integers only; the result is checked below.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         if efd < 0 {
             return Err(fs::io_err(dir, std::io::Error::last_os_error()));
         }
+        // SAFETY: `efd` (>= 0) is the eventfd just created, owned by nothing else.
         let efd = unsafe { OwnedFd::from_raw_fd(efd) };
         let line = format!("{} {}", efd.as_raw_fd(), oom_control.as_raw_fd());
         fs::write_at(dir, "cgroup.event_control", &line)?;
@@ -169,6 +171,8 @@ impl OomEvents {
                 events: self.poll_events(),
                 revents: 0,
             };
+            // SAFETY: `pfd` is one live, exclusively borrowed pollfd and nfds is 1; its fd is
+            // owned by `self` for the whole call.
             let n = unsafe { libc::poll(&mut pfd, 1, ms) };
             if n < 0 {
                 let e = std::io::Error::last_os_error();
@@ -183,6 +187,8 @@ impl OomEvents {
             }
             if let Source::V1 { efd, .. } = &self.src {
                 let mut buf = [0u8; 8];
+                // SAFETY: reads at most 8 bytes into the live 8-byte `buf`; `efd` is owned by
+                // `self`.
                 let r = unsafe { libc::read(efd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
                 if r == 8 {
                     let n = u64::from_ne_bytes(buf);

@@ -653,6 +653,7 @@ impl Manager {
             let mut pids = Vec::new();
             res = fs::read_procs_recursive(dir, &mut pids);
             for pid in pids {
+                // SAFETY: kill(2) takes integers only and touches no memory of ours.
                 if unsafe { libc::kill(pid, signal) } != 0 {
                     let e = std::io::Error::last_os_error();
                     if e.raw_os_error() != Some(libc::ESRCH) && res.is_ok() {

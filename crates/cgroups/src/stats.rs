@@ -200,6 +200,7 @@ pub(crate) fn v1(m: &Manager) -> Result<Stats> {
                 .collect();
         }
         if let Some(s) = opt_read(d, "cpuacct.stat")? {
+            // SAFETY: sysconf(3) takes an integer name and touches no memory of ours.
             let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
             for (k, v) in flat_keyed(&s) {
                 let ns = v.saturating_mul(1_000_000_000 / hz);

@@ -37,10 +37,15 @@ fn v1_oom_event_then_gone() {
     assert_eq!(ev.wait(Some(Duration::ZERO)).unwrap(), OomWait::Timeout);
 
     let mut p = [0i32; 2];
+    // SAFETY: `p` is a live [c_int; 2], the two slots pipe2(2) writes.
     unsafe { assert_eq!(libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC), 0) };
+    // SAFETY: the test harness is multi-threaded, so the child below makes only
+    // async-signal-safe calls and raw memory writes (no allocation, no lock) and ends in _exit.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
+        // SAFETY: `b` is a live 1-byte buffer; the writes go to the `len` bytes of the fresh
+        // anonymous mapping (checked against MAP_FAILED), one per page, all below `len`.
         unsafe {
             libc::close(p[1]);
             let mut b = 0u8;
@@ -66,16 +71,20 @@ fn v1_oom_event_then_gone() {
             libc::_exit(0);
         }
     }
+    // SAFETY: closes the parent's copy of the read end, once.
     unsafe { libc::close(p[0]) };
     let placed = m.add_pid(pid);
     let res = match placed {
         Ok(()) => {
+            // SAFETY: writes 1 byte of a static literal to our pipe.
             unsafe { libc::write(p[1], b"x".as_ptr().cast(), 1) };
             ev.wait(Some(Duration::from_secs(20))).unwrap()
         }
         Err(_) => OomWait::Timeout,
     };
     let mut st = 0;
+    // SAFETY: closes our write end once; `pid` is our own child (kill and waitpid take
+    // integers) and `st` a live c_int for its status.
     unsafe {
         libc::close(p[1]);
         if !matches!(res, OomWait::Oom(_)) {

@@ -7,16 +7,19 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{proc_cgroup, unique};
+use common::{euid, proc_cgroup, unique};
 use oci_spec::runtime::*;
 use sprout_cgroups::ebpf;
 
 fn cgroup2_mount() -> Option<PathBuf> {
     for p in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
         let c = std::ffi::CString::new(p).unwrap();
+        // SAFETY: statfs is a plain C struct of integers: all-zero is a valid value.
         let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-        #[allow(clippy::unnecessary_cast)]
-        if unsafe { libc::statfs(c.as_ptr(), &mut s) } == 0 && s.f_type as i64 == 0x6367_7270 {
+        // SAFETY: `c` is a NUL-terminated path and `s` a live statfs for the kernel to fill.
+        let ok = unsafe { libc::statfs(c.as_ptr(), &mut s) } == 0;
+        #[allow(clippy::unnecessary_cast)] // f_type is i64 on x86_64 glibc, not on every target
+        if ok && s.f_type as i64 == 0x6367_7270 {
             return Some(PathBuf::from(p));
         }
     }
@@ -31,7 +34,7 @@ impl Drop for Cg {
 }
 
 fn make_cgroup(tag: &str) -> Option<Cg> {
-    if unsafe { libc::geteuid() } != 0 {
+    if euid() != 0 {
         println!("SKIPPED: not root");
         return None;
     }
@@ -50,14 +53,21 @@ fn make_cgroup(tag: &str) -> Option<Cg> {
 fn probe(cg: &Path) -> [i32; 3] {
     let mut go = [0i32; 2];
     let mut res = [0i32; 2];
+    // SAFETY: `go` and `res` are live [c_int; 2], the two slots pipe2(2) writes.
     unsafe {
         assert_eq!(libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC), 0);
         assert_eq!(libc::pipe2(res.as_mut_ptr(), libc::O_CLOEXEC), 0);
     }
+    // SAFETY: the test harness is multi-threaded, so the child below makes only
+    // async-signal-safe calls (read, open, close, write, _exit: no allocation, no lock) and
+    // never returns into the harness.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
         // Child: only async-signal-safe calls.
+        // SAFETY: every buffer is a live local of the size passed (1 byte `b`, 12 bytes
+        // `out`); the paths are NUL-terminated literals; the fds are this function's pipes and
+        // the ones open() just returned; __errno_location is this thread's errno slot.
         unsafe {
             let mut b = 0u8;
             libc::read(go[0], std::ptr::from_mut::<u8>(&mut b).cast(), 1);
@@ -80,15 +90,19 @@ fn probe(cg: &Path) -> [i32; 3] {
             libc::_exit(0);
         }
     }
+    // SAFETY: closes the parent's copies of the child's pipe ends, each exactly once.
     unsafe {
         libc::close(go[0]);
         libc::close(res[1]);
     }
     std::fs::write(cg.join("cgroup.procs"), pid.to_string()).unwrap();
+    // SAFETY: writes 1 byte of a static literal to our pipe.
     unsafe { libc::write(go[1], b"x".as_ptr().cast(), 1) };
     let mut out = [0i32; 3];
+    // SAFETY: reads at most 12 bytes into the live 12-byte `out` ([i32; 3], any bits valid).
     let n = unsafe { libc::read(res[0], out.as_mut_ptr().cast(), 12) };
     let mut st = 0;
+    // SAFETY: `pid` is our own child and `st` a live c_int; the two fds are closed once.
     unsafe {
         libc::waitpid(pid, &mut st, 0);
         libc::close(go[1]);

@@ -17,7 +17,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{proc_cgroup, read, spawn_sleep, unique, wait_for, Reap};
+use common::{euid, proc_cgroup, read, spawn_sleep, unique, wait_for, Reap};
 use oci_spec::runtime::*;
 use sprout_cgroups::{FreezerState, Host, Layout, Manager};
 
@@ -32,7 +32,7 @@ impl Drop for Unmount {
 /// Run `f(mountpoint)` in a fresh thread with a private mount namespace holding a cgroup2
 /// mount. Returns false (after printing why) when that is not possible.
 fn with_private_cgroup2(tag: &str, f: impl FnOnce(&Path) + Send + 'static) -> bool {
-    if unsafe { libc::geteuid() } != 0 {
+    if euid() != 0 {
         println!("SKIPPED {tag}: not root");
         return false;
     }

@@ -7,9 +7,13 @@ use std::time::Instant;
 
 fn child_load_ns(p: &sprout_seccomp::compile::Compiled) -> u64 {
     let mut fds = [0; 2];
+    // SAFETY: `fds` is a live [c_int; 2], the two slots pipe(2) writes.
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: this example is single-threaded, so the child is a full copy of the process
+    // (no lock held by another thread) and may allocate; it ends with _exit.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
+        // SAFETY: prctl(PR_SET_NO_NEW_PRIVS) takes integers only and affects this child alone.
         unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
         let t = Instant::now();
         let r = sprout_seccomp::load::load_filter(&p.filter, p.flags, p.listener);
@@ -18,6 +22,8 @@ fn child_load_ns(p: &sprout_seccomp::compile::Compiled) -> u64 {
         } else {
             u64::MAX
         };
+        // SAFETY: writes the 8 bytes of the live local `ns` to the pipe's write end; _exit
+        // skips the parent's atexit handlers and stdio buffers this child copied.
         unsafe {
             libc::write(
                 fds[1],
@@ -28,6 +34,8 @@ fn child_load_ns(p: &sprout_seccomp::compile::Compiled) -> u64 {
         }
     }
     let mut ns = 0u64;
+    // SAFETY: reads at most 8 bytes into the live local `ns` (a u64, any bit pattern valid);
+    // the two fds are this function's pipe, closed once here; `pid` is our own child.
     unsafe {
         libc::read(
             fds[0],
@@ -55,7 +63,7 @@ fn main() {
         "libseccomp optimize 2",
         "sprout (compile)",
     ];
-    let progs = vec![
+    let progs = [
         sprout_seccomp::compile::compile_with(&profile, 1).expect("compile"),
         sprout_seccomp::compile::compile_with(&profile, 2).expect("compile"),
         sprout_seccomp::compile::compile(&profile).expect("compile"),

@@ -310,11 +310,13 @@ fn libseccomp_filter(profile: &LinuxSeccomp, optimize: u32) -> Result<Box<[libc:
 }
 
 fn export(ctx: &ScmpFilterContext) -> Result<Box<[libc::sock_filter]>> {
-    // SAFETY: plain syscall; the fd is owned right away.
+    // SAFETY: the name is a NUL-terminated C string literal with static lifetime; the
+    // returned fd is checked and owned on the next lines.
     let fd = unsafe { libc::memfd_create(c"sprout-seccomp-bpf".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error().into());
     }
+    // SAFETY: `fd` (>= 0) was just returned by memfd_create and nothing else owns or closes it.
     let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     ctx.export_bpf(&file)
         .map_err(|e| lerr("seccomp_export_bpf", e))?;

@@ -214,12 +214,26 @@ mod shani {
                 && std::is_x86_feature_detected!("sse4.1"))
     }
 
+    /// Round constants `K[i..i + 4]` as one vector.
+    ///
+    /// # Safety
+    ///
+    /// `i + 4 <= 64` (`K` has 64 entries); the callers pass i = 0, 4, .., 60.
     #[inline(always)]
     unsafe fn k(i: usize) -> __m128i {
-        _mm_loadu_si128(super::K.as_ptr().add(i).cast::<__m128i>())
+        // SAFETY: by the contract above `K[i..i + 4]` is in bounds: 16 readable bytes, and
+        // _mm_loadu_si128 has no alignment requirement. SSE2 is part of x86_64.
+        unsafe { _mm_loadu_si128(super::K.as_ptr().add(i).cast::<__m128i>()) }
     }
 
-    /// The Intel SHA extensions block function (after Intel's reference code).
+    /// The Intel SHA extensions block function (after Intel's reference code). Hashes every
+    /// whole 64-byte block of `blocks` into `state` (a trailing partial block is ignored).
+    ///
+    /// # Safety
+    ///
+    /// The CPU must support the SHA, SSE2, SSSE3 and SSE4.1 instructions ([`available`]
+    /// returned true); running it elsewhere is undefined behaviour (an illegal instruction at
+    /// best).
     #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
     pub unsafe fn compress(state: &mut [u32; 8], blocks: &[u8]) {
         let mask = _mm_set_epi64x(
@@ -227,8 +241,14 @@ mod shani {
             0x0405_0607_0001_0203u64 as i64,
         );
         // state: a b c d e f g h -> ABEF / CDGH layout
-        let mut tmp = _mm_loadu_si128(state.as_ptr().cast::<__m128i>()); // d c b a
-        let mut state1 = _mm_loadu_si128(state.as_ptr().add(4).cast::<__m128i>()); // h g f e
+        // SAFETY: `state` is 8 u32 = 32 readable bytes: the unaligned loads read bytes 0..16
+        // (d c b a) and 16..32 (h g f e).
+        let (mut tmp, mut state1) = unsafe {
+            (
+                _mm_loadu_si128(state.as_ptr().cast::<__m128i>()),
+                _mm_loadu_si128(state.as_ptr().add(4).cast::<__m128i>()),
+            )
+        };
         tmp = _mm_shuffle_epi32(tmp, 0xB1); // c d a b
         state1 = _mm_shuffle_epi32(state1, 0x1B); // e f g h
         let mut state0 = _mm_alignr_epi8(tmp, state1, 8); // a b e f
@@ -238,16 +258,23 @@ mod shani {
             let abef_save = state0;
             let cdgh_save = state1;
             let p = block.as_ptr().cast::<__m128i>();
-            let mut w0 = _mm_shuffle_epi8(_mm_loadu_si128(p), mask);
-            let mut w1 = _mm_shuffle_epi8(_mm_loadu_si128(p.add(1)), mask);
-            let mut w2 = _mm_shuffle_epi8(_mm_loadu_si128(p.add(2)), mask);
-            let mut w3 = _mm_shuffle_epi8(_mm_loadu_si128(p.add(3)), mask);
+            // SAFETY: chunks_exact(64) gives exactly 64 readable bytes: the four unaligned
+            // 16-byte loads at p, p+1, p+2, p+3 (in __m128i units) stay inside `block`.
+            let (mut w0, mut w1, mut w2, mut w3) = unsafe {
+                (
+                    _mm_shuffle_epi8(_mm_loadu_si128(p), mask),
+                    _mm_shuffle_epi8(_mm_loadu_si128(p.add(1)), mask),
+                    _mm_shuffle_epi8(_mm_loadu_si128(p.add(2)), mask),
+                    _mm_shuffle_epi8(_mm_loadu_si128(p.add(3)), mask),
+                )
+            };
 
             // Rounds 0..16 use the message words directly; 16..64 use the schedule.
             let mut i = 0;
             while i < 16 {
                 let w = [w0, w1, w2, w3][i / 4];
-                let msg = _mm_add_epi32(w, k(i));
+                // SAFETY: i is 0, 4, 8 or 12 here, so i + 4 <= 64.
+                let msg = _mm_add_epi32(w, unsafe { k(i) });
                 state1 = _mm_sha256rnds2_epu32(state1, state0, msg);
                 state0 = _mm_sha256rnds2_epu32(state0, state1, _mm_shuffle_epi32(msg, 0x0E));
                 i += 4;
@@ -260,7 +287,8 @@ mod shani {
                 w1 = w2;
                 w2 = w3;
                 w3 = next;
-                let msg = _mm_add_epi32(next, k(i));
+                // SAFETY: i is 16, 20, .., 60 here, so i + 4 <= 64.
+                let msg = _mm_add_epi32(next, unsafe { k(i) });
                 state1 = _mm_sha256rnds2_epu32(state1, state0, msg);
                 state0 = _mm_sha256rnds2_epu32(state0, state1, _mm_shuffle_epi32(msg, 0x0E));
                 i += 4;
@@ -273,8 +301,12 @@ mod shani {
         state1 = _mm_shuffle_epi32(state1, 0xB1); // d c h g
         state0 = _mm_blend_epi16(tmp, state1, 0xF0); // d c b a
         state1 = _mm_alignr_epi8(state1, tmp, 8); // h g f e
-        _mm_storeu_si128(state.as_mut_ptr().cast::<__m128i>(), state0);
-        _mm_storeu_si128(state.as_mut_ptr().add(4).cast::<__m128i>(), state1);
+                                                  // SAFETY: `state` is 32 writable bytes, borrowed mutably: the unaligned stores write
+                                                  // bytes 0..16 and 16..32 of it.
+        unsafe {
+            _mm_storeu_si128(state.as_mut_ptr().cast::<__m128i>(), state0);
+            _mm_storeu_si128(state.as_mut_ptr().add(4).cast::<__m128i>(), state1);
+        }
     }
 }
 

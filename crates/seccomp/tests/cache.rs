@@ -6,7 +6,7 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use common::{entry_path, profile, TempDir};
+use common::{entry_path, euid, profile, TempDir};
 use serde_json::json;
 use sprout_seccomp::{cache, prepare, Source};
 
@@ -130,7 +130,7 @@ fn corrupt_entries_are_never_loaded_and_get_recompiled() {
     let other_entry = entry_path(dir, &other);
     let entry = entry_path(dir, &p);
     for (name, corrupt) in corruptions() {
-        if name == "not owned by us" && unsafe { libc::geteuid() } != 0 {
+        if name == "not owned by us" && euid() != 0 {
             continue; // chown needs root
         }
         let (_, s) = prepare(&p, Some(dir)).unwrap();
@@ -149,7 +149,7 @@ fn corrupt_entries_are_never_loaded_and_get_recompiled() {
         // Overwritten with a good entry: the next start hits.
         let meta = fs::symlink_metadata(&entry).unwrap();
         assert!(meta.is_file(), "{name}: not replaced by a regular file");
-        assert_eq!(meta.uid(), unsafe { libc::geteuid() });
+        assert_eq!(meta.uid(), euid());
         let (again, s) = prepare(&p, Some(dir)).unwrap();
         assert_eq!(s, Source::Cache, "{name}: not rewritten");
         assert_eq!(again.bpf_bytes(), fresh.bpf_bytes(), "{name}");
@@ -196,10 +196,10 @@ fn set_mtime(path: &Path, secs: i64) {
             tv_nsec: 0,
         },
     ];
-    assert_eq!(
-        unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), ts.as_ptr(), 0) },
-        0
-    );
+    // SAFETY: `c` is a NUL-terminated path and `ts` the two timespecs utimensat reads; both
+    // outlive the call.
+    let rc = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), ts.as_ptr(), 0) };
+    assert_eq!(rc, 0);
 }
 
 fn entries(dir: &Path) -> Vec<String> {
@@ -303,6 +303,8 @@ fn full_filesystem_falls_back_and_cleans_up() {
     let mnt = t.path().join("mnt");
     fs::create_dir(&mnt).unwrap();
     let c = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: all four pointers are NUL-terminated C strings (three literals, `c`) that
+    // outlive the call; the mount is undone by the guard below.
     let rc = unsafe {
         libc::mount(
             c"tmpfs".as_ptr(),
@@ -322,6 +324,7 @@ fn full_filesystem_falls_back_and_cleans_up() {
     struct Umount(std::ffi::CString);
     impl Drop for Umount {
         fn drop(&mut self) {
+            // SAFETY: the CString is a NUL-terminated path owned by the guard.
             unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
         }
     }

@@ -7,6 +7,7 @@ use serde_json::json;
 use sprout_seccomp::{compile, compile_profile, prepare, Prepared};
 
 fn pid() -> libc::c_long {
+    // SAFETY: getpid(2) takes no arguments and always succeeds.
     unsafe { libc::c_long::from(libc::getpid()) }
 }
 
@@ -219,11 +220,14 @@ fn notify_returns_a_listener_fd() {
         Ok(Some(fd)) => {
             use std::os::fd::AsRawFd;
             let fd = fd.as_raw_fd();
-            if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            // SAFETY: F_GETFD takes no pointer; `fd` is the listener owned by the OwnedFd
+            // above, alive for both calls.
+            let fd_flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+            if fd < 0 || fd_flags < 0 {
                 return 10;
             }
             // Close-on-exec is set on the listener by the kernel.
-            if unsafe { libc::fcntl(fd, libc::F_GETFD) } & libc::FD_CLOEXEC == 0 {
+            if fd_flags & libc::FD_CLOEXEC == 0 {
                 return 11;
             }
             0
@@ -265,6 +269,8 @@ fn notify_round_trip() {
         };
         use std::os::fd::AsRawFd;
         let raw = fd.as_raw_fd();
+        // SAFETY: this child of the test process is single-threaded (in_child forked only the
+        // calling thread), so the grandchild may run any code; it ends with _exit.
         let agent = unsafe { libc::fork() };
         if agent == 0 {
             // seccomp_notif / seccomp_notif_resp (linux/seccomp.h)
@@ -287,8 +293,13 @@ fn notify_round_trip() {
             }
             const RECV: libc::c_ulong = 0xc0502100; // SECCOMP_IOCTL_NOTIF_RECV
             const SEND: libc::c_ulong = 0xc0182101; // SECCOMP_IOCTL_NOTIF_SEND
+                                                    // SAFETY: Notif is repr(C) integers only: all-zero is a valid value (and what
+                                                    // SECCOMP_IOCTL_NOTIF_RECV requires of its buffer).
             let mut n: Notif = unsafe { std::mem::zeroed() };
+            // SAFETY: RECV writes one seccomp_notif (80 bytes, the size encoded in the ioctl
+            // number, matching Notif's repr(C) layout) into the live local `n`.
             if unsafe { libc::ioctl(raw, RECV, &mut n) } != 0 {
+                // SAFETY: _exit ends this forked agent without running the harness's code.
                 unsafe { libc::_exit(1) };
             }
             let r = Resp {
@@ -297,14 +308,19 @@ fn notify_round_trip() {
                 error: 0,
                 flags: 0,
             };
+            // SAFETY: SEND reads one seccomp_notif_resp (24 bytes, the size in the ioctl
+            // number, matching Resp's repr(C) layout) from the live local `r`.
             if unsafe { libc::ioctl(raw, SEND, &r) } != 0 {
+                // SAFETY: as above.
                 unsafe { libc::_exit(2) };
             }
+            // SAFETY: as above.
             unsafe { libc::_exit(0) };
         }
         drop(fd);
         let got = sys(libc::SYS_getppid, 0, 0, 0);
         let mut st = 0;
+        // SAFETY: `agent` is our own child; `st` is a live c_int for its status.
         unsafe { libc::waitpid(agent, &mut st, 0) };
         if !libc::WIFEXITED(st) || libc::WEXITSTATUS(st) != 0 {
             return 11;

@@ -941,8 +941,11 @@ impl Conn {
     /// Peer credentials of the socket (the process at the other end of a direct connection).
     pub fn peer_pid(&self) -> Option<i32> {
         use std::os::fd::AsRawFd;
+        // SAFETY: ucred is three integers (pid, uid, gid): all-zero is a valid value.
         let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        // SAFETY: SO_PEERCRED writes at most `len` (= size_of ucred) bytes into the live local
+        // `cred` and updates the live local `len`; the socket fd is owned by `self`.
         let r = unsafe {
             libc::getsockopt(
                 self.sock.as_raw_fd(),

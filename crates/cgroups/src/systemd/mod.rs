@@ -218,6 +218,7 @@ fn target() -> std::result::Result<Target, String> {
         })? {
             return Ok(t);
         }
+        // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
         if unsafe { libc::geteuid() } != 0 {
             return Err(format!(
                 "rootless, and the user's systemd manager is not to be found (no \
@@ -227,6 +228,7 @@ fn target() -> std::result::Result<Target, String> {
             ));
         }
     }
+    // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
     if unsafe { libc::geteuid() } == 0 && Path::new(PRIVATE_SOCKET).exists() {
         return Ok(Target {
             addr: Addr::Path(PRIVATE_SOCKET.into()),

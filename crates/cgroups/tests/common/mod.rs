@@ -20,9 +20,15 @@ pub fn unique(tag: &str) -> String {
     )
 }
 
+/// The effective uid of this process.
+pub fn euid() -> libc::uid_t {
+    // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
+    unsafe { libc::geteuid() }
+}
+
 /// Why these tests cannot run here, if they cannot.
 pub fn skip_reason(want: &[sprout_cgroups::Layout]) -> Option<String> {
-    if unsafe { libc::geteuid() } != 0 {
+    if euid() != 0 {
         return Some("not root".into());
     }
     match sprout_cgroups::Layout::detect() {

@@ -44,6 +44,10 @@ pub fn podman_profile() -> LinuxSeccomp {
 /// Runs `f` in a forked child (which sets no_new_privs first) and returns its wait status.
 /// `f` must not allocate or take locks: the parent is multi-threaded.
 pub fn in_child(f: impl FnOnce() -> i32) -> libc::c_int {
+    // SAFETY: fork in the multi-threaded test harness: the child runs only prctl (integers
+    // only), `f` (which by this function's contract neither allocates nor takes a lock another
+    // thread might have held at the fork) and _exit, so it never returns into the harness.
+    // The parent waits for exactly its own child with a live `status` out-pointer.
     unsafe {
         let pid = libc::fork();
         assert!(pid >= 0, "fork failed");
@@ -72,12 +76,16 @@ pub fn exit_code(status: libc::c_int) -> i32 {
 }
 
 /// A raw syscall's outcome: Ok(return value) or Err(errno). Allocation-free.
+/// Only for syscalls whose arguments are all integers (pointer arguments 0), as every caller
+/// passes: the kernel then reads or writes none of this process's memory.
 pub fn sys(
     nr: libc::c_long,
     a: libc::c_long,
     b: libc::c_long,
     c: libc::c_long,
 ) -> Result<i64, i32> {
+    // SAFETY: integer arguments only (see above); __errno_location returns this thread's
+    // errno slot, valid for the life of the thread.
     unsafe {
         let r = libc::syscall(nr, a, b, c);
         if r == -1 {
@@ -86,6 +94,12 @@ pub fn sys(
             Ok(r as i64)
         }
     }
+}
+
+/// The effective uid of this process.
+pub fn euid() -> libc::uid_t {
+    // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
+    unsafe { libc::geteuid() }
 }
 
 /// The entry file of `profile` in `dir`.

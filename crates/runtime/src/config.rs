@@ -261,6 +261,8 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         }
     }
 
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
     for (i, m) in spec.mounts().iter().flatten().enumerate() {
         if !m.destination().is_absolute() {
             bail!(
@@ -268,6 +270,7 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
                 m.destination()
             );
         }
+        crate::idmap::validate(i, m, spec.linux().as_ref(), euid)?;
     }
 
     let Some(linux) = spec.linux() else {

@@ -391,6 +391,20 @@ pub fn create(
             trace.mark("bind_sources");
         }
     }
+    // Id-mapped bind mounts: the trees are made here (the init's maps are written) and sent
+    // before GO; the init waits for GO at its first id-mapped mount.
+    if let Some(mounts) = spec
+        .mounts()
+        .as_deref()
+        .filter(|m| m.iter().any(crate::idmap::is_idmapped))
+    {
+        for (i, tree) in crate::idmap::make_trees(&config.bundle, mounts, linux, pid)? {
+            parent_chan
+                .send_fd_payload(sync::TREE, i.to_string().as_bytes(), tree.as_raw_fd())
+                .map_err(|e| Error::os("sending an id-mapped mount to the init", e))?;
+        }
+        trace.mark("idmap_trees");
+    }
     if !cgroup_first {
         apply_resources(&cg, linux)?;
         trace.mark("cgroup");

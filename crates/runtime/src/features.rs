@@ -13,9 +13,9 @@ pub fn features_json() -> serde_json::Value {
         "ociVersionMax": crate::config::OCI_VERSION,
         "hooks": ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"],
         "mountOptions": [
-            "async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "loud", "mand",
+            "async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "idmap", "loud", "mand",
             "noatime", "nodev", "nodiratime", "noexec", "nomand", "norelatime", "nostrictatime", "nosuid",
-            "nosymfollow", "private", "rbind", "rdev", "rdiratime", "relatime", "remount", "rexec",
+            "nosymfollow", "private", "rbind", "rdev", "rdiratime", "relatime", "remount", "rexec", "ridmap",
             "rnoatime", "rnodev", "rnodiratime", "rnoexec", "rnostrictatime", "rnosuid", "rnosymfollow",
             "ro", "rprivate", "rrelatime", "rro", "rrw", "rshared", "rslave", "rstrictatime", "rsuid",
             "rsymfollow", "runbindable", "rw", "shared", "silent", "slave", "strictatime", "suid",
@@ -38,7 +38,7 @@ pub fn features_json() -> serde_json::Value {
             // Refused with an error naming linux.intelRdt (sprout has no resctrl support).
             "intelRdt": { "enabled": false },
             "memoryPolicy": { "modes": crate::numa::MODES, "flags": crate::numa::FLAGS },
-            "mountExtensions": { "idmap": { "enabled": false } },
+            "mountExtensions": { "idmap": { "enabled": true } },
             "netDevices": { "enabled": NET_DEVICES }
         },
         "annotations": {

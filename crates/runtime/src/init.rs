@@ -54,6 +54,7 @@ pub fn run(ctx: &InitCtx) -> ! {
         waited: false,
         dirs: None,
         sources: Vec::new(),
+        trees: Vec::new(),
     };
     let r = setup(ctx, &mut tr, &mut go);
     match r {
@@ -106,6 +107,8 @@ struct GoLatch {
     dirs: Option<rootfs::CgroupBinds>,
     /// Bind sources the parent opened for us (sync::SOURCE), by mount index.
     sources: Vec<(usize, OwnedFd)>,
+    /// Id-mapped trees the parent made for us (sync::TREE), by mount index.
+    trees: Vec<(usize, OwnedFd)>,
 }
 
 impl GoLatch {
@@ -120,6 +123,11 @@ impl GoLatch {
                 sync::SOURCE => {
                     if let (Ok(i), Some(fd)) = (payload.parse::<usize>(), fd) {
                         self.sources.push((i, fd));
+                    }
+                }
+                sync::TREE => {
+                    if let (Ok(i), Some(fd)) = (payload.parse::<usize>(), fd) {
+                        self.trees.push((i, fd));
                     }
                 }
                 sync::GO => {
@@ -332,6 +340,14 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                         .map_err(|e| Error::os("unshare cgroup namespace", e))?;
                 }
             }
+            // An id-mapped tree comes before GO (made once the init's maps are written).
+            let mut tree = None;
+            if crate::idmap::is_idmapped(m) {
+                go.wait(ctx)?;
+                if let Some(k) = go.trees.iter().position(|(j, _)| *j == i) {
+                    tree = Some(go.trees.swap_remove(k).1);
+                }
+            }
             let mctx = rootfs::MountCtx {
                 rootfs_fd: &root_fd,
                 bundle: ctx.bundle,
@@ -339,6 +355,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                 new_cgroup_ns: plan.new_cgroup,
                 cgroup_binds: &binds_fn,
                 sources: &sources,
+                tree: std::cell::Cell::new(tree),
             };
             match rootfs::dev_mount_options_rw(m) {
                 Some(rw) => {

@@ -11,6 +11,7 @@ pub mod error;
 pub mod exec;
 pub mod features;
 pub mod hooks;
+pub mod idmap;
 pub mod init;
 pub mod lifecycle;
 pub mod log;

@@ -168,7 +168,7 @@ impl Plan {
 }
 
 /// The text of a uid_map/gid_map ("inside outside count" per line).
-fn map_text(m: &[oci_spec::runtime::LinuxIdMapping]) -> String {
+pub(crate) fn map_text(m: &[oci_spec::runtime::LinuxIdMapping]) -> String {
     m.iter()
         .map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size()))
         .collect()

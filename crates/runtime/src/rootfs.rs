@@ -99,9 +99,8 @@ pub fn parse_options(opts: &[String]) -> Result<MountOpts> {
             }
             // crun's extension; the copy-up is not needed for correctness here.
             "tmpcopyup" | "notmpcopyup" => (0, 0),
-            "idmap" | "ridmap" => {
-                bail!("mounts: option {opt:?} (id-mapped mounts) is not supported by sprout")
-            }
+            // Id-mapped binds: the runtime makes the tree (crate::idmap), the init attaches it.
+            "idmap" | "ridmap" => (0, 0),
             "rro" => {
                 o.rec_attr_set |= MOUNT_ATTR_RDONLY;
                 (0, 0)
@@ -265,12 +264,36 @@ fn mount_setattr(fd: RawFd, recursive: bool, set: u64, clr: u64) -> io::Result<(
     if set == 0 && clr == 0 {
         return Ok(());
     }
-    let attr = MountAttr {
-        attr_set: set,
-        attr_clr: clr,
-        propagation: 0,
-        userns_fd: 0,
-    };
+    mount_setattr_raw(
+        fd,
+        recursive,
+        MountAttr {
+            attr_set: set,
+            attr_clr: clr,
+            propagation: 0,
+            userns_fd: 0,
+        },
+    )
+}
+
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+
+/// Id-map the detached tree `tree` (from [`open_tree`]) through the user namespace `userns`
+/// (an fd on /proc/PID/ns/user): its top mount, or every mount of it with `recursive`.
+pub fn set_idmap(tree: &OwnedFd, recursive: bool, userns: RawFd) -> io::Result<()> {
+    mount_setattr_raw(
+        tree.as_raw_fd(),
+        recursive,
+        MountAttr {
+            attr_set: MOUNT_ATTR_IDMAP,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: userns as u64,
+        },
+    )
+}
+
+fn mount_setattr_raw(fd: RawFd, recursive: bool, attr: MountAttr) -> io::Result<()> {
     let mut flags = libc::AT_EMPTY_PATH as u32;
     if recursive {
         flags |= AT_RECURSIVE;
@@ -602,6 +625,8 @@ pub struct MountCtx<'a> {
     pub cgroup_binds: &'a dyn Fn() -> CgroupBinds,
     /// Bind sources opened by the runtime (`open_bind_sources`), by index in `mounts`.
     pub sources: &'a [(usize, OwnedFd)],
+    /// This mount's id-mapped tree when it is one (made by the runtime, `crate::idmap`).
+    pub tree: std::cell::Cell<Option<OwnedFd>>,
 }
 
 /// The host path a bind mount's source names (relative sources are the bundle's).
@@ -637,6 +662,8 @@ pub fn open_bind_sources(
                     .as_deref()
                     .is_some_and(|o| o.iter().any(|x| x == "bind" || x == "rbind"))
         })
+        // Id-mapped binds come as whole trees instead (crate::idmap).
+        .filter(|(_, m)| !crate::idmap::is_idmapped(m))
         .filter_map(|(i, m)| Some((i, cstr(bind_source(bundle, m)?))))
         .collect();
     if wanted.is_empty() {
@@ -677,6 +704,22 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
     if is_bind {
         let src = bind_source(ctx.bundle, m)
             .ok_or_else(|| Error::msg(format!("{}: bind mount needs a source", what())))?;
+        if let Some(tree) = ctx.tree.take() {
+            let is_dir = crate::sys::fstat(tree.as_raw_fd())
+                .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+                .map_err(|e| Error::os(format!("{}: source {}", what(), src.display()), e))?;
+            let target = ensure_in_root(ctx.rootfs_fd, dest, !is_dir)?;
+            attach_bind(tree, &target, &opts)
+                .map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
+            return Ok(());
+        }
+        if crate::idmap::is_idmapped(m) {
+            return Err(Error::msg(format!(
+                "{}: the runtime sent no id-mapped tree for {}",
+                what(),
+                src.display()
+            )));
+        }
         let opened = ctx.sources.iter().find(|(j, _)| *j == i).map(|(_, fd)| fd);
         let is_dir = match opened {
             Some(fd) => crate::sys::fstat(fd.as_raw_fd())
@@ -1267,10 +1310,9 @@ mod tests {
         assert_eq!(o.propagation, vec![libc::MS_PRIVATE | libc::MS_REC]);
         let o = parse_options(&s(&["ro", "rw"])).unwrap();
         assert_eq!(o.flags, 0);
-        assert!(parse_options(&s(&["idmap"]))
-            .unwrap_err()
-            .to_string()
-            .contains("idmap"));
+        // idmap/ridmap are no mount data (the runtime id-maps the tree, crate::idmap).
+        let o = parse_options(&s(&["rbind", "idmap", "ridmap"])).unwrap();
+        assert!(o.bind && o.recursive && o.data.is_empty() && o.flags == 0);
         let o = parse_options(&s(&["rro"])).unwrap();
         assert_eq!(o.rec_attr_set, MOUNT_ATTR_RDONLY);
     }

@@ -33,6 +33,9 @@ pub const LISTENER: u8 = b'L';
 /// to look the source up (a 0700 directory of the host's root): as runc and crun, the runtime
 /// opens it, the init only mounts it.
 pub const SOURCE: u8 = b'S';
+/// parent → child, before GO: the detached, id-mapped tree (open_tree + MOUNT_ATTR_IDMAP) of
+/// bind mount `mounts[i]` (payload = `i` in decimal), for the init to attach (`crate::idmap`).
+pub const TREE: u8 = b'M';
 
 pub struct Channel {
     fd: OwnedFd,

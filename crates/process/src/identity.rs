@@ -273,6 +273,7 @@ mod tests {
     #[test]
     fn umask_default_and_explicit() {
         in_child(|| {
+            // SAFETY: umask(2) takes an integer and always succeeds; this forked child's alone.
             unsafe { libc::umask(0o000) };
             set_umask(&UserBuilder::default().build().unwrap());
             check_eq("default umask", current_umask(), 0o022)?;

@@ -115,6 +115,7 @@ mod tests {
             rlim_cur: 0,
             rlim_max: 0,
         };
+        // SAFETY: getrlimit writes one rlimit into the live local `l`.
         assert_eq!(unsafe { libc::getrlimit(resource(t), &mut l) }, 0);
         (l.rlim_cur as u64, l.rlim_max as u64)
     }

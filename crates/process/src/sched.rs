@@ -607,11 +607,9 @@ mod tests {
             set_scheduler(&s).map_err(|e| e.to_string())?;
             let a = get_sched_attr().map_err(|e| e.to_string())?;
             check_eq("batch policy/nice", (a.sched_policy, a.sched_nice), (3, 7))?;
-            check_eq(
-                "getpriority",
-                unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) },
-                7,
-            )?;
+            // SAFETY: getpriority(2) takes integers only and touches no memory of ours.
+            let prio = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+            check_eq("getpriority", prio, 7)?;
             let s = sched(LinuxSchedulerPolicy::SchedIdle)
                 .flags(vec![LinuxSchedulerFlag::SchedResetOnFork])
                 .build()
@@ -726,22 +724,18 @@ mod tests {
                 .build()
                 .unwrap();
             set_personality(&p).map_err(|e| e.to_string())?;
-            check_eq(
-                "personality",
-                unsafe { libc::personality(0xffffffff) } as u32,
-                8,
-            )?;
+            // SAFETY: personality(0xffffffff) only reads the persona (integers, no memory).
+            let persona = unsafe { libc::personality(0xffffffff) } as u32;
+            check_eq("personality", persona, 8)?;
             let p = LinuxPersonalityBuilder::default()
                 .domain(LinuxPersonalityDomain::PerLinux)
                 .flags(vec!["addr_no_randomize".to_string()])
                 .build()
                 .unwrap();
             set_personality(&p).map_err(|e| e.to_string())?;
-            check_eq(
-                "personality",
-                unsafe { libc::personality(0xffffffff) } as u32,
-                0x0040000,
-            )
+            // SAFETY: as above.
+            let persona = unsafe { libc::personality(0xffffffff) } as u32;
+            check_eq("personality", persona, 0x0040000)
         });
     }
 }

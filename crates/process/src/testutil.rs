@@ -6,12 +6,17 @@ use std::fmt::Debug;
 /// `f` returned an error or panicked. Every child is reaped.
 pub fn in_child<F: FnOnce() -> Result<(), String>>(f: F) {
     let mut fds = [0; 2];
-    // SAFETY: pipe2 into a 2-element array.
+    // SAFETY: `fds` is a live [c_int; 2], the two slots pipe2(2) writes.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: fork; the child only runs `f`, writes to the pipe and _exits.
+    // SAFETY: fork from the multi-threaded test harness: the child is a copy of this thread
+    // only. It runs `f`, writes to the pipe and _exits, never returning into the harness.
+    // glibc's malloc resets its locks in the child, so `f` and the message may allocate; a
+    // lock held by another harness thread at the fork could only hang the child, and the
+    // tests' `f` take none (they call the crate's setters and read /proc).
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
     if pid == 0 {
+        // SAFETY: the child's copy of the read end, closed once.
         unsafe { libc::close(fds[0]) };
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
         let (code, msg) = match res {
@@ -22,21 +27,22 @@ pub fn in_child<F: FnOnce() -> Result<(), String>>(f: F) {
         let b = msg.as_bytes();
         let mut off = 0;
         while off < b.len() {
-            // SAFETY: writing an in-bounds slice.
+            // SAFETY: writes b.len() - off bytes starting at b[off], all inside `b`.
             let n = unsafe { libc::write(fds[1], b[off..].as_ptr().cast(), b.len() - off) };
             if n <= 0 {
                 break;
             }
             off += n as usize;
         }
-        // SAFETY: leave without running the test harness' atexit handlers.
+        // SAFETY: leave without running the test harness' atexit handlers or unwinding into it.
         unsafe { libc::_exit(code) };
     }
+    // SAFETY: the parent's copy of the write end, closed once (so read() sees EOF).
     unsafe { libc::close(fds[1]) };
     let mut msg = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
-        // SAFETY: reading into a local buffer.
+        // SAFETY: reads at most buf.len() bytes into the live local `buf`.
         let n = unsafe { libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
             continue;
@@ -46,10 +52,11 @@ pub fn in_child<F: FnOnce() -> Result<(), String>>(f: F) {
         }
         msg.extend_from_slice(&buf[..n as usize]);
     }
+    // SAFETY: our read end, closed once.
     unsafe { libc::close(fds[0]) };
     let mut status = 0;
     loop {
-        // SAFETY: reaping our own child.
+        // SAFETY: reaping our own child into the live local `status`.
         let r = unsafe { libc::waitpid(pid, &mut status, 0) };
         if r == pid {
             break;
@@ -91,7 +98,8 @@ pub fn status_field(status: &str, key: &str) -> String {
 }
 
 pub fn current_umask() -> u32 {
-    // SAFETY: umask always succeeds; the old value is restored right away.
+    // SAFETY: umask(2) takes an integer and always succeeds; the old value is restored right
+    // away (the tests call this in a forked, single-threaded child).
     unsafe {
         let m = libc::umask(0o022);
         libc::umask(m);
@@ -109,15 +117,21 @@ pub fn exec_in_child<F: FnOnce() -> Result<(), String>>(setup: F, argv: &[&str])
     let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
     let mut fds = [0; 2];
+    // SAFETY: `fds` is a live [c_int; 2], the two slots pipe2(2) writes.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: fork; the child runs `setup`, then execs or _exits.
+    // SAFETY: as in `in_child`: the child (a copy of this thread only) runs `setup`, then
+    // execs or _exits, never returning into the harness. `cargs`/`ptrs` were built before
+    // the fork, so the exec path itself allocates nothing.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
+        // SAFETY: the child's copy of the read end, closed once.
         unsafe { libc::close(fds[0]) };
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(setup));
         let msg = match res {
             Ok(Ok(())) => {
+                // SAFETY: dup2 takes two fds of ours; `ptrs` is a NULL-terminated array of
+                // pointers into `cargs` (NUL-terminated CStrings), both alive across execv.
                 unsafe {
                     libc::dup2(fds[1], 1);
                     libc::execv(ptrs[0], ptrs.as_ptr());
@@ -127,15 +141,18 @@ pub fn exec_in_child<F: FnOnce() -> Result<(), String>>(setup: F, argv: &[&str])
             Ok(Err(m)) => m,
             Err(_) => "setup panicked".to_string(),
         };
+        // SAFETY: writes msg.len() bytes of the live String `msg`; _exit never returns.
         unsafe {
             libc::write(fds[1], msg.as_ptr().cast(), msg.len());
             libc::_exit(100);
         }
     }
+    // SAFETY: the parent's copy of the write end, closed once (so read() sees EOF).
     unsafe { libc::close(fds[1]) };
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
+        // SAFETY: reads at most buf.len() bytes into the live local `buf`.
         let n = unsafe { libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
             continue;
@@ -145,8 +162,10 @@ pub fn exec_in_child<F: FnOnce() -> Result<(), String>>(setup: F, argv: &[&str])
         }
         out.extend_from_slice(&buf[..n as usize]);
     }
+    // SAFETY: our read end, closed once.
     unsafe { libc::close(fds[0]) };
     let mut status = 0;
+    // SAFETY: reaping our own child into the live local `status`.
     while unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
         assert!(
             std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR),

@@ -296,14 +296,12 @@ impl CgPool {
             // Never hand out a cgroup with members or frozen: a new sandbox joining a frozen
             // v1 freezer cgroup freezes in the middle of its start. (Seen when a directory
             // of a previous engine with the same cgroup name still held its processes.)
-            if c.nprocs() > 0 || c.frozen() {
-                if !c.clean(Duration::from_millis(500)) {
-                    eprintln!(
-                        "sprout-serve: pool cgroup sb{} has processes it should not; not used",
-                        c.idx
-                    );
-                    continue;
-                }
+            if (c.nprocs() > 0 || c.frozen()) && !c.clean(Duration::from_millis(500)) {
+                eprintln!(
+                    "sprout-serve: pool cgroup sb{} has processes it should not; not used",
+                    c.idx
+                );
+                continue;
             }
             c.oom_base = c.oom_kills();
             return Ok(c);
@@ -415,6 +413,7 @@ impl CgPool {
                                     // once thawed (seen: frozen spares surviving a shutdown).
                                     let _ = m.kill_all(libc::SIGKILL);
                                     for pid in &p {
+                                        // SAFETY: kill(2) takes integers only and touches no memory of ours.
                                         unsafe { libc::kill(*pid, libc::SIGKILL) };
                                     }
                                     let _ = m.thaw();
@@ -484,6 +483,7 @@ impl PoolCg {
             }
             let _ = self.mgr.kill_all(libc::SIGKILL);
             for p in &pids {
+                // SAFETY: kill(2) takes integers only and touches no memory of ours.
                 unsafe { libc::kill(*p, libc::SIGKILL) };
             }
             if frozen {
@@ -546,6 +546,7 @@ mod tests {
     /// every one of them (a lost record line leaked the cgroup and its processes).
     #[test]
     fn concurrent_creation_records_every_cgroup() {
+        // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("skipped: needs root");
             return;

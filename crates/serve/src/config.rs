@@ -289,8 +289,10 @@ mod tests {
 
     #[test]
     fn handler_config_only_tightens() {
-        let mut op = Config::default();
-        op.timeout_ms = 2000;
+        let mut op = Config {
+            timeout_ms: 2000,
+            ..Config::default()
+        };
         op.sandbox.network_ns = true;
         let h: HandlerConfig = toml::from_str(
             "timeout_ms = 9223372036854775807\nnetwork_ns = false\nmount_ns = false\n",

@@ -238,6 +238,7 @@ fn monotonic_s() -> f64 {
         tv_sec: 0,
         tv_nsec: 0,
     };
+    // SAFETY: clock_gettime writes one timespec into the live local `ts`.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
@@ -923,7 +924,7 @@ impl Engine {
         self.freeze(to_freeze);
         // Zygote memory is re-read every ~200 ms (a file read per zygote and spare).
         let tick = self.hk_tick.fetch_add(1, Ordering::Relaxed);
-        if tick % 10 == 0 {
+        if tick.is_multiple_of(10) {
             self.enforce_budget();
         }
         // Every ~2 s the pool gives back the free cgroups that were not needed since the last

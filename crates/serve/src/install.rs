@@ -203,6 +203,7 @@ impl InstallCache {
                 ))
             }
             None => {
+                // SAFETY: kill(2) takes integers only; `pid` is our pip child (wait_pid timed out).
                 unsafe { libc::kill(pid, libc::SIGKILL) };
                 Err(format!("installing {spec}: pip timed out"))
             }

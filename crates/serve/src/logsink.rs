@@ -47,11 +47,13 @@ impl LogSink {
             .custom_flags(libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        // SAFETY: epoll_create1(2) takes an integer flag; the result is checked below.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if ep < 0 {
             return Err(io::Error::last_os_error());
         }
         let sink = Arc::new(LogSink {
+            // SAFETY: `ep` (>= 0) is the epoll fd just created, owned by nothing else.
             ep: unsafe { OwnedFd::from_raw_fd(ep) },
             streams: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
@@ -69,11 +71,14 @@ impl LogSink {
     /// SCM_RIGHTS, and drops its own copy).
     pub fn pipe(&self, tag: String) -> io::Result<OwnedFd> {
         let mut p = [0i32; 2];
+        // SAFETY: `p` is a live [c_int; 2], the two slots pipe2(2) writes.
         if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return Err(io::Error::last_os_error());
         }
+        // SAFETY: pipe2 succeeded: p[0] and p[1] are two new fds that nothing else owns.
         let (r, w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
         // Only the engine's end is non-blocking (the sandbox's writes block as on a file).
+        // SAFETY: F_SETFL takes an integer; `r` is owned here.
         unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut ev = libc::epoll_event {
@@ -92,6 +97,8 @@ impl LogSink {
                 partial: Vec::new(),
             },
         );
+        // SAFETY: `ev` is a live epoll_event the kernel copies; `rfd` is owned by the Stream
+        // just inserted, which stays in the map (under the lock held here) unless this fails.
         if unsafe { libc::epoll_ctl(self.ep.as_raw_fd(), libc::EPOLL_CTL_ADD, rfd, &mut ev) } != 0 {
             let e = io::Error::last_os_error();
             st.remove(&id);
@@ -105,6 +112,7 @@ impl LogSink {
         let mut buf = vec![0u8; 64 << 10];
         let mut text = Vec::with_capacity(80 << 10);
         loop {
+            // SAFETY: the kernel writes at most evs.len() (64) events into the live `evs`.
             let n = unsafe {
                 libc::epoll_wait(self.ep.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, -1)
             };
@@ -118,6 +126,8 @@ impl LogSink {
                 let id = ev.u64;
                 let mut st = self.streams.lock().unwrap();
                 let Some(s) = st.get_mut(&id) else { continue };
+                // SAFETY: reads at most buf.len() bytes into the live `buf`; the fd is owned by
+                // `s`, which the held lock keeps in the map for the call.
                 let r = unsafe { libc::read(s.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
                 if r > 0 {
                     self.take(s, &buf[..r as usize], &mut text);
@@ -223,14 +233,19 @@ mod tests {
 
     #[test]
     fn lines_are_tagged_cut_and_capped() {
+        // SAFETY: epoll_create1 and dup take integers; both results are checked just below.
+        let (ep, dup) = unsafe { (libc::epoll_create1(libc::EPOLL_CLOEXEC), libc::dup(0)) };
+        assert!(ep >= 0 && dup >= 0);
         let sink = LogSink {
-            ep: unsafe { OwnedFd::from_raw_fd(libc::epoll_create1(libc::EPOLL_CLOEXEC)) },
+            // SAFETY: a new epoll fd that nothing else owns.
+            ep: unsafe { OwnedFd::from_raw_fd(ep) },
             streams: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
             cap: 20,
         };
         let mut s = Stream {
-            fd: unsafe { OwnedFd::from_raw_fd(libc::dup(0)) },
+            // SAFETY: a new duplicate of fd 0 that nothing else owns.
+            fd: unsafe { OwnedFd::from_raw_fd(dup) },
             tag: "h s1".into(),
             written: 0,
             capped: false,

@@ -20,11 +20,13 @@ fn reaper() -> &'static Reaper {
 }
 
 pub fn start() {
+    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) takes integers only.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     std::thread::Builder::new()
         .name("reaper".into())
         .spawn(|| loop {
             let mut status = 0;
+            // SAFETY: `status` is a live c_int for the kernel to fill.
             let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
             if pid < 0 {
                 std::thread::sleep(Duration::from_millis(20));

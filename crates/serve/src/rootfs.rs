@@ -24,6 +24,8 @@ fn mount_raw(
     let d = cstr(dst);
     let t = fstype.map(|t| CString::new(t).unwrap());
     let o = data.map(|t| CString::new(t).unwrap());
+    // SAFETY: each pointer is null (allowed for source, fstype and data) or points at one of
+    // the NUL-terminated CStrings above, which live until after the call.
     let r = unsafe {
         libc::mount(
             s.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
@@ -63,6 +65,7 @@ pub fn bind_ro(src: &Path, dst: &Path, recursive: bool) -> io::Result<()> {
 
 pub fn umount_detach(p: &Path) -> io::Result<()> {
     let c = cstr(p);
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
     if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
         return Err(io::Error::last_os_error());
     }

@@ -39,6 +39,9 @@ pub struct ColdSpec<'a> {
 /// kernel (ENOSYS/EINVAL) a loop over the fd table's size (raw fcntl only: this also runs
 /// between a raw clone and exec). Async-signal-safe.
 pub fn cloexec_from(first: u32) {
+    // SAFETY: close_range and fcntl(F_GETFD/F_SETFD) take integers and only change fd flags;
+    // getrlimit writes one rlimit into the live local `rl`, for which all-zero is a valid
+    // value. No allocation, no lock: fine between a raw clone and exec.
     unsafe {
         if libc::syscall(
             libc::SYS_close_range,
@@ -103,6 +106,8 @@ unsafe fn keep_only(sock: RawFd, null: RawFd, log: RawFd) -> RawFd {
 
 /// Write `{"ready":false,"error":"setup: <what> failed (errno N)"}` as a frame, no allocation.
 fn child_fail(sock: RawFd, what: &[u8]) -> ! {
+    // SAFETY: __errno_location returns this thread's errno slot, valid and aligned for the
+    // life of the thread.
     let errno = unsafe { *libc::__errno_location() };
     let mut buf = [0u8; 160];
     let mut n = 4;
@@ -135,6 +140,8 @@ fn child_fail(sock: RawFd, what: &[u8]) -> ! {
     put(b")\"}", &mut n);
     let len = (n - 4) as u32;
     buf[..4].copy_from_slice(&len.to_le_bytes());
+    // SAFETY: writes the first n <= 160 bytes of the live local `buf`; _exit ends the child
+    // without running any of the engine's code (atexit handlers, destructors).
     unsafe {
         libc::write(sock, buf.as_ptr().cast(), n);
         libc::_exit(127)
@@ -173,6 +180,12 @@ pub fn assign_cold_spare(
 
 /// Child side of a cold spare's hand-over: exactly 8 bytes (length 4 + flags), the root dir fd
 /// and the log pipe riding on them. Raw syscalls only. None on EOF or a malformed message.
+///
+/// # Safety
+///
+/// Only in the cold-spare child between its raw clone and exec, with `sock` its own socket
+/// (fd 3): it allocates nothing and takes no lock, and the fds it returns are raw, owned by
+/// the caller (no `OwnedFd`, whose destructor must not run there).
 unsafe fn wait_assignment(sock: RawFd) -> Option<(RawFd, i32, RawFd)> {
     let mut buf = [0u8; 8];
     let mut cbuf = [0u64; 8];
@@ -180,14 +193,18 @@ unsafe fn wait_assignment(sock: RawFd) -> Option<(RawFd, i32, RawFd)> {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: 8,
     };
-    let mut mh: libc::msghdr = std::mem::zeroed();
+    // SAFETY: msghdr is plain C data (integers and pointers): all-zero is a valid value.
+    let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
     mh.msg_iov = &mut iov;
     mh.msg_iovlen = 1;
     mh.msg_control = cbuf.as_mut_ptr().cast();
     mh.msg_controllen = std::mem::size_of_val(&cbuf);
     let n = loop {
-        let n = libc::recvmsg(sock, &mut mh, libc::MSG_CMSG_CLOEXEC);
-        if n < 0 && *libc::__errno_location() == libc::EINTR {
+        // SAFETY: `mh` points at the live `iov` (8 bytes of `buf`) and the live 64-byte,
+        // 8-aligned `cbuf` (the lengths given), none moved or dropped before the loop ends.
+        let n = unsafe { libc::recvmsg(sock, &mut mh, libc::MSG_CMSG_CLOEXEC) };
+        // SAFETY: __errno_location returns this thread's errno slot, valid and aligned.
+        if n < 0 && unsafe { *libc::__errno_location() } == libc::EINTR {
             continue;
         }
         break n;
@@ -195,19 +212,30 @@ unsafe fn wait_assignment(sock: RawFd) -> Option<(RawFd, i32, RawFd)> {
     if n <= 0 {
         return None;
     }
-    let c = libc::CMSG_FIRSTHDR(&mh);
-    if c.is_null() || (*c).cmsg_type != libc::SCM_RIGHTS {
+    // SAFETY: `mh` was filled by recvmsg: CMSG_FIRSTHDR returns null or a header inside
+    // `cbuf` (msg_controllen bytes, as the kernel set it).
+    let c = unsafe { libc::CMSG_FIRSTHDR(&mh) };
+    // SAFETY: `c` is non-null (checked first), so it points at a cmsghdr inside `cbuf`.
+    if c.is_null() || unsafe { (*c).cmsg_type } != libc::SCM_RIGHTS {
         return None;
     }
-    let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const i32);
-    let log = if (*c).cmsg_len as usize >= libc::CMSG_LEN(8) as usize {
-        std::ptr::read_unaligned((libc::CMSG_DATA(c) as *const i32).add(1))
-    } else {
-        -1
+    // SAFETY: an SCM_RIGHTS header from the kernel carries at least one int after it (inside
+    // `cbuf`); a second is read only when cmsg_len says two are there. read_unaligned: the
+    // data need not be 4-aligned.
+    let (fd, log) = unsafe {
+        let data = libc::CMSG_DATA(c).cast::<i32>().cast_const();
+        let fd = std::ptr::read_unaligned(data);
+        let log = if (*c).cmsg_len as usize >= libc::CMSG_LEN(8) as usize {
+            std::ptr::read_unaligned(data.add(1))
+        } else {
+            -1
+        };
+        (fd, log)
     };
     let mut got = n as usize;
     while got < 8 {
-        let k = libc::read(sock, buf.as_mut_ptr().add(got).cast(), 8 - got);
+        // SAFETY: got < 8, so buf[got..8] is in bounds and 8 - got bytes are writable there.
+        let k = unsafe { libc::read(sock, buf.as_mut_ptr().add(got).cast(), 8 - got) };
         if k <= 0 {
             return None;
         }
@@ -258,6 +286,11 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
     // clone skips glibc's fork handlers: the child only makes raw syscalls (no allocation,
     // no locks), as it did after fork.
     let at_clone = early & (CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS);
+    // SAFETY: a raw clone without CLONE_VM and without a stack or tid pointers (all 0): like
+    // fork, the child gets a copy-on-write copy of this address space and goes on on its copy
+    // of this stack; the kernel writes no memory of ours. The child runs only the block below
+    // (raw syscalls on buffers built above, no allocation, no lock; glibc's fork handlers are
+    // skipped) and ends in execve or _exit, never returning into the engine's code.
     let pid = unsafe {
         libc::syscall(
             libc::SYS_clone,
@@ -276,7 +309,11 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
     }
     // ---- child: async-signal-safe only ----
     // SAFETY: raw syscalls on this child's own copy of the fd table and memory, on buffers
-    // built before the clone; nothing here allocates or takes a lock.
+    // built before the clone (NUL-terminated CStrings, NULL-terminated argv/envp arrays of
+    // pointers into them, all alive until execve); nothing here allocates or takes a lock.
+    // keep_only and wait_assignment are called where their contracts ask: in this child,
+    // which has its own fd table (no CLONE_FILES). Prepared::load is one seccomp(2) call on a
+    // pre-built program, without allocation.
     unsafe {
         for &fd in s.procs {
             if libc::write(fd, zero.as_ptr().cast(), 1) != 1 {
@@ -411,6 +448,8 @@ pub fn spawn_zygote(
     let mut envp: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
     let fd = sock.as_raw_fd();
+    // SAFETY: fork from the multi-threaded engine: the child is a copy of this thread only and
+    // runs only the block below, which is async-signal-safe.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(std::io::Error::last_os_error());
@@ -418,6 +457,9 @@ pub fn spawn_zygote(
     if pid > 0 {
         return Ok(pid);
     }
+    // SAFETY: setsid, dup2, fcntl and cloexec_from take integers and change only this child's
+    // session and fd table; execve gets NUL-terminated strings and NULL-terminated pointer
+    // arrays built before the fork (alive here); _exit if it returns. No allocation, no lock.
     unsafe {
         libc::setsid();
         if log_fd >= 0 {

@@ -795,10 +795,7 @@ fn zygote_tree_forks_children_from_parents() {
     let r = d.post("ab", "{}");
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json(), serde_json::json!({"pkga": true, "pkgb": true}));
-    assert_eq!(
-        zygote(&d.status(), key).unwrap()["forks"].as_u64().unwrap() >= 1,
-        true
-    );
+    assert!(zygote(&d.status(), key).unwrap()["forks"].as_u64().unwrap() >= 1);
     let m = d.get("/metrics").body;
     assert!(m.contains("sprout_serve_zygote_evictions_total 0"), "{m}");
     let _ = std::fs::remove_dir_all(&wheels);

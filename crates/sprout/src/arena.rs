@@ -25,7 +25,9 @@ const SIZE: usize = (3 << 20) / 2;
 #[repr(C, align(4096))]
 struct Space(UnsafeCell<[u8; SIZE]>);
 
-// SAFETY: disjoint ranges of the buffer are handed out by the atomic offset below.
+// SAFETY: the buffer is only ever reached through raw pointers to the ranges that the one
+// Arena (see `Arena::new`) hands out, which its atomic offset keeps disjoint; no reference to
+// the whole array is made, so threads never share a byte.
 unsafe impl Sync for Space {}
 
 static SPACE: Space = Space(UnsafeCell::new([0; SIZE]));
@@ -35,12 +37,22 @@ pub struct Arena {
 }
 
 impl Arena {
-    pub const fn new() -> Self {
+    /// An allocator over the one static space.
+    ///
+    /// # Safety
+    ///
+    /// At most one `Arena` may hand out blocks that are written to: the offset lives in the
+    /// `Arena` and the space is shared, so two would hand out overlapping blocks. The CLI's
+    /// `#[global_allocator]` is that one; the unit tests make their own, and only one test
+    /// writes into its blocks.
+    pub const unsafe fn new() -> Self {
         Arena {
             used: AtomicUsize::new(0),
         }
     }
 
+    /// The space's address. `as usize` exposes its provenance, which the `as *mut u8` casts
+    /// in `bump` pick up again (exposed-provenance rules), so the blocks may be written.
     fn base() -> usize {
         SPACE.0.get() as usize
     }
@@ -72,19 +84,28 @@ impl Arena {
 }
 
 // Not inlined: with LTO, inlining them into every allocation site grew .text by 476 KB.
+// SAFETY: `alloc` returns either a block from `bump` (start aligned to layout.align(),
+// layout.size() bytes inside the space, disjoint from every other live block because the
+// compare-exchange on `used` reserves [start, end) for this caller alone) or the system
+// allocator's block. A pointer outside the space goes back to the system allocator with the
+// caller's layout. `used` only moves back over a block being freed or resized while it is the
+// last one (compare-exchange on that block's end), so no live block is handed out twice.
 unsafe impl GlobalAlloc for Arena {
     #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match self.bump(layout) {
             Some(p) => p,
-            None => System.alloc(layout),
+            // SAFETY: the caller's layout (non-zero size, by alloc's contract) as it came.
+            None => unsafe { System.alloc(layout) },
         }
     }
 
     #[inline(never)]
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
         if !Self::owns(p) {
-            return System.dealloc(p, layout);
+            // SAFETY: not in the space, so `p` came from System.alloc/realloc through this
+            // allocator, with this layout (dealloc's contract).
+            return unsafe { System.dealloc(p, layout) };
         }
         // The last allocation: give its space back (a failed exchange means it was not the last).
         let start = p as usize - Self::base();
@@ -99,7 +120,9 @@ unsafe impl GlobalAlloc for Arena {
     #[inline(never)]
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if !Self::owns(p) {
-            return System.realloc(p, layout, new_size);
+            // SAFETY: as in dealloc, `p` is the system allocator's, with `layout`; new_size is
+            // valid by realloc's contract.
+            return unsafe { System.realloc(p, layout, new_size) };
         }
         let start = p as usize - Self::base();
         if start + new_size <= SIZE
@@ -119,12 +142,19 @@ unsafe impl GlobalAlloc for Arena {
             // Shrinking an older block: it stays where it is.
             return p;
         }
-        // SAFETY (caller's contract): new_size is non-zero and, rounded up to the alignment, fits.
-        let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
-        let q = self.alloc(new_layout);
+        // SAFETY: realloc's contract: new_size is non-zero and, rounded up to layout.align()
+        // (a valid alignment, from a Layout), does not overflow isize.
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: a valid, non-zero-sized layout.
+        let q = unsafe { self.alloc(new_layout) };
         if !q.is_null() {
-            std::ptr::copy_nonoverlapping(p, q, layout.size());
-            self.dealloc(p, layout);
+            // SAFETY: `p` is the caller's live block of layout.size() bytes; `q` is a fresh block
+            // of new_size > layout.size() bytes, disjoint from `p`. After the copy `p` is freed
+            // with the layout it was allocated with, and the caller uses only `q` from now on.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p, q, layout.size());
+                self.dealloc(p, layout);
+            }
         }
         q
     }
@@ -139,7 +169,8 @@ mod tests {
 
     #[test]
     fn bump_aligns_and_reports_ownership() {
-        let a = Arena::new();
+        // SAFETY: nothing is written into this arena's blocks (see above).
+        let a = unsafe { Arena::new() };
         let p = a.bump(Layout::from_size_align(3, 1).unwrap()).unwrap();
         let q = a.bump(Layout::from_size_align(8, 64).unwrap()).unwrap();
         assert!(Arena::owns(p) && Arena::owns(q));
@@ -148,13 +179,17 @@ mod tests {
         // The test binary's allocator is the system's: a heap pointer is not the arena's.
         let on_heap = Box::into_raw(Box::new(0u64));
         assert!(!Arena::owns(on_heap.cast::<u8>()));
+        // SAFETY: `on_heap` came from Box::into_raw above and is freed once, here.
         unsafe { drop(Box::from_raw(on_heap)) };
     }
 
     #[test]
     fn last_allocation_is_freed_and_grown_in_place() {
-        let a = Arena::new();
+        // SAFETY: nothing is written into this arena's blocks (see above).
+        let a = unsafe { Arena::new() };
         let l = Layout::from_size_align(16, 8).unwrap();
+        // SAFETY: `l` has a non-zero size; `p`, then `r`, is this arena's block, resized and
+        // freed with the layout it has at that point; no byte is read or written.
         unsafe {
             let p = a.alloc(l);
             let before = a.used.load(Ordering::Relaxed);
@@ -168,9 +203,12 @@ mod tests {
 
     #[test]
     fn a_full_arena_falls_back_to_the_system_allocator() {
-        let a = Arena::new();
+        // SAFETY: this arena hands out no block of the space (it is full from the start).
+        let a = unsafe { Arena::new() };
         a.used.store(SIZE - 8, Ordering::Relaxed);
         let l = Layout::from_size_align(64, 8).unwrap();
+        // SAFETY: `p` is the system allocator's 64-byte block (checked non-null before the
+        // write), written within its 64 bytes and freed once with its layout.
         unsafe {
             let p = a.alloc(l);
             assert!(!p.is_null() && !Arena::owns(p));
@@ -182,8 +220,11 @@ mod tests {
 
     #[test]
     fn an_older_block_moves_when_it_grows() {
-        let a = Arena::new();
+        // SAFETY: the one test that writes into its arena's blocks (see above).
+        let a = unsafe { Arena::new() };
         let l = Layout::from_size_align(8, 8).unwrap();
+        // SAFETY: `p` is this arena's 8-byte block, written within its 8 bytes; `r` is the
+        // 32-byte block realloc moved it to, whose first 8 bytes realloc copied from `p`.
         unsafe {
             let p = a.alloc(l);
             p.write_bytes(0x5a, 8);

@@ -22,7 +22,8 @@ mod arena;
 /// resident memory there (docs/performance.md).
 #[cfg(all(target_env = "musl", not(test)))]
 #[global_allocator]
-static ALLOC: arena::Arena = arena::Arena::new();
+// SAFETY: the only Arena of the binary (Arena::new's contract).
+static ALLOC: arena::Arena = unsafe { arena::Arena::new() };
 
 #[derive(Parser)]
 #[command(

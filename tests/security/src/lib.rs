@@ -135,7 +135,7 @@ impl Rng {
                     .as_nanos() as u64
             })
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -144,7 +144,7 @@ impl Rng {
         x.wrapping_mul(0x2545F4914F6CDD1D)
     }
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
 }
 
@@ -153,6 +153,7 @@ impl Rng {
 pub fn high_fd(path: &Path, flags: i32) -> std::os::fd::OwnedFd {
     use std::os::fd::FromRawFd;
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call; the fd is checked below.
     let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) };
     assert!(
         fd >= 0,
@@ -160,9 +161,12 @@ pub fn high_fd(path: &Path, flags: i32) -> std::os::fd::OwnedFd {
         path.display(),
         std::io::Error::last_os_error()
     );
+    // SAFETY: F_DUPFD_CLOEXEC takes integers; `fd` is ours, open (checked above).
     let hi = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 100) };
     assert!(hi >= 0);
+    // SAFETY: `fd` is ours and closed once, here (its duplicate `hi` stays open).
     unsafe { libc::close(fd) };
+    // SAFETY: `hi` (>= 0, checked) is a new fd that nothing else owns.
     unsafe { std::os::fd::OwnedFd::from_raw_fd(hi) }
 }
 

@@ -48,6 +48,7 @@ fn unmount_below(dir: &Path) {
     ms.sort_by_key(|m| std::cmp::Reverse(m.len()));
     for m in ms {
         let c = std::ffi::CString::new(m).unwrap();
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
         unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
     }
 }
@@ -200,7 +201,7 @@ fn racing_symlink_swap() {
             while !s2.load(Ordering::Relaxed) {
                 let _ = fs::remove_dir_all(&dir_tmp);
                 let _ = fs::remove_file(&link_tmp);
-                if n % 2 == 0 {
+                if n.is_multiple_of(2) {
                     let _ = std::os::unix::fs::symlink(&t2, &link_tmp);
                     let _ = fs::rename(&link_tmp, &m2);
                 } else if fs::create_dir(&dir_tmp).is_ok() {

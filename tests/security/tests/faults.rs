@@ -63,6 +63,7 @@ fn spawn_and_kill(ctx: &Ctx, args: &[&str], delay: Duration) -> (String, bool) {
     let pid = s.pid();
     let marker = marker_of(&s);
     std::thread::sleep(delay);
+    // SAFETY: kill(2) takes integers only and touches no memory of ours.
     let killed = unsafe { libc::kill(pid, libc::SIGKILL) } == 0;
     let o = s.wait(Duration::from_secs(30));
     (marker, killed && o.signal == Some(9))
@@ -146,6 +147,7 @@ fn sigkill_at_random_points_then_delete_force_cleans_up() {
             // Clean what we can so later iterations start clean: kill our marked processes, rmdir cgroups.
             for m in &markers {
                 for (pid, _) in find_marked_processes(m, &b.id) {
+                    // SAFETY: kill(2) takes integers only and touches no memory of ours.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                 }
             }
@@ -387,7 +389,7 @@ fn fork_bomb_contained_by_pids_limit() {
         .success());
     let d = ctx.rt(&["delete", "--force", &b.id]);
     d.assert_ok();
-    let left = leaks(&ctx, &b, &[d.marker.clone()], &mount_snapshot());
+    let left = leaks(&ctx, &b, std::slice::from_ref(&d.marker), &mount_snapshot());
     assert!(
         left.is_empty(),
         "after delete --force of the fork bomb: {left:?}"
@@ -406,6 +408,7 @@ impl TinyFs {
         let tgt = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
         let fst = std::ffi::CString::new("tmpfs").unwrap();
         let data = std::ffi::CString::new(opts).unwrap();
+        // SAFETY: all four pointers are NUL-terminated CStrings above, alive for the call.
         let r = unsafe {
             libc::mount(
                 src.as_ptr(),
@@ -420,8 +423,11 @@ impl TinyFs {
     }
     /// Fill the filesystem leaving about `leave` bytes.
     fn fill(&self, leave: u64) {
+        // SAFETY: statvfs is a plain C struct of integers: all-zero is a valid value.
         let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
         let c = std::ffi::CString::new(self.dir.to_str().unwrap()).unwrap();
+        // SAFETY: statvfs writes one struct into the live local `sv`; `c` is a NUL-terminated
+        // path that outlives the call.
         unsafe { libc::statvfs(c.as_ptr(), &mut sv) };
         let free = sv.f_bavail * sv.f_bsize;
         let want = free.saturating_sub(leave) as usize;
@@ -462,6 +468,7 @@ impl TinyFs {
 impl Drop for TinyFs {
     fn drop(&mut self) {
         let c = std::ffi::CString::new(self.dir.to_str().unwrap()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
         unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
     }
 }
@@ -546,11 +553,12 @@ fn root_on_full_tmpfs() {
         let unexpected: Vec<&String> = after
             .iter()
             .filter(|e| {
-                !matches!(
+                let expected = matches!(
                     e.as_str(),
                     "state" | "state/@cache" | "state/@cache/seccomp"
-                ) && !(e.starts_with("state/@cache/seccomp/")
-                    && e.len() == "state/@cache/seccomp/".len() + 64)
+                ) || (e.starts_with("state/@cache/seccomp/")
+                    && e.len() == "state/@cache/seccomp/".len() + 64);
+                !expected
             })
             .collect();
         if !unexpected.is_empty() {

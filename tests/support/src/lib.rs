@@ -97,6 +97,7 @@ pub fn pid_alive(pid: i32) -> bool {
     if pid <= 0 {
         return false;
     }
+    // SAFETY: kill(pid, 0) only probes for existence: integers in, no memory touched.
     let r = unsafe { libc::kill(pid, 0) };
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
@@ -189,9 +190,12 @@ fn clean_stale(parent: &Path) {
 fn scratch_base() -> PathBuf {
     let flags = |p: &str| {
         let c = std::ffi::CString::new(p).unwrap();
-        // SAFETY: statvfs writes into the zeroed struct we own; the path is a valid C string.
+        // SAFETY: statvfs is a plain C struct of integers: all-zero is a valid value.
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then_some(st.f_flag)
+        // SAFETY: statvfs writes one struct into the live local `st`; `c` is a NUL-terminated
+        // path that outlives the call.
+        let ok = unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0;
+        ok.then_some(st.f_flag)
     };
     match flags("/tmp") {
         Some(f) if f & (libc::ST_NOSUID | libc::ST_NODEV) != 0 => PathBuf::from("/var/tmp"),
@@ -216,6 +220,9 @@ fn run_dirs<S: Suite>() -> &'static RunDirs {
         fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).unwrap();
         let template = tmp.join("template-rootfs");
         build_busybox_rootfs(&template);
+        // SAFETY: registers an `extern "C" fn()` taking no arguments; at exit it removes this
+        // run's directories if RUN_DIRS is set, and a panic in it aborts (extern "C") instead
+        // of unwinding into libc.
         unsafe {
             libc::atexit(remove_run_dirs);
         }
@@ -1277,6 +1284,7 @@ impl<S: Suite> Drop for Bundle<'_, S> {
                     left
                 );
                 for (pid, _) in &left {
+                    // SAFETY: kill(2) takes integers only and touches no memory of ours.
                     unsafe {
                         libc::kill(*pid, libc::SIGKILL);
                     }

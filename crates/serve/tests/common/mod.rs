@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 pub const BIN: &str = env!("CARGO_BIN_EXE_sprout-serve");
 
 pub fn is_root() -> bool {
+    // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
     unsafe { libc::geteuid() == 0 }
 }
 
@@ -102,7 +103,9 @@ impl Daemon {
     pub fn spawn_with_extra_fd(&mut self, extra: i32) -> std::os::fd::OwnedFd {
         use std::os::fd::FromRawFd;
         let mut p = [0i32; 2];
+        // SAFETY: `p` is a live [c_int; 2], the two slots pipe2(2) writes.
         assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: pipe2 succeeded: p[0] and p[1] are two new fds that nothing else owns.
         let (r, w) = unsafe {
             (
                 std::os::fd::OwnedFd::from_raw_fd(p[0]),
@@ -133,6 +136,9 @@ impl Daemon {
             .stdout(log.try_clone().unwrap())
             .stderr(log);
         if let Some((from, to)) = dup {
+            // SAFETY: the pre_exec closure runs in the forked child before exec and makes one
+            // async-signal-safe call (dup2 on two integers: no allocation, no lock); `from`
+            // stays open in the parent until spawn returns.
             unsafe {
                 cmd.pre_exec(move || {
                     if libc::dup2(from, to) != to {
@@ -192,6 +198,7 @@ impl Daemon {
 
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) takes integers only; `c` is our child, not yet reaped (we hold it).
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
             let t = Instant::now();
             while t.elapsed() < Duration::from_secs(10) {

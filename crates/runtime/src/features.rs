@@ -12,15 +12,7 @@ pub fn features_json() -> serde_json::Value {
         "ociVersionMin": crate::config::OCI_VERSION_MIN,
         "ociVersionMax": crate::config::OCI_VERSION,
         "hooks": ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"],
-        "mountOptions": [
-            "async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "idmap", "loud", "mand",
-            "noatime", "nodev", "nodiratime", "noexec", "nomand", "norelatime", "nostrictatime", "nosuid",
-            "nosymfollow", "private", "rbind", "rdev", "rdiratime", "relatime", "remount", "rexec", "ridmap",
-            "rnoatime", "rnodev", "rnodiratime", "rnoexec", "rnostrictatime", "rnosuid", "rnosymfollow",
-            "ro", "rprivate", "rrelatime", "rro", "rrw", "rshared", "rslave", "rstrictatime", "rsuid",
-            "rsymfollow", "runbindable", "rw", "shared", "silent", "slave", "strictatime", "suid",
-            "symfollow", "sync", "tmpcopyup", "unbindable"
-        ],
+        "mountOptions": crate::rootfs::option_names(),
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "time", "user", "uts"],
             "capabilities": caps,

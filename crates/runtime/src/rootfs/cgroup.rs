@@ -1,0 +1,262 @@
+//! The cgroup mount: which host cgroup directories it shows, and the mount itself.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use super::{
+    mount::MountCtx,
+    mountapi::{attach_bind, mount_setattr, move_mount_to_fd, open_tree},
+    options::{bind_attrs, MountOpts},
+    paths::ensure_in_root,
+};
+use crate::error::{Error, Result};
+use crate::sys::{cstr, cstr_s, cvt, fd_path, mount, open_in_root};
+
+/// What the cgroup mount needs: (name under /sys/fs/cgroup, host path of our cgroup in it).
+pub type CgroupBinds = Vec<(String, PathBuf)>;
+
+/// The init's own cgroups, read from /proc/self/cgroup (call once placed in its cgroup).
+pub fn own_cgroup_binds() -> CgroupBinds {
+    let Ok(s) = std::fs::read_to_string("/proc/self/cgroup") else {
+        return Vec::new();
+    };
+    cgroup_binds_from(Path::new(CGROUP_ROOT), &s, |_| None)
+}
+
+pub(super) const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// What [`own_cgroup_binds`] will read in the init once it has joined `cg`, computed in the
+/// parent from its own /proc/self/cgroup as soon as the directories exist: the hierarchies
+/// the container joins name its directories, the others stay at the parent's. The init
+/// mounts its cgroups with these before it is moved in, so its mounts need not wait for
+/// the parent's cgroup.procs writes. `None` when a path is not UTF-8 (the channel carries
+/// text): the init then waits and reads its own.
+pub fn planned_cgroup_binds(cg: &sprout_cgroups::Manager) -> Option<CgroupBinds> {
+    let s = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = |dir: &Path, mount: &Path| -> Option<String> {
+        let r = dir.strip_prefix(mount).ok()?;
+        Some(format!("/{}", r.to_str()?))
+    };
+    let binds = cgroup_binds_from(Path::new(CGROUP_ROOT), &s, |ctrls| {
+        if ctrls.is_empty() {
+            let u = cg.unified_path()?;
+            return rel(u, cg.unified_mount()?);
+        }
+        ctrls.split(',').find_map(|c| {
+            let (dir, mount) = cg.v1_dir_and_mount(c)?;
+            rel(dir, mount)
+        })
+    });
+    binds
+        .iter()
+        .all(|(n, p)| p.to_str().is_some() && !n.contains('\0'))
+        .then_some(binds)
+}
+
+/// (name, host path) per line of a /proc/<pid>/cgroup text; `path_of(controllers)` overrides
+/// the line's path (absolute within its hierarchy).
+pub(super) fn cgroup_binds_from(
+    root: &Path,
+    s: &str,
+    path_of: impl Fn(&str) -> Option<String>,
+) -> CgroupBinds {
+    // One getdents of the cgroup root (a tmpfs with one entry per hierarchy on v1) instead of
+    // a stat per hierarchy, listed only when a line names one.
+    let listing = std::cell::OnceCell::new();
+    let mounted = |name: &str| {
+        listing
+            .get_or_init(|| -> Vec<std::ffi::OsString> {
+                std::fs::read_dir(root)
+                    .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+                    .unwrap_or_default()
+            })
+            .iter()
+            .any(|n| n == name)
+    };
+    let unified_root = if s.lines().any(|l| l.starts_with("0::")) && mounted("unified") {
+        "unified"
+    } else {
+        ""
+    };
+    let mut out = Vec::new();
+    for line in s.lines() {
+        let mut it = line.splitn(3, ':');
+        let (_, ctrls, path) = match (it.next(), it.next(), it.next()) {
+            (Some(a), Some(b), Some(c)) => (a, b, c),
+            _ => continue,
+        };
+        let name = if ctrls.is_empty() {
+            // Pure v2: the hierarchy is /sys/fs/cgroup itself (name ""); hybrid: "unified".
+            unified_root.to_string()
+        } else {
+            ctrls.strip_prefix("name=").unwrap_or(ctrls).to_string()
+        };
+        let base = if name.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(&name)
+        };
+        let path = path_of(ctrls).unwrap_or_else(|| path.to_string());
+        let host = base.join(path.trim_start_matches('/'));
+        let present = if name.is_empty() {
+            base.exists()
+        } else {
+            mounted(&name)
+        };
+        if present {
+            out.push((name, host));
+        }
+    }
+    out
+}
+
+/// [`CgroupBinds`] as a channel payload: `name NUL path NUL`, pair after pair.
+pub fn encode_cgroup_binds(b: &CgroupBinds) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (n, p) in b {
+        out.extend_from_slice(n.as_bytes());
+        out.push(0);
+        out.extend_from_slice(p.as_os_str().as_encoded_bytes());
+        out.push(0);
+    }
+    out
+}
+
+pub fn decode_cgroup_binds(s: &str) -> CgroupBinds {
+    let mut it = s.split('\0');
+    let mut out = Vec::new();
+    while let (Some(n), Some(p)) = (it.next(), it.next()) {
+        out.push((n.to_string(), PathBuf::from(p)));
+    }
+    out
+}
+
+pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Result<()> {
+    let target = ensure_in_root(ctx.rootfs_fd, dest, false)?;
+    let flags = opts.flags | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    if ctx.cgroup_v2 {
+        if ctx.new_cgroup_ns {
+            match mount(
+                Some(c"cgroup2"),
+                &fd_path(&target),
+                Some(c"cgroup2"),
+                flags,
+                None,
+            ) {
+                Ok(()) => return Ok(()),
+                // EBUSY: the target is already a mount of the same cgroup2 superblock (the
+                // host's /sys/fs/cgroup, brought in by the rbind of /sys that `spec
+                // --rootless` writes); EPERM: not allowed in this user namespace. runc then
+                // binds the container's own cgroup instead, as below.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EPERM)) => {}
+                Err(e) => return Err(Error::os("mount cgroup2", e)),
+            }
+        }
+        for (_, host) in (ctx.cgroup_binds)() {
+            let tree = open_tree(libc::AT_FDCWD, &cstr(&host), true)
+                .map_err(|e| Error::os("bind cgroup", e))?;
+            attach_bind(
+                tree,
+                &target,
+                &MountOpts {
+                    flags,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| Error::os("bind cgroup", e))?;
+        }
+        return Ok(());
+    }
+    // v1 / hybrid: a tmpfs with one bind per hierarchy of the container's own cgroup.
+    mount(
+        Some(c"tmpfs"),
+        &fd_path(&target),
+        Some(c"tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        Some(c"mode=755"),
+    )
+    .map_err(|e| Error::os("mount tmpfs for cgroups", e))?;
+    // The tmpfs just mounted (`target` still names the directory under it). It is new, empty
+    // and visible only in this mount namespace, so its subdirectories are made and opened with
+    // plain mkdirat/openat below it: 2 syscalls per hierarchy instead of an openat2 that fails,
+    // one for the parent, the mkdirat and one more openat2.
+    let tmp = open_in_root(
+        ctx.rootfs_fd.as_raw_fd(),
+        dest,
+        libc::O_PATH | libc::O_DIRECTORY,
+        0,
+    )
+    .map_err(|e| Error::os("cgroup tmpfs", e))?;
+    for (name, host) in (ctx.cgroup_binds)() {
+        let t = if !name.is_empty() && !name.contains('/') && name != "." && name != ".." {
+            let cname = cstr_s(&name);
+            cvt(unsafe { libc::mkdirat(tmp.as_raw_fd(), cname.as_ptr(), 0o755) })
+                .map_err(|e| Error::os(format!("cgroup tmpfs: mkdir {name}"), e))?;
+            let fd = cvt(unsafe {
+                libc::openat(
+                    tmp.as_raw_fd(),
+                    cname.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                )
+            })
+            .map_err(|e| Error::os(format!("cgroup tmpfs: {name}"), e))?;
+            unsafe { OwnedFd::from_raw_fd(fd) }
+        } else {
+            ensure_in_root(ctx.rootfs_fd, &dest.join(&name), false)?
+        };
+        let tree = open_tree(libc::AT_FDCWD, &cstr(&host), false)
+            .map_err(|e| Error::os(format!("bind cgroup {name}"), e))?;
+        move_mount_to_fd(tree.as_raw_fd(), t.as_raw_fd())
+            .map_err(|e| Error::os(format!("bind cgroup {name}"), e))?;
+    }
+    // The mount's flags (read-only, nosuid, ...) on the tmpfs and every bind below it at once:
+    // one recursive mount_setattr instead of one per bind plus a read-only remount. `tmp` was
+    // opened before the binds, so it names the tmpfs' root.
+    let (set, clr) = bind_attrs(&MountOpts {
+        flags,
+        ..Default::default()
+    });
+    mount_setattr(tmp.as_raw_fd(), true, set, clr)
+        .map_err(|e| Error::os("cgroup mount flags", e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_binds_planned_and_encoded() {
+        let root = std::env::temp_dir().join(format!("sprout-cgbinds-{}", std::process::id()));
+        for d in ["cpu,cpuacct", "memory", "systemd", "unified"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        let text = "5:cpu,cpuacct:/own\n4:memory:/m/own\n3:name=systemd:/own\n\
+                    2:rdma:/\n0::/own\n";
+        // As the parent plans them: the container's paths where it joins, its own elsewhere.
+        let planned = cgroup_binds_from(&root, text, |c| match c {
+            "cpu,cpuacct" | "name=systemd" | "" => Some("/own/ctr".to_string()),
+            "memory" => Some("/m/own/ctr".to_string()),
+            _ => None,
+        });
+        let want: CgroupBinds = vec![
+            ("cpu,cpuacct".into(), root.join("cpu,cpuacct/own/ctr")),
+            ("memory".into(), root.join("memory/m/own/ctr")),
+            ("systemd".into(), root.join("systemd/own/ctr")),
+            // rdma is not mounted under root: no bind.
+            ("unified".into(), root.join("unified/own/ctr")),
+        ];
+        assert_eq!(planned, want);
+        // What the init would read from /proc/self/cgroup once moved in: the same binds.
+        let joined = "5:cpu,cpuacct:/own/ctr\n4:memory:/m/own/ctr\n\
+                      3:name=systemd:/own/ctr\n2:rdma:/\n0::/own/ctr\n";
+        assert_eq!(cgroup_binds_from(&root, joined, |_| None), want);
+        let enc = encode_cgroup_binds(&want);
+        assert_eq!(
+            decode_cgroup_binds(std::str::from_utf8(&enc).unwrap()),
+            want
+        );
+        assert!(decode_cgroup_binds("").is_empty());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

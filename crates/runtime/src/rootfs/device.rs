@@ -1,0 +1,249 @@
+//! Devices: the default set, linux.devices, and a read-only /dev.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+
+use oci_spec::runtime::{LinuxDevice, LinuxDeviceType, Mount};
+
+use super::{
+    mountapi::{attach_bind, open_tree},
+    options::{parse_options, MountOpts},
+    paths::ensure_in_root,
+    root::remount_readonly,
+};
+use crate::bail;
+use crate::error::{Error, Result};
+use crate::sys::{cstr, cstr_s};
+
+/// The devices every container gets (runtime-spec "Default Devices").
+pub fn default_devices() -> [(&'static str, u32, u32); 6] {
+    [
+        ("null", 1, 3),
+        ("zero", 1, 5),
+        ("full", 1, 7),
+        ("random", 1, 8),
+        ("urandom", 1, 9),
+        ("tty", 5, 0),
+    ]
+}
+
+/// Create one device node in the rootfs; falls back to bind-mounting the host's node when mknod
+/// is not permitted (user namespaces).
+pub fn create_device(
+    root: &OwnedFd,
+    path: &Path,
+    kind: libc::mode_t,
+    major: u32,
+    minor: u32,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    in_userns: bool,
+) -> Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let dir = ensure_in_root(root, parent, false)?;
+    create_device_in(
+        root, &dir, path, kind, major, minor, mode, uid, gid, in_userns,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn create_device_in(
+    root: &OwnedFd,
+    dir: &OwnedFd,
+    path: &Path,
+    kind: libc::mode_t,
+    major: u32,
+    minor: u32,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    in_userns: bool,
+) -> Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::msg(format!("linux.devices: bad path {}", path.display())))?;
+    // mknodat needs a real directory fd (O_PATH works for *at calls with a name).
+    let cname = cstr(name);
+    unsafe { libc::unlinkat(dir.as_raw_fd(), cname.as_ptr(), 0) };
+    let r = if in_userns {
+        -1
+    } else {
+        unsafe {
+            libc::mknodat(
+                dir.as_raw_fd(),
+                cname.as_ptr(),
+                kind | (mode & 0o7777),
+                libc::makedev(major, minor),
+            )
+        }
+    };
+    if r == 0 {
+        let r = unsafe {
+            libc::fchownat(
+                dir.as_raw_fd(),
+                cname.as_ptr(),
+                uid,
+                gid,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if r < 0 {
+            return Err(Error::last_os(format!(
+                "linux.devices: chown {}",
+                path.display()
+            )));
+        }
+        // mknod is subject to umask; set the exact mode (the node was just made by us: a plain
+        // name in a directory we hold, no symlink can be there).
+        if unsafe { libc::fchmodat(dir.as_raw_fd(), cname.as_ptr(), mode & 0o7777, 0) } < 0 {
+            return Err(Error::last_os(format!(
+                "linux.devices: chmod {}",
+                path.display()
+            )));
+        }
+        return Ok(());
+    }
+    let err = if in_userns {
+        io::Error::from_raw_os_error(libc::EPERM)
+    } else {
+        io::Error::last_os_error()
+    };
+    if err.raw_os_error() != Some(libc::EPERM) {
+        return Err(Error::os(
+            format!("linux.devices: mknod {}", path.display()),
+            err,
+        ));
+    }
+    // Bind the host's node of the same path.
+    let host = Path::new("/dev").join(path.strip_prefix("/dev").unwrap_or(path));
+    let target = ensure_in_root(root, path, true)?;
+    let tree = open_tree(libc::AT_FDCWD, &cstr(&host), false)
+        .map_err(|e| Error::os(format!("linux.devices: bind {}", host.display()), e))?;
+    attach_bind(tree, &target, &MountOpts::default())
+        .map_err(|e| Error::os(format!("linux.devices: bind {}", host.display()), e))?;
+    Ok(())
+}
+
+pub fn device_kind(t: LinuxDeviceType) -> Result<libc::mode_t> {
+    Ok(match t {
+        LinuxDeviceType::C | LinuxDeviceType::U => libc::S_IFCHR,
+        LinuxDeviceType::B => libc::S_IFBLK,
+        LinuxDeviceType::P => libc::S_IFIFO,
+        LinuxDeviceType::A => bail!("linux.devices: type 'a' is only valid in cgroup device rules"),
+    })
+}
+
+pub fn create_devices(
+    root: &OwnedFd,
+    devices: &[LinuxDevice],
+    in_userns: bool,
+    dev_is_tmpfs: bool,
+) -> Result<()> {
+    let dev = ensure_in_root(root, Path::new("/dev"), false)?;
+    if dev_is_tmpfs {
+        for (name, maj, min) in default_devices() {
+            let p = Path::new("/dev").join(name);
+            if devices.iter().any(|d| d.path() == &p) {
+                continue;
+            }
+            create_device_in(
+                root,
+                &dev,
+                &p,
+                libc::S_IFCHR,
+                maj,
+                min,
+                0o666,
+                0,
+                0,
+                in_userns,
+            )?;
+        }
+    }
+    for d in devices {
+        let kind = device_kind(d.typ())?;
+        let mode = d.file_mode().unwrap_or(0o666);
+        let (uid, gid) = (d.uid().unwrap_or(0), d.gid().unwrap_or(0));
+        if d.path().parent() == Some(Path::new("/dev")) {
+            create_device_in(
+                root,
+                &dev,
+                d.path(),
+                kind,
+                d.major() as u32,
+                d.minor() as u32,
+                mode,
+                uid,
+                gid,
+                in_userns,
+            )?;
+        } else {
+            create_device(
+                root,
+                d.path(),
+                kind,
+                d.major() as u32,
+                d.minor() as u32,
+                mode,
+                uid,
+                gid,
+                in_userns,
+            )?;
+        }
+    }
+    if dev_is_tmpfs {
+        let mut links: Vec<(&str, &CStr)> = vec![
+            ("fd", c"/proc/self/fd"),
+            ("stdin", c"/proc/self/fd/0"),
+            ("stdout", c"/proc/self/fd/1"),
+            ("stderr", c"/proc/self/fd/2"),
+            ("ptmx", c"pts/ptmx"),
+        ];
+        if Path::new("/proc/kcore").exists() {
+            links.push(("core", c"/proc/kcore"));
+        }
+        for (name, target) in links {
+            let n = cstr_s(name);
+            if name == "ptmx" {
+                unsafe { libc::unlinkat(dev.as_raw_fd(), n.as_ptr(), 0) };
+            }
+            let r = unsafe { libc::symlinkat(target.as_ptr(), dev.as_raw_fd(), n.as_ptr()) };
+            if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+                return Err(Error::last_os(format!("creating /dev/{name}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `/dev` mount with `ro` (runc's mountPropagate + finalizeRootfs): `mounts[i]` for /dev is
+/// mounted read-write so its devices, /dev/pts, /dev/shm, /dev/mqueue and symlinks can be made,
+/// and remounted read-only here, once nothing is left to make in it. Returns the options to
+/// mount it with (`ro` turned into `rw`) when the mount asks for read-only, else None.
+pub fn dev_mount_options_rw(m: &Mount) -> Option<Vec<String>> {
+    if m.destination() != Path::new("/dev") {
+        return None;
+    }
+    let opts = m.options().as_deref().unwrap_or(&[]);
+    let ro = parse_options(opts).is_ok_and(|o| o.flags & libc::MS_RDONLY != 0);
+    ro.then(|| {
+        opts.iter()
+            .map(|o| {
+                if o == "ro" {
+                    "rw".to_string()
+                } else {
+                    o.clone()
+                }
+            })
+            .collect()
+    })
+}
+
+/// The second half of [`dev_mount_options_rw`]: remount /dev (the container's, after the
+/// pivot) read-only.
+pub fn readonly_dev() -> Result<()> {
+    remount_readonly(c"/dev", "mounts (/dev)", "/dev")
+}

@@ -1,0 +1,61 @@
+//! Masked and read-only paths (after pivot_root).
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use super::{
+    mountapi::{mount_setattr, move_mount_to_fd, open_tree},
+    options::MOUNT_ATTR_RDONLY,
+};
+use crate::error::{Error, Result};
+use crate::sys::{cstr_s, mount};
+
+/// Masked paths (after pivot_root): directories get a read-only empty tmpfs, files /dev/null.
+pub fn mask_paths(paths: &[String]) -> Result<()> {
+    for p in paths {
+        let c = cstr_s(p);
+        // One stat decides: a failed mount(2) is not cheap (the kernel waits for an RCU grace
+        // period to free the half-made mount), so never try the wrong kind first.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::stat(c.as_ptr(), &mut st) } < 0 {
+            continue; // missing: nothing to mask
+        }
+        let r = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            mount(Some(c"tmpfs"), &c, Some(c"tmpfs"), libc::MS_RDONLY, None)
+        } else {
+            mount(Some(c"/dev/null"), &c, None, libc::MS_BIND, None)
+        };
+        match r {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(Error::os(format!("linux.maskedPaths: {p}"), e)),
+        }
+    }
+    Ok(())
+}
+
+/// Read-only paths (after pivot_root): a recursive bind of the path onto itself, read-only.
+pub fn readonly_paths(paths: &[String]) -> Result<()> {
+    for p in paths {
+        let c = cstr_s(p);
+        let tree = match open_tree(libc::AT_FDCWD, &c, true) {
+            Ok(t) => t,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) => return Err(Error::os(format!("linux.readonlyPaths: {p}"), e)),
+        };
+        mount_setattr(tree.as_raw_fd(), true, MOUNT_ATTR_RDONLY, 0)
+            .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
+        let target = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            )
+        };
+        if target < 0 {
+            return Err(Error::last_os(format!("linux.readonlyPaths: {p}")));
+        }
+        let target = unsafe { OwnedFd::from_raw_fd(target) };
+        move_mount_to_fd(tree.as_raw_fd(), target.as_raw_fd())
+            .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! The spec's mounts, one by one, and the bind sources the runtime opens for the init.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::Mount;
+
+use super::{
+    cgroup::{mount_cgroup, CgroupBinds},
+    mountapi::{attach_bind, open_tree},
+    options::{parse_options, MountOpts, MOUNT_ATTR_RDONLY},
+    paths::ensure_in_root,
+};
+use crate::error::{Error, Result};
+use crate::sys::{cstr, cstr_s, fd_path, mount, open_in_root};
+
+pub struct MountCtx<'a> {
+    pub rootfs_fd: &'a OwnedFd,
+    pub bundle: &'a Path,
+    pub cgroup_v2: bool,
+    pub new_cgroup_ns: bool,
+    pub cgroup_binds: &'a dyn Fn() -> CgroupBinds,
+    /// Bind sources opened by the runtime (`open_bind_sources`), by index in `mounts`.
+    pub sources: &'a [(usize, OwnedFd)],
+    /// This mount's id-mapped tree when it is one (made by the runtime, `crate::idmap`).
+    pub tree: std::cell::Cell<Option<OwnedFd>>,
+}
+
+/// The host path a bind mount's source names (relative sources are the bundle's).
+pub fn bind_source(bundle: &Path, m: &Mount) -> Option<PathBuf> {
+    let src = m.source().as_ref()?;
+    Some(if src.is_absolute() {
+        src.clone()
+    } else {
+        bundle.join(src)
+    })
+}
+
+/// Open (O_PATH) the source of every bind mount in `mounts`, from inside the mount namespace
+/// of the process behind `pidfd` but with this process's credentials: the init, root of a new
+/// user namespace, may be unable to look up a source the runtime can (a 0700 directory of the
+/// host's root; runc and crun open such sources for the init too). The fds must come from the
+/// init's own mount namespace, or the kernel refuses to clone their trees there (EINVAL).
+///
+/// Best effort: an entry whose source cannot be opened here is left out, and the init resolves
+/// it itself (and reports it). A thread does the work: `setns(CLONE_NEWNS)` needs a private
+/// fs_struct (`unshare(CLONE_FS)`), and this process keeps its own mount namespace and cwd.
+pub fn open_bind_sources(
+    pidfd: &OwnedFd,
+    bundle: &Path,
+    mounts: &[Mount],
+) -> Vec<(usize, OwnedFd)> {
+    let wanted: Vec<(usize, CString)> = mounts
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| {
+            m.typ().as_deref() == Some("bind")
+                || m.options()
+                    .as_deref()
+                    .is_some_and(|o| o.iter().any(|x| x == "bind" || x == "rbind"))
+        })
+        // Id-mapped binds come as whole trees instead (crate::idmap).
+        .filter(|(_, m)| !crate::idmap::is_idmapped(m))
+        .filter_map(|(i, m)| Some((i, cstr(bind_source(bundle, m)?))))
+        .collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let pid = pidfd.as_raw_fd();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: unshare/setns act on this thread only (CLONE_FS unshared first); the fds
+            // are plain integers owned by this process.
+            if unsafe { libc::unshare(libc::CLONE_FS) } != 0
+                || unsafe { libc::setns(pid, libc::CLONE_NEWNS) } != 0
+            {
+                return Vec::new();
+            }
+            wanted
+                .iter()
+                .filter_map(|(i, p)| {
+                    // SAFETY: `p` is a NUL-terminated path; a successful open returns a new fd
+                    // that nothing else owns.
+                    let fd = unsafe { libc::open(p.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+                    (fd >= 0).then(|| (*i, unsafe { OwnedFd::from_raw_fd(fd) }))
+                })
+                .collect()
+        })
+        .join()
+        .unwrap_or_default()
+    })
+}
+
+pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
+    let typ = m.typ().as_deref().unwrap_or("");
+    let opts = parse_options(m.options().as_deref().unwrap_or(&[]))
+        .map_err(|e| e.context(format!("mounts[{i}]")))?;
+    let dest = m.destination();
+    let what = || format!("mounts[{i}] ({})", dest.display());
+    let is_bind = opts.bind || typ == "bind";
+    if is_bind {
+        let src = bind_source(ctx.bundle, m)
+            .ok_or_else(|| Error::msg(format!("{}: bind mount needs a source", what())))?;
+        if let Some(tree) = ctx.tree.take() {
+            let is_dir = crate::sys::fstat(tree.as_raw_fd())
+                .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+                .map_err(|e| Error::os(format!("{}: source {}", what(), src.display()), e))?;
+            let target = ensure_in_root(ctx.rootfs_fd, dest, !is_dir)?;
+            attach_bind(tree, &target, &opts)
+                .map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
+            return Ok(());
+        }
+        if crate::idmap::is_idmapped(m) {
+            return Err(Error::msg(format!(
+                "{}: the runtime sent no id-mapped tree for {}",
+                what(),
+                src.display()
+            )));
+        }
+        let opened = ctx.sources.iter().find(|(j, _)| *j == i).map(|(_, fd)| fd);
+        let is_dir = match opened {
+            Some(fd) => crate::sys::fstat(fd.as_raw_fd())
+                .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+            None => std::fs::metadata(&src).map(|m| m.is_dir()),
+        }
+        .map_err(|e| Error::os(format!("{}: source {}", what(), src.display()), e))?;
+        let target = ensure_in_root(ctx.rootfs_fd, dest, !is_dir)?;
+        let tree = match opened {
+            Some(fd) => open_tree(fd.as_raw_fd(), c"", opts.recursive),
+            None => open_tree(libc::AT_FDCWD, &cstr(&src), opts.recursive),
+        }
+        .map_err(|e| Error::os(format!("{}: cloning {}", what(), src.display()), e))?;
+        attach_bind(tree, &target, &opts)
+            .map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
+        return Ok(());
+    }
+    if typ == "cgroup" || typ == "cgroup2" {
+        return mount_cgroup(ctx, dest, &opts).map_err(|e| e.context(what()));
+    }
+    let target = ensure_in_root(ctx.rootfs_fd, dest, false)?;
+    let src = cstr_s(m.source().as_ref().and_then(|s| s.to_str()).unwrap_or(typ));
+    let fstype = cstr_s(typ);
+    let data = cstr_s(&opts.data);
+    let tp = fd_path(&target);
+    let r = mount(
+        Some(&src),
+        &tp,
+        Some(&fstype),
+        opts.flags & !libc::MS_REMOUNT,
+        if opts.data.is_empty() {
+            None
+        } else {
+            Some(&data)
+        },
+    );
+    if let Err(e) = r {
+        // sysfs can't be mounted in a user namespace that doesn't own the netns: fall back to a
+        // recursive read-only bind of the host's /sys, as runc does.
+        if typ == "sysfs" && e.raw_os_error() == Some(libc::EPERM) {
+            let tree = open_tree(libc::AT_FDCWD, c"/sys", true)
+                .map_err(|e| Error::os(format!("{}: bind /sys", what()), e))?;
+            let mut o = MountOpts {
+                flags: opts.flags | libc::MS_RDONLY,
+                ..Default::default()
+            };
+            o.rec_attr_set = MOUNT_ATTR_RDONLY;
+            attach_bind(tree, &target, &o)
+                .map_err(|e| Error::os(format!("{}: bind /sys", what()), e))?;
+            return Ok(());
+        }
+        return Err(Error::os(format!("{}: mount {typ}", what()), e));
+    }
+    if !opts.propagation.is_empty() {
+        let fd = open_in_root(ctx.rootfs_fd.as_raw_fd(), dest, libc::O_PATH, 0)
+            .map_err(|e| Error::os(what(), e))?;
+        for p in &opts.propagation {
+            mount(None, &fd_path(&fd), None, *p, None)
+                .map_err(|e| Error::os(format!("{}: propagation", what()), e))?;
+        }
+    }
+    Ok(())
+}

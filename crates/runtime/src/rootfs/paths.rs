@@ -1,0 +1,113 @@
+//! Mount targets inside the rootfs, made and opened without following a symlink out of it.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::sys::{cstr, open_in_root};
+
+/// Make `path` (absolute, container view) exist inside `root`, as a directory or (if `file`) an
+/// empty file, without ever following a symlink out of the rootfs. Returns an O_PATH fd on it.
+pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd> {
+    match open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0) {
+        Ok(fd) => return Ok(fd),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => {
+            return Err(Error::os(
+                format!("resolving {} in the rootfs", path.display()),
+                e,
+            ))
+        }
+    }
+    // Usually only the last component is missing: create it in its (existing) parent.
+    if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+        if let Ok(dir) = open_in_root(
+            root.as_raw_fd(),
+            parent,
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+        ) {
+            return create_in(root, &dir, name, path, file);
+        }
+    }
+    // Walk down, creating what is missing.
+    let mut cur = open_in_root(
+        root.as_raw_fd(),
+        Path::new("/"),
+        libc::O_PATH | libc::O_DIRECTORY,
+        0,
+    )
+    .map_err(|e| Error::os("opening the rootfs", e))?;
+    let mut sofar = PathBuf::from("/");
+    let comps: Vec<_> = path
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect();
+    for (i, c) in comps.iter().enumerate() {
+        sofar.push(c);
+        let last = i + 1 == comps.len();
+        let next = match open_in_root(root.as_raw_fd(), &sofar, libc::O_PATH, 0) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                let name = cstr(c.as_os_str());
+                // mkdirat/mknodat on an O_PATH dirfd works; the name is a single component.
+                let r = if last && file {
+                    unsafe {
+                        libc::mknodat(cur.as_raw_fd(), name.as_ptr(), libc::S_IFREG | 0o644, 0)
+                    }
+                } else {
+                    unsafe { libc::mkdirat(cur.as_raw_fd(), name.as_ptr(), 0o755) }
+                };
+                if r < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.raw_os_error() != Some(libc::EEXIST) {
+                        return Err(Error::os(
+                            format!("creating {} in the rootfs", sofar.display()),
+                            e,
+                        ));
+                    }
+                }
+                open_in_root(root.as_raw_fd(), &sofar, libc::O_PATH, 0).map_err(|e| {
+                    Error::os(format!("resolving {} in the rootfs", sofar.display()), e)
+                })?
+            }
+            Err(e) => {
+                return Err(Error::os(
+                    format!("resolving {} in the rootfs", sofar.display()),
+                    e,
+                ))
+            }
+        };
+        cur = next;
+    }
+    Ok(cur)
+}
+
+/// Create `name` (a directory, or an empty file) in `dir` and open it; EEXIST (a race with
+/// another creator) is fine. `path` is the full container path, for errors and the reopen.
+pub(super) fn create_in(
+    root: &OwnedFd,
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    path: &Path,
+    file: bool,
+) -> Result<OwnedFd> {
+    let cname = cstr(name);
+    let r = if file {
+        unsafe { libc::mknodat(dir.as_raw_fd(), cname.as_ptr(), libc::S_IFREG | 0o644, 0) }
+    } else {
+        unsafe { libc::mkdirat(dir.as_raw_fd(), cname.as_ptr(), 0o755) }
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EEXIST) {
+            return Err(Error::os(
+                format!("creating {} in the rootfs", path.display()),
+                e,
+            ));
+        }
+    }
+    open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0)
+        .map_err(|e| Error::os(format!("resolving {} in the rootfs", path.display()), e))
+}

@@ -1,0 +1,155 @@
+//! The root itself: propagation, pivot_root (or move + chroot), read-only root, sysctls.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+use super::options::propagation_flag;
+use crate::error::{Error, Result};
+use crate::sys::{cstr, cvt, fd_path, mount};
+
+/// Make the host's mounts invisible to propagation from the container, then bind the rootfs onto
+/// itself so that it is a mount point pivot_root can use.
+pub fn prepare_root(rootfs: &Path, propagation: Option<&str>) -> Result<()> {
+    // "/" gets the configured propagation, except unbindable, which would forbid the rootfs
+    // bind below: that one is applied to the container's "/" after pivot_root.
+    let flag = propagation
+        .and_then(propagation_flag)
+        .filter(|f| f & libc::MS_UNBINDABLE == 0)
+        .unwrap_or(libc::MS_SLAVE | libc::MS_REC);
+    mount(None, c"/", None, flag, None)
+        .map_err(|e| Error::os("making / private to the container", e))?;
+    if flag & libc::MS_SHARED != 0 || flag & libc::MS_REC == 0 {
+        // pivot_root refuses a new root whose parent mount is shared: make that one private.
+        // A recursive slave or private "/" already covers it; "shared", or a flag on "/"
+        // alone ("private", "slave"), leaves the rootfs's own mount (a shared /tmp under
+        // systemd, say) as it was.
+        make_parent_mount_private(rootfs)?;
+    }
+    let c = cstr(rootfs);
+    mount(Some(&c), &c, None, libc::MS_BIND | libc::MS_REC, None)
+        .map_err(|e| Error::os(format!("binding rootfs {}", rootfs.display()), e))?;
+    Ok(())
+}
+
+/// After pivot_root: rootfsPropagation applies to the container's "/" (pivot_root itself refuses
+/// shared mounts, so it can only be set now).
+pub fn apply_root_propagation(propagation: Option<&str>) -> Result<()> {
+    // Only "/" itself: the mounts below keep the propagation their own options gave them.
+    if let Some(p) = propagation.and_then(propagation_flag) {
+        mount(None, c"/", None, p & !libc::MS_REC, None)
+            .map_err(|e| Error::os("linux.rootfsPropagation", e))?;
+    }
+    Ok(())
+}
+
+/// Make the mount containing `path`'s parent directory private (walking up to the mount point:
+/// mount(MS_PRIVATE) says EINVAL for a directory that is not one).
+pub(super) fn make_parent_mount_private(path: &Path) -> Result<()> {
+    let mut p = path.parent();
+    while let Some(dir) = p {
+        match mount(None, &cstr(dir), None, libc::MS_PRIVATE, None) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => p = dir.parent(),
+            Err(e) => {
+                return Err(Error::os(
+                    format!("linux.rootfsPropagation: making {} private", dir.display()),
+                    e,
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// pivot_root into `rootfs` and detach the old root. The old root is made rslave first so the
+/// lazy unmount cannot propagate to the host.
+pub fn pivot(rootfs: &Path) -> Result<()> {
+    let c = cstr(rootfs);
+    let newroot = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if newroot < 0 {
+        return Err(Error::last_os("opening the rootfs for pivot_root"));
+    }
+    let newroot = unsafe { OwnedFd::from_raw_fd(newroot) };
+    // An fd on the old root, so that after pivot_root we can name exactly that mount: "." would
+    // name the new root for mount(2) (which does not follow the old root stacked on it) and
+    // turning the container's own mounts into slaves would undo their propagation options.
+    let oldroot = unsafe {
+        libc::open(
+            c"/".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    let oldroot = (oldroot >= 0).then(|| unsafe { OwnedFd::from_raw_fd(oldroot) });
+    cvt(unsafe { libc::fchdir(newroot.as_raw_fd()) }).map_err(|e| Error::os("chdir rootfs", e))?;
+    cvt(
+        unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) } as libc::c_int,
+    )
+    .map_err(|e| Error::os("pivot_root", e))?;
+    // Make the old root rslave so its lazy unmount cannot propagate to the host, then detach it.
+    // Through /proc/self/fd when the container has a /proc; otherwise "/" was already made rslave
+    // (or the configured propagation) before the pivot and "." reaches the old root for umount2.
+    let via_fd = oldroot
+        .as_ref()
+        .map(fd_path)
+        .filter(|p| mount(None, p, None, libc::MS_SLAVE | libc::MS_REC, None).is_ok());
+    match via_fd {
+        Some(p) => cvt(unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) })
+            .map_err(|e| Error::os("detaching the old root", e))?,
+        None => cvt(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) })
+            .map_err(|e| Error::os("detaching the old root", e))?,
+    };
+    drop(oldroot);
+    cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
+    Ok(())
+}
+
+/// --no-pivot (or no mount namespace): move the rootfs over / and chroot into it.
+pub fn move_and_chroot(rootfs: &Path) -> Result<()> {
+    let c = cstr(rootfs);
+    cvt(unsafe { libc::chdir(c.as_ptr()) }).map_err(|e| Error::os("chdir rootfs", e))?;
+    mount(Some(c"."), c"/", None, libc::MS_MOVE, None)
+        .map_err(|e| Error::os("moving the rootfs to /", e))?;
+    cvt(unsafe { libc::chroot(c".".as_ptr()) }).map_err(|e| Error::os("chroot", e))?;
+    cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
+    Ok(())
+}
+
+/// root.readonly: remount / read-only, keeping the flags the kernel locks.
+pub fn readonly_root() -> Result<()> {
+    remount_readonly(c"/", "root.readonly", "/")
+}
+
+/// Remount `path` read-only (bind remount), keeping the nosuid/nodev/noexec flags it has: the
+/// kernel refuses a remount that would clear a flag it locked.
+pub(super) fn remount_readonly(path: &std::ffi::CStr, field: &str, shown: &str) -> Result<()> {
+    // SAFETY: a zeroed statvfs is a valid out-buffer.
+    let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs with a NUL-terminated path and a buffer that outlive the call.
+    cvt(unsafe { libc::statvfs(path.as_ptr(), &mut sv) })
+        .map_err(|e| Error::os(format!("{field}: statvfs {shown}"), e))?;
+    let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+    for (st, ms) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+    ] {
+        if sv.f_flag & st != 0 {
+            flags |= ms;
+        }
+    }
+    mount(None, path, None, flags, None)
+        .map_err(|e| Error::os(format!("{field}: remount {shown} read-only"), e))
+}
+
+pub fn set_sysctls(sysctl: &std::collections::HashMap<String, String>) -> Result<()> {
+    for (k, v) in sysctl {
+        let path = format!("/proc/sys/{}", k.replace('.', "/"));
+        std::fs::write(&path, v).map_err(|e| Error::os(format!("linux.sysctl: {k}"), e))?;
+    }
+    Ok(())
+}

@@ -1,5 +1,6 @@
 //! Host cgroup layout detection: one statfs on a pure-v2 host, two on a v1/hybrid host.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crate::{Error, Layout, Result};
@@ -10,16 +11,25 @@ pub(crate) const TMPFS_MAGIC: i64 = 0x0102_1994;
 
 /// Filesystem magic of `path`, `None` when it does not exist.
 pub(crate) fn fs_magic(path: &Path) -> Result<Option<i64>> {
-    match nix::sys::statfs::statfs(path) {
-        // f_type's width differs between architectures.
-        #[allow(clippy::unnecessary_cast)]
-        Ok(s) => Ok(Some(s.filesystem_type().0 as i64)),
-        Err(nix::errno::Errno::ENOENT) => Ok(None),
-        Err(e) => Err(Error::Io {
-            path: path.into(),
-            source: e.into(),
-        }),
+    let io_err = |source: std::io::Error| Error::Io {
+        path: path.into(),
+        source,
+    };
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io_err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    // SAFETY: an all-zero statfs is a valid value of this plain C struct (an out-buffer).
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `st` a writable statfs; both outlive the call.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOENT) => Ok(None),
+            _ => Err(io_err(e)),
+        };
     }
+    // f_type's width differs between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    Ok(Some(st.f_type as i64))
 }
 
 /// Classify given the magic of `<root>` and (lazily) of `<root>/unified`.

@@ -21,10 +21,17 @@ use common::{euid, proc_cgroup, read, spawn_sleep, unique, wait_for, Reap};
 use oci_spec::runtime::*;
 use sprout_cgroups::{FreezerState, Host, Layout, Manager};
 
+fn cstr(p: &Path) -> std::ffi::CString {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).expect("path without NUL")
+}
+
 struct Unmount(PathBuf);
 impl Drop for Unmount {
     fn drop(&mut self) {
-        let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+        let c = cstr(&self.0);
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
+        let _ = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
         let _ = std::fs::remove_dir(&self.0);
     }
 }
@@ -38,27 +45,42 @@ fn with_private_cgroup2(tag: &str, f: impl FnOnce(&Path) + Send + 'static) -> bo
     }
     let mnt = std::env::temp_dir().join(unique(tag));
     let r = std::thread::spawn(move || -> Result<(), String> {
-        use nix::mount::{mount, MsFlags};
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
-            .map_err(|e| format!("unshare(CLONE_NEWNS): {e}"))?;
-        mount(
-            None::<&str>,
-            "/",
-            None::<&str>,
-            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-            None::<&str>,
-        )
-        .map_err(|e| format!("make / rprivate: {e}"))?;
+        let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+        // SAFETY: unshare takes no pointers; it acts on this (fresh) thread, whose fs context
+        // is its own after CLONE_NEWNS.
+        if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+            return Err(err("unshare(CLONE_NEWNS)"));
+        }
+        // SAFETY: NUL-terminated literals; null source/type/data are allowed for a
+        // propagation change.
+        if unsafe {
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            )
+        } != 0
+        {
+            return Err(err("make / rprivate"));
+        }
         std::fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
         let _um = Unmount(mnt.clone());
-        mount(
-            Some("none"),
-            &mnt,
-            Some("cgroup2"),
-            MsFlags::empty(),
-            None::<&str>,
-        )
-        .map_err(|e| format!("mount -t cgroup2: {e}"))?;
+        let target = cstr(&mnt);
+        // SAFETY: NUL-terminated strings that outlive the call; no data.
+        if unsafe {
+            libc::mount(
+                c"none".as_ptr(),
+                target.as_ptr(),
+                c"cgroup2".as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        } != 0
+        {
+            return Err(err("mount -t cgroup2"));
+        }
         f(&mnt);
         Ok(())
     })

@@ -1,0 +1,171 @@
+//! `update`: change a running container's resource limits (runc's flags, or `--resources`
+//! JSON), applied through the container's cgroup.
+
+use clap::Args;
+use sprout_runtime::state::Store;
+use sprout_runtime::{Error, Result};
+
+/// `update`'s flags, runc's names. The byte sizes, --cpu-quota, --cpu-rt-runtime and
+/// --pids-limit take -1 for unlimited (`--memory -1` as well as `--memory=-1`).
+#[derive(Args)]
+pub struct UpdateArgs {
+    #[arg(short = 'r', long)]
+    pub resources: Option<String>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub memory: Option<String>,
+    #[arg(long = "memory-swap", allow_negative_numbers = true)]
+    pub memory_swap: Option<String>,
+    #[arg(long = "memory-reservation", allow_negative_numbers = true)]
+    pub memory_reservation: Option<String>,
+    /// CPU shares (runc spells it --cpu-share; both are accepted).
+    #[arg(long = "cpu-shares", visible_alias = "cpu-share")]
+    pub cpu_shares: Option<u64>,
+    #[arg(long = "cpu-quota", allow_negative_numbers = true)]
+    pub cpu_quota: Option<i64>,
+    #[arg(long = "cpu-period")]
+    pub cpu_period: Option<u64>,
+    /// CPU realtime period in microseconds (cgroup v1 cpu.rt_period_us).
+    #[arg(long = "cpu-rt-period")]
+    pub cpu_rt_period: Option<u64>,
+    /// CPU realtime runtime in microseconds within the period (cgroup v1 cpu.rt_runtime_us).
+    #[arg(long = "cpu-rt-runtime", allow_negative_numbers = true)]
+    pub cpu_rt_runtime: Option<i64>,
+    #[arg(long = "cpuset-cpus")]
+    pub cpuset_cpus: Option<String>,
+    #[arg(long = "cpuset-mems")]
+    pub cpuset_mems: Option<String>,
+    #[arg(long = "pids-limit", allow_negative_numbers = true)]
+    pub pids_limit: Option<i64>,
+    #[arg(long = "blkio-weight")]
+    pub blkio_weight: Option<u16>,
+    pub id: String,
+}
+
+fn parse_bytes(flag: &str, s: &str) -> Result<i64> {
+    let s = s.trim();
+    if s == "-1" {
+        return Ok(-1);
+    }
+    let (num, mult) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => {
+            let unit = s[i..].to_ascii_lowercase();
+            let m: i64 = match unit.trim_end_matches('b').trim_end_matches('i') {
+                "" => 1,
+                "k" => 1 << 10,
+                "m" => 1 << 20,
+                "g" => 1 << 30,
+                "t" => 1 << 40,
+                _ => return Err(Error::msg(format!("{flag} {s:?}: unknown unit"))),
+            };
+            (&s[..i], m)
+        }
+        None => (s, 1),
+    };
+    let n: i64 = num
+        .trim()
+        .parse()
+        .map_err(|_| Error::msg(format!("{flag} {s:?}: not a size")))?;
+    if n < 0 {
+        return Err(Error::msg(format!(
+            "{flag} {s:?}: must be -1 (unlimited) or a size"
+        )));
+    }
+    Ok(n * mult)
+}
+
+pub fn run(store: &Store, a: UpdateArgs) -> Result<i32> {
+    let UpdateArgs {
+        resources,
+        memory,
+        memory_swap,
+        memory_reservation,
+        cpu_shares,
+        cpu_quota,
+        cpu_period,
+        cpu_rt_period,
+        cpu_rt_runtime,
+        cpuset_cpus,
+        cpuset_mems,
+        pids_limit,
+        blkio_weight,
+        id,
+    } = a;
+    let id = id.as_str();
+    let st = store.load(id)?;
+    if st.status(store) == sprout_runtime::state::Status::Stopped {
+        return Err(Error::msg(format!(
+            "container {id:?} is stopped: cannot update it"
+        )));
+    }
+    let mut res: serde_json::Value = match resources {
+        Some(p) => {
+            let raw = if p == "-" {
+                let mut s = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                    .map_err(|e| Error::os("reading resources from stdin", e))?;
+                s
+            } else {
+                std::fs::read_to_string(&p).map_err(|e| Error::os(format!("--resources {p}"), e))?
+            };
+            serde_json::from_str(&raw)
+                .map_err(|e| Error::msg(format!("--resources: invalid JSON: {e}")))?
+        }
+        None => serde_json::json!({}),
+    };
+    let obj = res
+        .as_object_mut()
+        .ok_or_else(|| Error::msg("--resources: expected a JSON object"))?;
+    let mut set = |section: &str, key: &str, v: serde_json::Value| {
+        let e = obj
+            .entry(section.to_string())
+            .or_insert_with(|| serde_json::json!({}));
+        e[key] = v;
+    };
+    if let Some(m) = memory {
+        set("memory", "limit", parse_bytes("--memory", &m)?.into());
+    }
+    if let Some(m) = memory_swap {
+        set("memory", "swap", parse_bytes("--memory-swap", &m)?.into());
+    }
+    if let Some(m) = memory_reservation {
+        set(
+            "memory",
+            "reservation",
+            parse_bytes("--memory-reservation", &m)?.into(),
+        );
+    }
+    if let Some(v) = cpu_shares {
+        set("cpu", "shares", v.into());
+    }
+    if let Some(v) = cpu_quota {
+        set("cpu", "quota", v.into());
+    }
+    if let Some(v) = cpu_period {
+        set("cpu", "period", v.into());
+    }
+    if let Some(v) = cpu_rt_period {
+        set("cpu", "realtimePeriod", v.into());
+    }
+    if let Some(v) = cpu_rt_runtime {
+        set("cpu", "realtimeRuntime", v.into());
+    }
+    if let Some(v) = cpuset_cpus {
+        set("cpu", "cpus", v.into());
+    }
+    if let Some(v) = cpuset_mems {
+        set("cpu", "mems", v.into());
+    }
+    if let Some(v) = pids_limit {
+        set("pids", "limit", v.into());
+    }
+    if let Some(v) = blkio_weight {
+        set("blockIO", "weight", v.into());
+    }
+    let r: oci_spec::runtime::LinuxResources =
+        serde_json::from_value(res).map_err(|e| Error::msg(format!("--resources: {e}")))?;
+    st.cgroup
+        .as_ref()
+        .ok_or_else(|| Error::msg("container has no cgroup"))?
+        .apply(&r)?;
+    Ok(0)
+}

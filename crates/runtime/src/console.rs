@@ -35,6 +35,7 @@ pub struct PtyOpts {
 /// Open a new pty inside the container, hand the master over `socket`, and make the slave our
 /// stdio and (with `opts.ctty`) controlling terminal.
 pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, opts: PtyOpts) -> Result<()> {
+    // SAFETY: open(2) of a C string literal; flags only, no mode argument is read.
     let master = unsafe {
         libc::open(
             c"/dev/ptmx".as_ptr(),
@@ -44,10 +45,13 @@ pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, opts: PtyOpts) -> Resu
     if master < 0 {
         return Err(Error::last_os("process.terminal: opening /dev/ptmx"));
     }
+    // SAFETY: open succeeded, so `master` is a new descriptor that nothing else owns.
     let master = unsafe { OwnedFd::from_raw_fd(master) };
+    // SAFETY: unlockpt takes an fd and touches no memory of ours; `master` is open (owned above).
     cvt(unsafe { libc::unlockpt(master.as_raw_fd()) })
         .map_err(|e| Error::os("process.terminal: unlockpt", e))?;
     // TIOCGPTPEER opens the slave through the master: no path lookup in /dev/pts.
+    // SAFETY: TIOCGPTPEER takes an integer (the open flags) and returns a new fd; `master` is open.
     let slave = unsafe {
         libc::ioctl(
             master.as_raw_fd(),
@@ -58,6 +62,7 @@ pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, opts: PtyOpts) -> Resu
     if slave < 0 {
         return Err(Error::last_os("process.terminal: opening the pty slave"));
     }
+    // SAFETY: TIOCGPTPEER succeeded, so `slave` is a new descriptor that nothing else owns.
     let slave = unsafe { OwnedFd::from_raw_fd(slave) };
     if let Some((h, w)) = size {
         let ws = libc::winsize {
@@ -66,10 +71,12 @@ pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, opts: PtyOpts) -> Resu
             ws_xpixel: 0,
             ws_ypixel: 0,
         };
+        // SAFETY: TIOCSWINSZ reads one winsize from the live local `ws`; `master` is open.
         unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
     }
     if opts.clear_onlcr {
-        // SAFETY: termios is plain data; tcgetattr/tcsetattr get a valid fd and pointer.
+        // SAFETY: termios is plain data (all-zero is valid); tcgetattr writes the live local
+        // `t` and tcsetattr reads it back; `slave` is borrowed, so its fd is open.
         unsafe {
             let mut t: libc::termios = std::mem::zeroed();
             cvt(libc::tcgetattr(slave.as_raw_fd(), &mut t))
@@ -81,13 +88,20 @@ pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, opts: PtyOpts) -> Resu
     }
     chown_to(&slave, opts.uid)?;
     let mut name = [0 as libc::c_char; 64];
+    // SAFETY: ptsname_r writes at most name.len() bytes (NUL included) into the live local `name`.
     unsafe { libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()) };
+    // SAFETY: `name` was zero-filled and ptsname_r writes a NUL-terminated string of at most its
+    // length (or nothing, leaving "" on failure), so there is a NUL inside the array, which
+    // outlives the borrow (to_vec copies it).
     let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
         .to_bytes()
         .to_vec();
     send_fd(socket, &name, master.as_raw_fd())
         .map_err(|e| Error::os("--console-socket: sending the pty master", e))?;
     drop(master);
+    // SAFETY: setsid, ioctl(TIOCSCTTY, 0) and dup2 take integers only. dup2 onto 0, 1 and 2
+    // replaces the stdio fds, which no OwnedFd of ours holds; `slave` (open, owned above) stays
+    // ours and is closed by its drop.
     unsafe {
         if opts.ctty {
             libc::setsid();
@@ -108,8 +122,9 @@ pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, opts: PtyOpts) -> Resu
 /// gid=5 option), unless it already is its owner. As runc, EPERM (an owner not mapped in our user
 /// namespace) and EROFS leave it as it is.
 fn chown_to(slave: &OwnedFd, uid: u32) -> Result<()> {
-    // SAFETY: fstat on an open fd into a zeroed stat buffer.
+    // SAFETY: `stat` is plain integers: all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes one stat into the live local `st`; `slave` is borrowed (open).
     cvt(unsafe { libc::fstat(slave.as_raw_fd(), &mut st) })
         .map_err(|e| Error::os("process.terminal: fstat of the pty", e))?;
     if st.st_uid == uid {

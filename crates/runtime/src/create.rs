@@ -14,7 +14,7 @@ use crate::init::{self, InitCtx};
 use crate::namespaces::{self, Plan};
 use crate::state::{self, State, Status, Store};
 use crate::sync::{self, Channel};
-use crate::sys::{self, cstr, cvt_l};
+use crate::sys::{self, cstr};
 use crate::trace::Trace;
 
 #[derive(Default, Clone)]
@@ -55,7 +55,10 @@ impl Drop for Cleanup<'_> {
         }
         if let Some(pidfd) = &self.child {
             let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+            // SAFETY: siginfo_t is plain data: all-zero is a valid value.
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: waitid writes one siginfo_t into the live local `info`; P_PIDFD with our
+            // child's pidfd (borrowed, still open) reaps that child only.
             unsafe {
                 libc::waitid(
                     libc::P_PIDFD,
@@ -74,51 +77,7 @@ impl Drop for Cleanup<'_> {
     }
 }
 
-#[repr(C)]
-#[derive(Default)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
-}
-
-const CLONE_INTO_CGROUP: u64 = 0x200000000;
-
-/// fork-like clone3: returns 0 in the child, the child's pid in the parent (with its pidfd).
-pub fn clone3(flags: u64, cgroup_fd: Option<&OwnedFd>) -> std::io::Result<(i32, Option<OwnedFd>)> {
-    let mut pidfd: libc::c_int = -1;
-    let mut args = CloneArgs {
-        flags: flags | libc::CLONE_PIDFD as u64,
-        pidfd: &mut pidfd as *mut libc::c_int as u64,
-        exit_signal: libc::SIGCHLD as u64,
-        ..Default::default()
-    };
-    if let Some(fd) = cgroup_fd {
-        args.flags |= CLONE_INTO_CGROUP;
-        args.cgroup = fd.as_raw_fd() as u64;
-    }
-    let pid = cvt_l(unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &mut args as *mut CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        )
-    })?;
-    if pid == 0 {
-        return Ok((0, None));
-    }
-    Ok((pid as i32, Some(unsafe { OwnedFd::from_raw_fd(pidfd) })))
-}
-
-/// [`clone3`] straight into the cgroup of `cgroup_fd` (CLONE_INTO_CGROUP) when one is given.
+/// [`sys::clone3`] straight into the cgroup of `cgroup_fd` (CLONE_INTO_CGROUP) when one is given.
 /// Where the kernel refuses that placement (EOPNOTSUPP: the target is not a domain cgroup,
 /// e.g. threaded or "domain invalid"; EBUSY: it has controllers in its cgroup.subtree_control;
 /// EACCES/EPERM: no write access to its cgroup.procs or to that of the common ancestor), the
@@ -128,7 +87,7 @@ pub fn clone3_into(
     flags: u64,
     cgroup_fd: Option<&OwnedFd>,
 ) -> std::io::Result<(i32, Option<OwnedFd>, bool)> {
-    match clone3(flags, cgroup_fd) {
+    match sys::clone3(flags, cgroup_fd) {
         Ok((pid, fd)) => Ok((pid, fd, cgroup_fd.is_some())),
         Err(e)
             if cgroup_fd.is_some()
@@ -137,7 +96,7 @@ pub fn clone3_into(
                     Some(libc::EOPNOTSUPP | libc::EBUSY | libc::EACCES | libc::EPERM)
                 ) =>
         {
-            clone3(flags, None).map(|(pid, fd)| (pid, fd, false))
+            sys::clone3(flags, None).map(|(pid, fd)| (pid, fd, false))
         }
         Err(e) => Err(e),
     }
@@ -271,13 +230,17 @@ pub fn create(
     let fifo = if wait_for_start {
         let path = dir.join(state::FIFO_FILE);
         let c = cstr(&path);
+        // SAFETY: mkfifo reads the NUL-terminated CString `c`, alive for the call.
         if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } < 0 {
             return Err(Error::last_os("creating the exec fifo"));
         }
+        // SAFETY: open reads the NUL-terminated CString `c`, alive for the call; flags only, no
+        // mode.
         let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
         if fd < 0 {
             return Err(Error::last_os("opening the exec fifo"));
         }
+        // SAFETY: open succeeded, so `fd` is a new descriptor that nothing else owns.
         Some(unsafe { OwnedFd::from_raw_fd(fd) })
     } else {
         None
@@ -285,6 +248,8 @@ pub fn create(
 
     let (parent_chan, child_chan) = Channel::pair().map_err(|e| Error::os("socketpair", e))?;
     if let Some(pidns) = &plan.pid_join {
+        // SAFETY: setns takes an fd (the borrowed, open `pidns`) and a flag; CLONE_NEWPID only
+        // changes the pid namespace of the children we clone from here on.
         if unsafe { libc::setns(pidns.as_raw_fd(), libc::CLONE_NEWPID) } < 0 {
             return Err(Error::last_os(
                 "linux.namespaces: joining the pid namespace",

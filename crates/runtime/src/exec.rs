@@ -299,13 +299,18 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             o.preserve_fds,
         );
         let _ = child_chan.send(sync::ERROR, e.message().as_bytes());
+        // SAFETY: _exit takes an integer; the helper (a clone of this process) leaves without
+        // unwinding into the caller's frames or running its atexit handlers.
         unsafe { libc::_exit(127) };
     }
     let helper_pidfd = helper_pidfd.expect("pidfd");
     drop(child_chan);
     drop(console);
     let reap = |fd: &OwnedFd| {
+        // SAFETY: siginfo_t is plain data: all-zero is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes one siginfo_t into the live local `info`; P_PIDFD with a pidfd of
+        // our own child (borrowed, open) reaps that child only.
         unsafe {
             libc::waitid(
                 libc::P_PIDFD,
@@ -447,6 +452,7 @@ fn exec_child(
 ) -> Error {
     let r = (|| -> Result<(init::Exec, Option<OwnedFd>)> {
         init::unblock_all_signals();
+        // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integers only and touches no memory of ours.
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
         chan.wait_go()
             .map_err(|e| Error::os("waiting for the runtime", e))?;
@@ -474,6 +480,8 @@ fn exec_child(
             mp.apply()?;
         }
         if types.contains(&LinuxNamespaceType::User) {
+            // SAFETY: setresgid/setresuid take integers only (root of the user namespace just
+            // joined, where the init's maps make 0 valid).
             unsafe {
                 libc::setresgid(0, 0, 0);
                 libc::setresuid(0, 0, 0);
@@ -494,6 +502,7 @@ fn exec_child(
             )?;
         }
         let cwd = cstr(process.cwd());
+        // SAFETY: chdir reads the NUL-terminated CString `cwd`, alive for the call.
         if unsafe { libc::chdir(cwd.as_ptr()) } < 0 {
             return Err(Error::last_os(format!(
                 "process.cwd {}",
@@ -524,19 +533,10 @@ fn exec_child(
 /// The trampoline's spawn, done by the runtime itself (when the trampoline can't run): the
 /// process is a clone of the runtime until its execve.
 fn spawn_without_trampoline(chan: &Channel, tty: bool, exec: &init::Exec) -> Error {
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        )
+    let pid = match sys::clone_parent() {
+        Ok(pid) => pid,
+        Err(e) => return Error::os("forking the process", e),
     };
-    if pid < 0 {
-        return Error::last_os("forking the process");
-    }
     if pid == 0 {
         // SAFETY: setsid has no memory effects; a fresh child is never a group leader.
         // Its own session and process group inside the container, as runc (and the trampoline).
@@ -553,8 +553,12 @@ fn spawn_without_trampoline(chan: &Channel, tty: bool, exec: &init::Exec) -> Err
         }
         let e = init::do_execve(exec);
         let _ = chan.send(sync::ERROR, e.message().as_bytes());
+        // SAFETY: _exit takes an integer; the child leaves without running the runtime's atexit
+        // handlers.
         unsafe { libc::_exit(127) };
     }
     let _ = chan.send(b'P', pid.to_string().as_bytes());
+    // SAFETY: _exit takes an integer; the helper is done (the process it forked reports to the
+    // runtime) and leaves without unwinding into the caller's frames.
     unsafe { libc::_exit(0) };
 }

@@ -45,8 +45,9 @@ pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<
             bail!("{}: timeout must be positive, got {t}", what());
         }
         let pidfd = crate::sys::pidfd_open(child.id() as i32).map_err(|e| Error::os(what(), e))?;
-        let exited = crate::sys::pidfd_wait_exit(&pidfd, (t * 1000).min(i32::MAX as i64) as i32)
-            .map_err(|e| Error::os(what(), e))?;
+        let exited =
+            crate::sys::pidfd_wait_exit(&pidfd, (t * 1000).min(i64::from(i32::MAX)) as i32)
+                .map_err(|e| Error::os(what(), e))?;
         if !exited {
             let _ = crate::sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
             let _ = child.wait();

@@ -115,7 +115,7 @@ fn check_maps(i: usize, field: &str, maps: &[LinuxIdMapping]) -> Result<()> {
 /// A user namespace that only carries a mapping: a child cloned into a new user namespace, its
 /// maps written, its namespace opened, then killed and reaped (the open fd keeps the namespace).
 fn mapping_userns(uid: &[LinuxIdMapping], gid: &[LinuxIdMapping], i: usize) -> Result<OwnedFd> {
-    let (pid, pidfd) = crate::create::clone3(libc::CLONE_NEWUSER as u64, None).map_err(|e| {
+    let (pid, pidfd) = crate::sys::clone3(libc::CLONE_NEWUSER as u64, None).map_err(|e| {
         Error::os(
             format!("mounts[{i}]: a user namespace for the id mapping"),
             e,

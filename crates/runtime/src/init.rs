@@ -47,6 +47,7 @@ pub fn run(ctx: &InitCtx) -> ! {
     // non-dumpable process's /proc files belong to root, which an unprivileged parent cannot
     // open. Stay dumpable until the maps are written (runc's nsexec does the same).
     if !ctx.plan.new_user {
+        // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integers only and touches no memory of ours.
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     }
     let mut tr = ChildTrace::new(ctx.trace);
@@ -63,6 +64,8 @@ pub fn run(ctx: &InitCtx) -> ! {
             // Only reachable when execve failed after the parent was told we're ready.
             let msg = format!("sprout: container init: {e}\n");
             let _ = crate::sys::write_all_fd(2, msg.as_bytes());
+            // SAFETY: _exit takes an integer; the init (the cloned child) must not unwind into the
+            // runtime's frames that clone3 returned through, nor run its atexit handlers.
             unsafe { libc::_exit(127) }
         }
         Err(e) => {
@@ -71,6 +74,8 @@ pub fn run(ctx: &InitCtx) -> ! {
             // GO unread would make the parent's recv fail with ECONNRESET before it reads our
             // message, and the reason would be lost.
             let _ = go.wait(ctx);
+            // SAFETY: _exit takes an integer; as above, the cloned init leaves without returning
+            // into the frames clone3 returned through.
             unsafe { libc::_exit(1) }
         }
     }
@@ -81,6 +86,7 @@ pub fn run(ctx: &InitCtx) -> ! {
 /// ("(unreachable)"): refuse it (CVE-2024-21626).
 pub fn check_cwd_inside(cwd: &Path) -> Result<()> {
     let mut buf = [0u8; 4096];
+    // SAFETY: getcwd writes at most buf.len() bytes (NUL included) into the live local `buf`.
     let p = unsafe { libc::getcwd(buf.as_mut_ptr().cast(), buf.len()) };
     if p.is_null() || buf[0] != b'/' {
         return Err(Error::msg(format!(
@@ -93,6 +99,8 @@ pub fn check_cwd_inside(cwd: &Path) -> Result<()> {
 
 /// `run` blocks the signals it forwards before it clones; the container starts with none blocked.
 pub fn unblock_all_signals() {
+    // SAFETY: an all-zero sigset_t is valid (sigemptyset then makes it empty); sigprocmask reads
+    // the live local `set` and, the old-set pointer being null, writes nothing.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
@@ -174,9 +182,12 @@ pub struct Exec {
 pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
     if arg0.contains('/') {
         let c = cstr_s(arg0);
+        // SAFETY: `stat` is plain integers: all-zero is a valid value.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // Worded as runc (Go's errors): docker maps "no such file or directory" to exit 127 and
         // "permission denied" to 126.
+        // SAFETY: stat reads the NUL-terminated CString `c` and writes one stat into the live local
+        // `st`.
         if unsafe { libc::stat(c.as_ptr(), &mut st) } < 0 {
             let e = std::io::Error::last_os_error();
             let what = if e.raw_os_error() == Some(libc::ENOENT) {
@@ -212,7 +223,10 @@ pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
         let dir = if dir.is_empty() { "." } else { dir };
         let cand = format!("{dir}/{arg0}");
         let c = cstr_s(&cand);
+        // SAFETY: `stat` is plain integers: all-zero is a valid value.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: stat reads the NUL-terminated CString `c` and writes one stat into the live local
+        // `st`.
         if unsafe { libc::stat(c.as_ptr(), &mut st) } == 0
             && st.st_mode & libc::S_IFMT == libc::S_IFREG
             && st.st_mode & 0o111 != 0
@@ -253,9 +267,13 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         }
         go.wait(ctx)?;
         // The maps are written: non-dumpable from here on (see `run`).
+        // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integers only and touches no memory of ours.
         unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        // SAFETY: setresgid takes integers only; 0 is mapped in the user namespace whose maps the
+        // parent wrote before GO.
         cvt(unsafe { libc::setresgid(0, 0, 0) })
             .map_err(|e| Error::os("becoming root in the user namespace (gid)", e))?;
+        // SAFETY: setresuid takes integers only; as for the gid, 0 is mapped.
         cvt(unsafe { libc::setresuid(0, 0, 0) })
             .map_err(|e| Error::os("becoming root in the user namespace (uid)", e))?;
     }
@@ -272,10 +290,14 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             .any(|(t, _)| *t == oci_spec::runtime::LinuxNamespaceType::Uts)
     {
         if let Some(h) = spec.hostname().as_deref().filter(|h| !h.is_empty()) {
+            // SAFETY: sethostname reads h.len() bytes from the borrowed str `h` (no NUL needed: the
+            // length is given).
             cvt(unsafe { libc::sethostname(h.as_ptr().cast(), h.len()) })
                 .map_err(|e| Error::os("hostname", e))?;
         }
         if let Some(d) = spec.domainname().as_deref().filter(|d| !d.is_empty()) {
+            // SAFETY: setdomainname reads d.len() bytes from the borrowed str `d` (no NUL needed:
+            // the length is given).
             cvt(unsafe { libc::setdomainname(d.as_ptr().cast(), d.len()) })
                 .map_err(|e| Error::os("domainname", e))?;
         }
@@ -336,6 +358,8 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                 if plan.new_cgroup {
                     // Enter the cgroup namespace now that we are in our cgroup, so cgroup2
                     // mounts at it.
+                    // SAFETY: unshare(CLONE_NEWCGROUP) takes a flag only and touches no memory of
+                    // ours.
                     cvt(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) })
                         .map_err(|e| Error::os("unshare cgroup namespace", e))?;
                 }
@@ -410,7 +434,9 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         rootfs::move_and_chroot(ctx.rootfs)?;
     } else if !has_mount_ns {
         let c = cstr(ctx.rootfs);
+        // SAFETY: chroot reads the NUL-terminated CString `c`, alive for the call.
         cvt(unsafe { libc::chroot(c.as_ptr()) }).map_err(|e| Error::os("chroot", e))?;
+        // SAFETY: chdir of a C string literal.
         cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
     }
     if has_mount_ns {
@@ -427,6 +453,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             .flatten()
             .any(|m| matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2")));
         if !(has_mount_ns && needs_cg) {
+            // SAFETY: unshare(CLONE_NEWCGROUP) takes a flag only and touches no memory of ours.
             cvt(unsafe { libc::unshare(libc::CLONE_NEWCGROUP) })
                 .map_err(|e| Error::os("unshare cgroup namespace", e))?;
         }
@@ -477,13 +504,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     if !ctx.no_new_keyring {
         // A fresh session keyring, so the container can't see the host's keys. Failure is
         // tolerated (keyrings may be unavailable, e.g. in some user namespaces).
-        unsafe {
-            libc::syscall(
-                libc::SYS_keyctl,
-                1, /* KEYCTL_JOIN_SESSION_KEYRING */
-                c"_ses.sprout".as_ptr(),
-            )
-        };
+        let _ = crate::sys::join_session_keyring(c"_ses.sprout");
     }
 
     if process.terminal().unwrap_or(false) {
@@ -668,6 +689,8 @@ fn exec_now(ctx: &InitCtx, exec: Exec, tramp: Option<OwnedFd>, tr: &mut ChildTra
     if let Some(fifo) = ctx.fifo {
         let mut b = [0u8; 1];
         loop {
+            // SAFETY: read writes at most 1 byte into the live local 1-byte `b`; the fifo is
+            // borrowed (open).
             let n = unsafe { libc::read(fifo.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
             if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                 continue;
@@ -704,23 +727,13 @@ fn exec_now(ctx: &InitCtx, exec: Exec, tramp: Option<OwnedFd>, tr: &mut ChildTra
 /// ignored on entry (crun resets them too; podman's kill tests trap SIGPIPE). Done last, since
 /// the runtime itself relies on SIGPIPE being ignored while it writes to hooks' stdin.
 pub fn reset_signal_dispositions() {
-    // The raw syscall: glibc's wrappers refuse its two internal real-time signals (32, 33),
-    // which a caller may have ignored too. An all-zero kernel sigaction is SIG_DFL, no flags, no
-    // mask, whatever the architecture's layout.
-    let dfl = [0u64; 4];
+    // The raw syscall (sys::sigaction_default): glibc's wrappers refuse its two internal
+    // real-time signals (32, 33), which a caller may have ignored too.
     for sig in 1..=64 {
         if sig == libc::SIGKILL || sig == libc::SIGSTOP {
             continue;
         }
-        unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigaction,
-                sig,
-                dfl.as_ptr(),
-                std::ptr::null_mut::<u64>(),
-                8usize,
-            )
-        };
+        crate::sys::sigaction_default(sig);
     }
 }
 
@@ -730,6 +743,8 @@ pub fn do_execve(exec: &Exec) -> Error {
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = exec.envp.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
+    // SAFETY: execve reads `exec.path` (a CString) and `argv`/`envp`, NULL-terminated arrays of
+    // pointers into the CStrings of `exec`, all alive for the call; it returns only on failure.
     unsafe { libc::execve(exec.path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
     Error::last_os(format!("process.args: exec {:?}", exec.path))
 }
@@ -759,6 +774,7 @@ fn host_pid() -> i32 {
 
 fn open_dir(p: &Path) -> Result<OwnedFd> {
     let c = cstr(p);
+    // SAFETY: open reads the NUL-terminated CString `c`, alive for the call; flags only, no mode.
     let fd = unsafe {
         libc::open(
             c.as_ptr(),
@@ -768,6 +784,7 @@ fn open_dir(p: &Path) -> Result<OwnedFd> {
     if fd < 0 {
         return Err(Error::last_os(format!("root.path {}", p.display())));
     }
+    // SAFETY: open succeeded, so `fd` is a new descriptor that nothing else owns.
     Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
 }
 

@@ -37,16 +37,20 @@ pub fn start(store: &Store, id: &str, trace: &mut Trace) -> Result<()> {
     // With poststart hooks, `start` must return only after the process was executed: a read end
     // opened before our write sees POLLHUP once the init's close-on-exec fifo fd is gone.
     let watch = if poststart {
+        // SAFETY: open reads the NUL-terminated CString `c` (the fifo's path), alive for the call;
+        // flags only, no mode.
         let fd = unsafe {
             libc::open(
                 c.as_ptr(),
                 libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
             )
         };
+        // SAFETY: open succeeded (fd >= 0), so `fd` is a new descriptor that nothing else owns.
         (fd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
     } else {
         None
     };
+    // SAFETY: open reads the NUL-terminated CString `c`, alive for the call; flags only, no mode.
     let fd = unsafe {
         libc::open(
             c.as_ptr(),
@@ -58,7 +62,9 @@ pub fn start(store: &Store, id: &str, trace: &mut Trace) -> Result<()> {
             "container {id:?}: opening the exec fifo"
         )));
     }
+    // SAFETY: write reads 1 byte from the static b"0".
     let r = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+    // SAFETY: `fd` is the raw fd opened above, owned by nothing else and closed once, here.
     unsafe { libc::close(fd) };
     if r != 1 {
         return Err(Error::last_os(format!(
@@ -101,6 +107,7 @@ fn wait_hup(fd: &OwnedFd, timeout_ms: i32) {
             revents: 0,
         };
         let left = deadline.saturating_sub(sys::monotonic_us()) / 1000;
+        // SAFETY: one live local pollfd, nfds 1; the kernel writes only its `revents`.
         let r = unsafe { libc::poll(&mut p, 1, left as i32) };
         if r > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 || r == 0 || left == 0 {
             return;
@@ -245,7 +252,10 @@ fn kill_and_wait(st: &State) -> Result<()> {
     if let Some(fd) = &fd {
         let _ = sys::pidfd_send_signal(fd, libc::SIGKILL);
         // We may be its parent (run); reap if so, otherwise wait for its exit.
+        // SAFETY: siginfo_t is plain data: all-zero is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes one siginfo_t into the live local `info`; P_PIDFD with the init's
+        // pidfd (borrowed, open) reaps only that process, and only if it is our child.
         let r = unsafe {
             libc::waitid(
                 libc::P_PIDFD,
@@ -399,6 +409,8 @@ const FWD: [i32; 8] = [
 ];
 
 pub(crate) fn forwarded_set() -> libc::sigset_t {
+    // SAFETY: an all-zero sigset_t is valid and sigemptyset/sigaddset only write the live local
+    // `set`; every FWD entry is a valid signal number.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
@@ -413,12 +425,21 @@ pub(crate) fn forwarded_set() -> libc::sigset_t {
 /// from a signalfd. Children unblock them (init::unblock_all_signals).
 pub fn block_forwarded_signals() {
     let set = forwarded_set();
+    // SAFETY: sigprocmask reads the live local `set`; the old-set pointer is null, so it writes
+    // nothing.
     unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
 }
 
 /// Wait for our child (the init of `run`, or an exec'd process) while forwarding the usual
 /// signals to it; returns the exit code as a shell would (128+signal).
 pub fn wait_forwarding(pidfd: &OwnedFd, pid: i32) -> Result<i32> {
+    // SAFETY: sigprocmask and signalfd read the live local `set`; signalfd returns a new fd (or -1,
+    // then only the pidfd is polled) that this block closes once at the end and never hands out.
+    // poll gets the live 2-element `fds` with nfds <= 2. read writes at most
+    // size_of::<signalfd_siginfo>() bytes into the live local `si` (all-zero is valid for that
+    // plain struct, as for `info`). waitid writes one siginfo_t into `info`, for the caller's pidfd
+    // (borrowed, open); si_status is read after waitid succeeded, when the kernel has filled the
+    // CLD_* fields.
     unsafe {
         let set = forwarded_set();
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
@@ -450,7 +471,7 @@ pub fn wait_forwarding(pidfd: &OwnedFd, pid: i32) -> Result<i32> {
                 let mut si: libc::signalfd_siginfo = std::mem::zeroed();
                 let r = libc::read(
                     sfd,
-                    (&mut si as *mut libc::signalfd_siginfo).cast(),
+                    std::ptr::from_mut::<libc::signalfd_siginfo>(&mut si).cast(),
                     std::mem::size_of::<libc::signalfd_siginfo>(),
                 );
                 if r > 0 {

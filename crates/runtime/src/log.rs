@@ -49,7 +49,7 @@ pub fn error(msg: &str) {
 
 pub fn warn(msg: &str) {
     write("warning", msg);
-    if LOG.get().map_or(true, |c| c.file.is_none()) {
+    if LOG.get().is_none_or(|c| c.file.is_none()) {
         eprintln!("sprout: warning: {msg}");
     }
 }

@@ -74,6 +74,8 @@ impl Plan {
                     })?;
                     let fd: OwnedFd = f.into();
                     // Check that the file really is a namespace of that type.
+                    // SAFETY: ioctl(NS_GET_NSTYPE) takes no argument and touches no memory of ours;
+                    // `fd` is an OwnedFd we just opened.
                     if unsafe {
                         libc::ioctl(fd.as_raw_fd(), 0xb703 /* NS_GET_NSTYPE */)
                     } != clone_flag(t)
@@ -153,6 +155,8 @@ impl Plan {
     /// Child side: join the namespaces given by path, then create those left for unshare.
     pub fn join_and_unshare(&self, unshare_cgroup_now: bool) -> Result<()> {
         for (t, fd) in &self.joins {
+            // SAFETY: setns takes a borrowed (open) fd and a namespace flag; it changes the
+            // namespaces of this single-threaded child only and touches no memory of ours.
             cvt(unsafe { libc::setns(fd.as_raw_fd(), clone_flag(*t)) })
                 .map_err(|e| Error::os(format!("joining {} namespace", ns_name(*t)), e))?;
         }
@@ -161,6 +165,7 @@ impl Plan {
             flags &= !libc::CLONE_NEWCGROUP;
         }
         if flags != 0 {
+            // SAFETY: unshare takes flags only and touches no memory of ours.
             cvt(unsafe { libc::unshare(flags) }).map_err(|e| Error::os("unshare namespaces", e))?;
         }
         Ok(())
@@ -276,7 +281,7 @@ pub fn write_id_maps(
     uid: &[oci_spec::runtime::LinuxIdMapping],
     gid: &[oci_spec::runtime::LinuxIdMapping],
 ) -> Result<()> {
-    // SAFETY: no preconditions, cannot fail.
+    // SAFETY: geteuid/getegid take no arguments, touch no memory and always succeed.
     let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
     write_one_map(
         pid,
@@ -309,6 +314,8 @@ pub fn join_all_of(pidfd: &OwnedFd, types: &[LinuxNamespaceType]) -> Result<()> 
     if flags == 0 {
         return Ok(());
     }
+    // SAFETY: setns takes the borrowed (open) pidfd and namespace flags; no memory of ours is
+    // touched.
     cvt(unsafe { libc::setns(pidfd.as_raw_fd(), flags) })
         .map_err(|e| Error::os("joining the container's namespaces", e))?;
     Ok(())
@@ -332,6 +339,7 @@ pub fn path_of(pid: i32, t: LinuxNamespaceType) -> std::ffi::CString {
 pub fn enter_time_ns_with_offsets(
     offsets: &std::collections::HashMap<String, oci_spec::runtime::LinuxTimeOffset>,
 ) -> Result<()> {
+    // SAFETY: unshare takes a flag only and touches no memory of ours.
     cvt(unsafe { libc::unshare(clone_flag(LinuxNamespaceType::Time)) })
         .map_err(|e| Error::os("unshare time namespace", e))?;
     let mut text = String::new();
@@ -350,6 +358,7 @@ pub fn enter_time_ns_with_offsets(
         .map_err(|e| Error::os("linux.timeOffsets: writing timens_offsets", e))?;
     let f = std::fs::File::open("/proc/self/ns/time_for_children")
         .map_err(|e| Error::os("linux.timeOffsets", e))?;
+    // SAFETY: setns takes the fd of the open File `f` and a flag; no memory of ours is touched.
     cvt(unsafe { libc::setns(f.as_raw_fd(), clone_flag(LinuxNamespaceType::Time)) })
         .map_err(|e| Error::os("entering the time namespace", e))?;
     Ok(())

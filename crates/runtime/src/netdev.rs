@@ -249,7 +249,7 @@ impl Netlink {
                 m.as_ptr().cast(),
                 m.len(),
                 0,
-                (&addr as *const libc::sockaddr_nl).cast(),
+                std::ptr::from_ref::<libc::sockaddr_nl>(&addr).cast(),
                 std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
             )
         };
@@ -328,7 +328,7 @@ impl Netlink {
             }
             let (family, prefix, scope) = (p[0], p[1], p[3]);
             let idx = u32::from_ne_bytes(p[4..8].try_into().unwrap());
-            let mut flags = p[2] as u32;
+            let mut flags = u32::from(p[2]);
             let mut local = None;
             let mut address = None;
             for (t, d) in attrs(&p[8..]) {

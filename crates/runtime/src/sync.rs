@@ -44,6 +44,7 @@ pub struct Channel {
 impl Channel {
     pub fn pair() -> io::Result<(Channel, Channel)> {
         let mut fds = [0 as RawFd; 2];
+        // SAFETY: socketpair writes two fds into the live local 2-element `fds`.
         cvt(unsafe {
             libc::socketpair(
                 libc::AF_UNIX,
@@ -52,6 +53,8 @@ impl Channel {
                 fds.as_mut_ptr(),
             )
         })?;
+        // SAFETY: socketpair succeeded, so fds[0] and fds[1] are two new descriptors that nothing
+        // else owns, each wrapped once.
         unsafe {
             Ok((
                 Channel {
@@ -73,6 +76,8 @@ impl Channel {
         buf.push(tag);
         buf.extend_from_slice(payload);
         loop {
+            // SAFETY: send reads buf.len() bytes from the live Vec `buf`; the channel's fd is
+            // borrowed (open).
             let n = unsafe {
                 libc::send(
                     self.raw(),

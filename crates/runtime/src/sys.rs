@@ -1,6 +1,11 @@
 //! Thin wrappers over the raw syscalls the start path uses. libc is used directly (rather than a
 //! higher-level crate) where we need exact control over flags and over what allocates, since most
 //! of this runs in a freshly cloned child.
+//!
+//! The raw `libc::syscall` glue of the crate lives here (clone3, the CLONE_PARENT clone,
+//! openat2, pidfd_*, close_range, pivot_root, keyctl, rt_sigaction, execveat), except the new
+//! mount API (rootfs/mountapi.rs) and the NUMA ones, which size their masks by the spec's
+//! limits (numa.rs).
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -42,6 +47,8 @@ pub fn mount(
     data: Option<&CStr>,
 ) -> io::Result<()> {
     let p = |c: Option<&CStr>| c.map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is null (an absent argument, which mount(2) allows for source,
+    // fstype and data) or comes from a borrowed &CStr, NUL-terminated and alive for the call.
     cvt(unsafe { libc::mount(p(src), target.as_ptr(), p(fstype), flags, p(data).cast()) }).map(drop)
 }
 
@@ -63,7 +70,7 @@ pub fn open_in_root(
     const RESOLVE_IN_ROOT: u64 = 0x10;
     let how = OpenHow {
         flags: (flags | libc::O_CLOEXEC) as u64,
-        mode: mode as u64,
+        mode: u64::from(mode),
         resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
     };
     let rel = path.strip_prefix("/").unwrap_or(path);
@@ -72,15 +79,19 @@ pub fn open_in_root(
     } else {
         cstr(rel)
     };
+    // SAFETY: `c` is a NUL-terminated CString and `how` a live #[repr(C)] open_how whose size
+    // is passed with it; the kernel only reads both. `root` is a plain fd number (a bad one
+    // is EBADF).
     let fd = cvt_l(unsafe {
         libc::syscall(
             libc::SYS_openat2,
             root,
             c.as_ptr(),
-            &how as *const OpenHow,
+            std::ptr::from_ref::<OpenHow>(&how),
             std::mem::size_of::<OpenHow>(),
         )
     })?;
+    // SAFETY: openat2 succeeded, so `fd` is a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
@@ -104,11 +115,15 @@ fn fmt_fd_path(buf: &mut [u8; 32], fd: RawFd) -> &str {
 }
 
 pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open(2) takes two integers and touches no memory of ours.
     let fd = cvt_l(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
+    // SAFETY: pidfd_open succeeded, so `fd` is a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 pub fn pidfd_send_signal(pidfd: &OwnedFd, sig: i32) -> io::Result<()> {
+    // SAFETY: the pidfd is borrowed (open for the call); a null siginfo is allowed (the kernel
+    // fills in a SI_USER one) and flags are 0.
     cvt_l(unsafe {
         libc::syscall(
             libc::SYS_pidfd_send_signal,
@@ -130,6 +145,7 @@ pub fn pidfd_wait_exit(pidfd: &OwnedFd, timeout_ms: i32) -> io::Result<bool> {
         revents: 0,
     };
     loop {
+        // SAFETY: one live pollfd, nfds 1; the kernel writes only its `revents`.
         let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
         if r < 0 {
             let e = io::Error::last_os_error();
@@ -146,6 +162,8 @@ pub fn pidfd_wait_exit(pidfd: &OwnedFd, timeout_ms: i32) -> io::Result<bool> {
 /// host fds from leaking into a container (CVE-2024-21626).
 pub fn cloexec_from(first: u32) -> io::Result<()> {
     const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+    // SAFETY: close_range(2) takes integers only; with CLOSE_RANGE_CLOEXEC it closes nothing,
+    // so no fd owned elsewhere (an OwnedFd, std's stdio) is invalidated.
     if unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) } == 0 {
         return Ok(());
     }
@@ -161,6 +179,7 @@ pub fn cloexec_from(first: u32) -> io::Result<()> {
 }
 
 pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: F_GETFD takes no argument and touches no memory; a bad fd is EBADF.
     let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
     let nf = if on {
         flags | libc::FD_CLOEXEC
@@ -168,6 +187,7 @@ pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
         flags & !libc::FD_CLOEXEC
     };
     if nf != flags {
+        // SAFETY: F_SETFD with an integer flag set changes only the close-on-exec bit of `fd`.
         cvt(unsafe { libc::fcntl(fd, libc::F_SETFD, nf) })?;
     }
     Ok(())
@@ -175,6 +195,7 @@ pub fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
 
 pub fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
     while !buf.is_empty() {
+        // SAFETY: the kernel reads at most buf.len() bytes from the live slice `buf`.
         let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
         if n < 0 {
             let e = io::Error::last_os_error();
@@ -188,7 +209,6 @@ pub fn write_all_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Send `fd` over a unix socket with SCM_RIGHTS, with `data` as the payload.
 /// fstat(2) on an fd (O_PATH fds included).
 pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
     // SAFETY: an all-zero `stat` is a valid value; fstat fills it or fails.
@@ -198,7 +218,19 @@ pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
     Ok(st)
 }
 
+/// msghdr.msg_controllen and cmsghdr.cmsg_len: size_t on glibc, socklen_t on musl.
+#[cfg(target_env = "musl")]
+type CmsgLen = libc::socklen_t;
+#[cfg(not(target_env = "musl"))]
+type CmsgLen = usize;
+
+/// Send `fd` over a unix socket with SCM_RIGHTS, with `data` as the payload.
 pub fn send_fd(sock: RawFd, data: &[u8], fd: RawFd) -> io::Result<()> {
+    // SAFETY: the iovec points at `data` (the kernel only reads through it, so the *mut is
+    // never written through); an all-zero msghdr is valid. msg_controllen is CMSG_SPACE(4)
+    // (24) <= the 64 bytes of `cbuf`, so CMSG_FIRSTHDR returns a non-null header inside
+    // `cbuf`, and its CMSG_DATA has room for one fd; the fd is written unaligned since `cbuf`
+    // is a byte array. `iov` and `cbuf` outlive the sendmsg that reads them.
     unsafe {
         let mut iov = libc::iovec {
             iov_base: data.as_ptr() as *mut _,
@@ -210,12 +242,12 @@ pub fn send_fd(sock: RawFd, data: &[u8], fd: RawFd) -> io::Result<()> {
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
+        msg.msg_controllen = space as CmsgLen;
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut RawFd, fd);
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as CmsgLen;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
         cvt(libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) as libc::c_int)?;
     }
     Ok(())
@@ -223,6 +255,11 @@ pub fn send_fd(sock: RawFd, data: &[u8], fd: RawFd) -> io::Result<()> {
 
 /// Receive a message and at most one fd.
 pub fn recv_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    // SAFETY: the iovec covers the caller's `buf` (the kernel writes at most buf.len() bytes),
+    // the control buffer is the live 64-byte `cbuf` with msg_controllen = its length, and an
+    // all-zero msghdr is valid. After recvmsg the CMSG_* walk stays within msg_controllen as
+    // the kernel set it; an SCM_RIGHTS payload is read unaligned (a byte buffer), and with
+    // MSG_CMSG_CLOEXEC each fd received is new, close-on-exec and ours alone to own.
     unsafe {
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
@@ -233,7 +270,7 @@ pub fn recv_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = cbuf.len() as _;
+        msg.msg_controllen = cbuf.len() as CmsgLen;
         let n = loop {
             let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC);
             if n < 0 {
@@ -285,8 +322,12 @@ pub fn now_rfc3339() -> String {
         tv_sec: 0,
         tv_nsec: 0,
     };
+    // SAFETY: clock_gettime writes one timespec into the live local `ts`.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    // SAFETY: `tm` is plain integers (and, on glibc, a zone pointer for which null is valid).
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: gmtime_r (the reentrant one: no static buffer) reads `ts.tv_sec` and writes the
+    // live local `tm`.
     unsafe { libc::gmtime_r(&ts.tv_sec, &mut tm) };
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
@@ -305,24 +346,38 @@ pub fn monotonic_us() -> u64 {
         tv_sec: 0,
         tv_nsec: 0,
     };
+    // SAFETY: clock_gettime writes one timespec into the live local `ts`.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
 /// `ip link set lo up` in the current network namespace (runc and crun do it for a new netns).
 pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket(2) takes integers only.
     let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if sock < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: socket succeeded, so `sock` is a new descriptor that nothing else owns.
     let sock = unsafe { OwnedFd::from_raw_fd(sock) };
+    // SAFETY: ifreq is a name array and a union of plain integers/addresses: all-zero is valid.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
         *d = *s as libc::c_char;
     }
-    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut ifr) })?;
+    // SAFETY: SIOCGIFFLAGS reads the NUL-terminated name of the live `ifr` and writes its
+    // ifru_flags. (The request's type differs between glibc and musl: libc::Ioctl.)
+    cvt(unsafe {
+        libc::ioctl(
+            sock.as_raw_fd(),
+            libc::SIOCGIFFLAGS as libc::Ioctl,
+            &mut ifr,
+        )
+    })?;
+    // SAFETY: SIOCGIFFLAGS just set ifru_flags, the union member read here.
     unsafe { ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
-    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &ifr) })?;
+    // SAFETY: SIOCSIFFLAGS only reads the live `ifr` (name and flags).
+    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as libc::Ioctl, &ifr) })?;
     Ok(())
 }
 
@@ -333,11 +388,14 @@ pub fn loopback_up() -> io::Result<()> {
 /// in our affinity mask and returns that mask, which [`restore_affinity`] gives back to the
 /// child; `None` (nothing changed) with a single allowed CPU or on any error.
 pub fn start_on_other_cpu(pid: i32) -> Option<libc::cpu_set_t> {
+    // SAFETY: cpu_set_t is a bit array: all-zero is the empty set.
     let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: the kernel writes at most `size` bytes, the size of the live local `mask`.
     if unsafe { libc::sched_getaffinity(0, size, &mut mask) } < 0 {
         return None;
     }
+    // SAFETY: sched_getcpu takes nothing and touches no memory of ours.
     let cur = unsafe { libc::sched_getcpu() };
     if cur < 0 {
         return None;
@@ -345,16 +403,161 @@ pub fn start_on_other_cpu(pid: i32) -> Option<libc::cpu_set_t> {
     let n = 8 * size;
     let other = (1..n)
         .map(|i| (cur as usize + i) % n)
+        // SAFETY: c < n = 8 * size_of::<cpu_set_t>(): the bit tested is inside `mask`.
         .find(|&c| unsafe { libc::CPU_ISSET(c, &mask) })?;
+    // SAFETY: as above, all-zero is the empty set.
     let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `other` < n, a bit inside `one`.
     unsafe { libc::CPU_SET(other, &mut one) };
+    // SAFETY: the kernel reads `size` bytes, the size of the live local `one`.
     (unsafe { libc::sched_setaffinity(pid, size, &one) } == 0).then_some(mask)
 }
 
 /// Give `pid` back the affinity [`start_on_other_cpu`] took from it (the one it inherited).
 pub fn restore_affinity(pid: i32, mask: &libc::cpu_set_t) -> io::Result<()> {
+    // SAFETY: the kernel reads size_of::<cpu_set_t>() bytes from the borrowed `mask`.
     cvt(unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), mask) })
         .map(drop)
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+const CLONE_INTO_CGROUP: u64 = 0x200000000;
+
+/// fork-like clone3(2): returns 0 in the child, the child's pid in the parent (with its pidfd).
+/// `cgroup_fd`: CLONE_INTO_CGROUP, the child starts in that (v2) cgroup. As with fork, a child
+/// of a multi-threaded caller must keep to async-signal-safe work until it execs or exits; the
+/// runtime clones from its single thread.
+pub fn clone3(flags: u64, cgroup_fd: Option<&OwnedFd>) -> io::Result<(i32, Option<OwnedFd>)> {
+    let mut pidfd: libc::c_int = -1;
+    let mut args = CloneArgs {
+        flags: flags | libc::CLONE_PIDFD as u64,
+        pidfd: std::ptr::from_mut::<libc::c_int>(&mut pidfd) as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..Default::default()
+    };
+    if let Some(fd) = cgroup_fd {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = fd.as_raw_fd() as u64;
+    }
+    // SAFETY: `args` is a live #[repr(C)] clone_args (the kernel's 11-field, 88-byte layout,
+    // its size passed with it); the one address in it, `pidfd`, is a live local c_int the
+    // kernel writes for CLONE_PIDFD. No stack is given (stack 0): the child runs on a copy of
+    // this stack, like fork, so returning here in both processes is sound.
+    let pid = cvt_l(unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            std::ptr::from_mut::<CloneArgs>(&mut args),
+            std::mem::size_of::<CloneArgs>(),
+        )
+    })?;
+    if pid == 0 {
+        return Ok((0, None));
+    }
+    // SAFETY: with CLONE_PIDFD a successful clone3 stored a new pidfd in `pidfd`, owned by
+    // nothing else (the child's copy of `pidfd` is -1: it is written in the parent only).
+    Ok((pid as i32, Some(unsafe { OwnedFd::from_raw_fd(pidfd) })))
+}
+
+/// fork-like raw clone(2) with CLONE_PARENT: the child is a child of our parent (a sibling of
+/// ours), and SIGCHLD goes to that parent. Returns 0 in the child, its pid in the caller. No
+/// pidfd; as with fork, a child of a multi-threaded caller must keep to async-signal-safe work.
+pub fn clone_parent() -> io::Result<libc::pid_t> {
+    // SAFETY: clone with a null stack (0) runs the child on a copy of this stack, like fork;
+    // no parent_tid, child_tid or tls addresses are passed, so the kernel writes no memory of
+    // ours.
+    let pid = cvt_l(unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    })?;
+    Ok(pid as libc::pid_t)
+}
+
+/// pivot_root(2): `new_root` becomes the root of the calling process's mount namespace and the
+/// old one is stacked at `put_old`.
+pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
+    // SAFETY: both paths are borrowed NUL-terminated strings, alive for the call; the kernel
+    // only reads them.
+    cvt_l(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
+        .map(drop)
+}
+
+/// keyctl(KEYCTL_JOIN_SESSION_KEYRING, name): a new session keyring called `name`, joined.
+pub fn join_session_keyring(name: &CStr) -> io::Result<()> {
+    const KEYCTL_JOIN_SESSION_KEYRING: libc::c_int = 1;
+    // SAFETY: `name` is a borrowed NUL-terminated string alive for the call; the kernel only
+    // reads it.
+    cvt_l(unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, name.as_ptr()) })
+        .map(drop)
+}
+
+/// `sig` back to SIG_DFL with the raw rt_sigaction(2): glibc's sigaction refuses its two
+/// internal real-time signals (32, 33). The result is ignored, as for SIGKILL/SIGSTOP or a
+/// number past the kernel's last signal there is nothing to reset.
+pub fn sigaction_default(sig: libc::c_int) {
+    // An all-zero kernel sigaction is SIG_DFL, no flags, no mask, whatever the architecture's
+    // layout; 32 bytes cover every layout of it on Linux.
+    let dfl = [0u64; 4];
+    // SAFETY: the kernel reads one struct sigaction from the live local `dfl` (32 bytes, at
+    // least the kernel's size of it) and, the old-action pointer being null, writes nothing.
+    // The sigset size is 8, the kernel's sigset_t.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            dfl.as_ptr(),
+            std::ptr::null_mut::<u64>(),
+            8usize,
+        )
+    };
+}
+
+/// execveat(2) of the program behind `fd` itself (AT_EMPTY_PATH). Only returns on failure,
+/// with the error.
+///
+/// # Safety
+///
+/// `argv` and `envp` must each point to a NULL-terminated array of pointers to NUL-terminated
+/// strings, all of them alive for the call (the kernel reads them; on success this image is
+/// gone, on failure nothing was written).
+pub unsafe fn execveat_fd(
+    fd: RawFd,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+) -> io::Error {
+    // SAFETY: the path is the empty C string literal; `argv` and `envp` are valid per this
+    // function's contract.
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            fd,
+            c"".as_ptr(),
+            argv,
+            envp,
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    io::Error::last_os_error()
 }
 
 #[cfg(test)]
@@ -362,7 +565,9 @@ mod tests {
     use super::*;
 
     fn affinity(pid: i32) -> libc::cpu_set_t {
+        // SAFETY: cpu_set_t is a bit array: all-zero is the empty set.
         let mut m: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: the kernel writes at most size_of_val(&m) bytes into the live local `m`.
         let r = unsafe { libc::sched_getaffinity(pid, std::mem::size_of_val(&m), &mut m) };
         assert_eq!(r, 0);
         m
@@ -370,6 +575,7 @@ mod tests {
 
     fn cpus(m: &libc::cpu_set_t) -> Vec<usize> {
         (0..8 * std::mem::size_of_val(m))
+            // SAFETY: c < 8 * size_of_val(m): the bit tested is inside `*m`.
             .filter(|&c| unsafe { libc::CPU_ISSET(c, m) })
             .collect()
     }
@@ -377,8 +583,11 @@ mod tests {
     #[test]
     fn child_starts_elsewhere_and_gets_its_affinity_back() {
         let ours = cpus(&affinity(0));
+        // SAFETY: fork from the multi-threaded test harness: the child (a copy of this thread
+        // only) calls pause and _exit, both async-signal-safe, and never returns into it.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
+            // SAFETY: integer-only calls; _exit leaves without running the harness's handlers.
             unsafe {
                 libc::pause();
                 libc::_exit(0)
@@ -400,6 +609,8 @@ mod tests {
             restore_affinity(pid, &mask).unwrap();
             assert_eq!(cpus(&affinity(pid)), ours);
         }
+        // SAFETY: `pid` is our own unreaped child (its pid cannot be reused before waitpid);
+        // a null status pointer is allowed.
         unsafe {
             libc::kill(pid, libc::SIGKILL);
             libc::waitpid(pid, std::ptr::null_mut(), 0);

@@ -32,12 +32,18 @@ pub fn memfd() -> io::Result<OwnedFd> {
     let name = c"sprout-trampoline";
     let base = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
     // MFD_EXEC (Linux 6.3): explicit, so vm.memfd_noexec=1 doesn't make it non-executable.
+    // SAFETY: memfd_create reads the C string literal `name`; flags only.
     let mut fd = unsafe { libc::memfd_create(name.as_ptr(), base | MFD_EXEC) };
     if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        // SAFETY: as above: memfd_create reads the C string literal `name`.
         fd = unsafe { libc::memfd_create(name.as_ptr(), base) };
     }
+    // SAFETY: cvt returned the fd of a successful memfd_create, a new descriptor that nothing else
+    // owns.
     let fd = unsafe { OwnedFd::from_raw_fd(cvt(fd)?) };
     crate::sys::write_all_fd(fd.as_raw_fd(), PROGRAM)?;
+    // SAFETY: F_ADD_SEALS takes an integer seal set and touches no memory of ours; `fd` is open
+    // (owned above).
     cvt(unsafe {
         libc::fcntl(
             fd.as_raw_fd(),
@@ -95,17 +101,9 @@ fn execveat(tramp: &OwnedFd, head: &[&str], exec: &Exec) -> io::Error {
     let mut envp: Vec<*const libc::c_char> = exec.envp.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
     crate::init::reset_signal_dispositions();
-    unsafe {
-        libc::syscall(
-            libc::SYS_execveat,
-            tramp.as_raw_fd(),
-            c"".as_ptr(),
-            argv.as_ptr(),
-            envp.as_ptr(),
-            libc::AT_EMPTY_PATH,
-        )
-    };
-    io::Error::last_os_error()
+    // SAFETY: `argv` and `envp` are NULL-terminated arrays of pointers into CStrings (`head`,
+    // `exec.path`, `exec.argv`, `exec.envp`) that all outlive the call.
+    unsafe { crate::sys::execveat_fd(tramp.as_raw_fd(), argv.as_ptr(), envp.as_ptr()) }
 }
 
 /// A trampoline report on the channel: "P<pid>", "X<errno>" (exec failed), "Y<errno>" (the
@@ -145,8 +143,10 @@ mod tests {
     #[test]
     fn memfd_is_sealed_against_writes() {
         let fd = memfd().unwrap();
+        // SAFETY: F_GET_SEALS takes no argument and touches no memory of ours.
         let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
         assert!(seals & libc::F_SEAL_WRITE != 0 && seals & libc::F_SEAL_SEAL != 0);
+        // SAFETY: pwrite reads 1 byte from the static b"x" (the write is expected to be refused).
         let n = unsafe { libc::pwrite(fd.as_raw_fd(), b"x".as_ptr().cast(), 1, 0) };
         assert_eq!(n, -1, "a sealed memfd took a write");
         // Reopened for writing through /proc (what an attacker holding /proc/<pid>/exe does):

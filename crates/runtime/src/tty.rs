@@ -10,6 +10,7 @@ use crate::sys;
 /// An internal console socket pair: (the end the init sends on, the end we receive on).
 pub fn console_pair() -> Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
+    // SAFETY: socketpair writes two fds into the live local 2-element `fds`.
     sys::cvt(unsafe {
         libc::socketpair(
             libc::AF_UNIX,
@@ -19,6 +20,8 @@ pub fn console_pair() -> Result<(OwnedFd, OwnedFd)> {
         )
     })
     .map_err(|e| Error::os("console socketpair", e))?;
+    // SAFETY: socketpair succeeded, so fds[0] and fds[1] are two new descriptors that nothing else
+    // owns, each wrapped once.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
@@ -35,6 +38,9 @@ struct RawMode {
 
 impl RawMode {
     fn enter() -> RawMode {
+        // SAFETY: isatty takes an fd; termios is plain data (all-zero is valid); tcgetattr writes
+        // the live local `t`, cfmakeraw edits it in place and tcsetattr reads it. fd 0 is our
+        // stdin, which nothing owns as an OwnedFd.
         unsafe {
             if libc::isatty(0) != 1 {
                 return RawMode { saved: None };
@@ -54,12 +60,15 @@ impl RawMode {
 impl Drop for RawMode {
     fn drop(&mut self) {
         if let Some(t) = &self.saved {
+            // SAFETY: tcsetattr reads the borrowed termios `t` saved by `enter`.
             unsafe { libc::tcsetattr(0, libc::TCSANOW, t) };
         }
     }
 }
 
 fn copy_winsize(master: RawFd) {
+    // SAFETY: winsize is plain integers (all-zero is valid); TIOCGWINSZ writes the live local `ws`
+    // and TIOCSWINSZ reads it. A closed `master` fails with EBADF.
     unsafe {
         let mut ws: libc::winsize = std::mem::zeroed();
         if libc::ioctl(0, libc::TIOCGWINSZ, &mut ws) == 0 {
@@ -73,6 +82,13 @@ fn copy_winsize(master: RawFd) {
 pub fn proxy_and_wait(pidfd: &OwnedFd, pid: i32, master: OwnedFd) -> Result<i32> {
     let _raw = RawMode::enter();
     copy_winsize(master.as_raw_fd());
+    // SAFETY: sigprocmask and signalfd read the live local `set`; signalfd's fd (or -1, then poll
+    // ignores that entry and it never reports) is closed once at the end and never handed out. poll
+    // gets the live 4-element `fds` with nfds 4; an fd of -1 (stdin once closed) is ignored. Every
+    // read writes at most buf.len() bytes into the live local `buf` (8192 bytes), or
+    // size_of::<signalfd_siginfo>() into the live local `si` (all-zero is valid for that plain
+    // struct), and only the r > 0 bytes read are passed on. `m` is the fd of `master`, which this
+    // function owns and keeps open until after the block.
     unsafe {
         let set = crate::lifecycle::forwarded_set();
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
@@ -130,7 +146,7 @@ pub fn proxy_and_wait(pidfd: &OwnedFd, pid: i32, master: OwnedFd) -> Result<i32>
                 let mut si: libc::signalfd_siginfo = std::mem::zeroed();
                 if libc::read(
                     sfd,
-                    (&mut si as *mut libc::signalfd_siginfo).cast(),
+                    std::ptr::from_mut::<libc::signalfd_siginfo>(&mut si).cast(),
                     std::mem::size_of::<libc::signalfd_siginfo>(),
                 ) > 0
                 {

@@ -190,8 +190,12 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
     for (name, host) in (ctx.cgroup_binds)() {
         let t = if !name.is_empty() && !name.contains('/') && name != "." && name != ".." {
             let cname = cstr_s(&name);
+            // SAFETY: mkdirat reads the NUL-terminated CString `cname` (a single component: no '/',
+            // not . or ..), alive for the call; `tmp` is borrowed (open).
             cvt(unsafe { libc::mkdirat(tmp.as_raw_fd(), cname.as_ptr(), 0o755) })
                 .map_err(|e| Error::os(format!("cgroup tmpfs: mkdir {name}"), e))?;
+            // SAFETY: openat reads the NUL-terminated CString `cname`, alive for the call; `tmp` is
+            // borrowed (open).
             let fd = cvt(unsafe {
                 libc::openat(
                     tmp.as_raw_fd(),
@@ -200,6 +204,7 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
                 )
             })
             .map_err(|e| Error::os(format!("cgroup tmpfs: {name}"), e))?;
+            // SAFETY: openat succeeded (cvt), so `fd` is a new descriptor that nothing else owns.
             unsafe { OwnedFd::from_raw_fd(fd) }
         } else {
             ensure_in_root(ctx.rootfs_fd, &dest.join(&name), false)?

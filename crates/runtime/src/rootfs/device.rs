@@ -31,6 +31,7 @@ pub fn default_devices() -> [(&'static str, u32, u32); 6] {
 
 /// Create one device node in the rootfs; falls back to bind-mounting the host's node when mknod
 /// is not permitted (user namespaces).
+#[allow(clippy::too_many_arguments)]
 pub fn create_device(
     root: &OwnedFd,
     path: &Path,
@@ -67,10 +68,14 @@ pub(super) fn create_device_in(
         .ok_or_else(|| Error::msg(format!("linux.devices: bad path {}", path.display())))?;
     // mknodat needs a real directory fd (O_PATH works for *at calls with a name).
     let cname = cstr(name);
+    // SAFETY: unlinkat reads the NUL-terminated CString `cname`, alive for the call; `dir` is
+    // borrowed (open).
     unsafe { libc::unlinkat(dir.as_raw_fd(), cname.as_ptr(), 0) };
     let r = if in_userns {
         -1
     } else {
+        // SAFETY: mknodat reads the NUL-terminated CString `cname`, alive for the call; the mode
+        // and makedev's dev_t are integers; `dir` is borrowed (open).
         unsafe {
             libc::mknodat(
                 dir.as_raw_fd(),
@@ -81,6 +86,8 @@ pub(super) fn create_device_in(
         }
     };
     if r == 0 {
+        // SAFETY: fchownat reads the NUL-terminated CString `cname`, alive for the call;
+        // AT_SYMLINK_NOFOLLOW: a symlink there is not followed.
         let r = unsafe {
             libc::fchownat(
                 dir.as_raw_fd(),
@@ -98,6 +105,8 @@ pub(super) fn create_device_in(
         }
         // mknod is subject to umask; set the exact mode (the node was just made by us: a plain
         // name in a directory we hold, no symlink can be there).
+        // SAFETY: fchmodat reads the NUL-terminated CString `cname`, alive for the call; `dir` is
+        // borrowed (open).
         if unsafe { libc::fchmodat(dir.as_raw_fd(), cname.as_ptr(), mode & 0o7777, 0) } < 0 {
             return Err(Error::last_os(format!(
                 "linux.devices: chmod {}",
@@ -208,8 +217,12 @@ pub fn create_devices(
         for (name, target) in links {
             let n = cstr_s(name);
             if name == "ptmx" {
+                // SAFETY: unlinkat reads the NUL-terminated CString `n`, alive for the call; `dev`
+                // is borrowed (open).
                 unsafe { libc::unlinkat(dev.as_raw_fd(), n.as_ptr(), 0) };
             }
+            // SAFETY: symlinkat reads two NUL-terminated strings (the C string literal `target` and
+            // the CString `n`), alive for the call; `dev` is borrowed (open).
             let r = unsafe { libc::symlinkat(target.as_ptr(), dev.as_raw_fd(), n.as_ptr()) };
             if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
                 return Err(Error::last_os(format!("creating /dev/{name}")));

@@ -15,7 +15,10 @@ pub fn mask_paths(paths: &[String]) -> Result<()> {
         let c = cstr_s(p);
         // One stat decides: a failed mount(2) is not cheap (the kernel waits for an RCU grace
         // period to free the half-made mount), so never try the wrong kind first.
+        // SAFETY: `stat` is plain integers: all-zero is a valid value.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: stat reads the NUL-terminated CString `c` and writes one stat into the live local
+        // `st`.
         if unsafe { libc::stat(c.as_ptr(), &mut st) } < 0 {
             continue; // missing: nothing to mask
         }
@@ -44,6 +47,8 @@ pub fn readonly_paths(paths: &[String]) -> Result<()> {
         };
         mount_setattr(tree.as_raw_fd(), true, MOUNT_ATTR_RDONLY, 0)
             .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
+        // SAFETY: open reads the NUL-terminated CString `c`, alive for the call; flags only, no
+        // mode.
         let target = unsafe {
             libc::open(
                 c.as_ptr(),
@@ -53,6 +58,7 @@ pub fn readonly_paths(paths: &[String]) -> Result<()> {
         if target < 0 {
             return Err(Error::last_os(format!("linux.readonlyPaths: {p}")));
         }
+        // SAFETY: open succeeded, so `target` is a new descriptor that nothing else owns.
         let target = unsafe { OwnedFd::from_raw_fd(target) };
         move_mount_to_fd(tree.as_raw_fd(), target.as_raw_fd())
             .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;

@@ -70,9 +70,11 @@ pub fn open_bind_sources(
     let pid = pidfd.as_raw_fd();
     std::thread::scope(|s| {
         s.spawn(|| {
-            // SAFETY: unshare/setns act on this thread only (CLONE_FS unshared first); the fds
-            // are plain integers owned by this process.
+            // SAFETY: unshare(CLONE_FS) takes a flag only and acts on this scoped thread alone.
             if unsafe { libc::unshare(libc::CLONE_FS) } != 0
+                // SAFETY: setns moves only this thread (its fs state no longer shared, as
+                // CLONE_NEWNS requires) into the init's mount namespace; `pid` is the raw fd of
+                // the borrowed `pidfd`, open for the whole scope.
                 || unsafe { libc::setns(pid, libc::CLONE_NEWNS) } != 0
             {
                 return Vec::new();
@@ -83,6 +85,8 @@ pub fn open_bind_sources(
                     // SAFETY: `p` is a NUL-terminated path; a successful open returns a new fd
                     // that nothing else owns.
                     let fd = unsafe { libc::open(p.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+                    // SAFETY: open succeeded (fd >= 0), so `fd` is a new descriptor that nothing
+                    // else owns.
                     (fd >= 0).then(|| (*i, unsafe { OwnedFd::from_raw_fd(fd) }))
                 })
                 .collect()

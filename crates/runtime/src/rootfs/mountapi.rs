@@ -28,7 +28,11 @@ pub fn open_tree(dirfd: RawFd, path: &CStr, recursive: bool) -> io::Result<Owned
     if path.to_bytes().is_empty() {
         flags |= libc::AT_EMPTY_PATH as u32;
     }
+    // SAFETY: open_tree(2) reads the borrowed NUL-terminated `path`, alive for the call; dirfd and
+    // flags are integers.
     let fd = cvt_l(unsafe { libc::syscall(libc::SYS_open_tree, dirfd, path.as_ptr(), flags) })?;
+    // SAFETY: open_tree succeeded, so `fd` is a new descriptor (a detached tree) that nothing else
+    // owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
@@ -70,13 +74,16 @@ pub(super) fn mount_setattr_raw(fd: RawFd, recursive: bool, attr: MountAttr) -> 
     if recursive {
         flags |= AT_RECURSIVE;
     }
+    // SAFETY: the path is the empty C string literal (AT_EMPTY_PATH: `fd` itself), and `attr` is a
+    // live #[repr(C)] mount_attr (the kernel's 32-byte MOUNT_ATTR_SIZE_VER0 layout) whose size is
+    // passed with it; the kernel only reads both.
     cvt_l(unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
             fd,
             c"".as_ptr(),
             flags,
-            &attr as *const MountAttr,
+            std::ptr::from_ref::<MountAttr>(&attr),
             std::mem::size_of::<MountAttr>(),
         )
     })
@@ -84,6 +91,8 @@ pub(super) fn mount_setattr_raw(fd: RawFd, recursive: bool, attr: MountAttr) -> 
 }
 
 pub fn move_mount_to_fd(tree: RawFd, target: RawFd) -> io::Result<()> {
+    // SAFETY: both paths are the empty C string literal (the F/T_EMPTY_PATH flags: the fds
+    // themselves); the fds and flags are integers.
     cvt_l(unsafe {
         libc::syscall(
             libc::SYS_move_mount,

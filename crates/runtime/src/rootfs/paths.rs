@@ -53,10 +53,15 @@ pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd
                 let name = cstr(c.as_os_str());
                 // mkdirat/mknodat on an O_PATH dirfd works; the name is a single component.
                 let r = if last && file {
+                    // SAFETY: mknodat reads the NUL-terminated CString `name` (one component),
+                    // alive for the call; `cur` is borrowed (open); a regular file needs no dev
+                    // number (0).
                     unsafe {
                         libc::mknodat(cur.as_raw_fd(), name.as_ptr(), libc::S_IFREG | 0o644, 0)
                     }
                 } else {
+                    // SAFETY: mkdirat reads the NUL-terminated CString `name`, alive for the call;
+                    // `cur` is borrowed (open).
                     unsafe { libc::mkdirat(cur.as_raw_fd(), name.as_ptr(), 0o755) }
                 };
                 if r < 0 {
@@ -95,8 +100,12 @@ pub(super) fn create_in(
 ) -> Result<OwnedFd> {
     let cname = cstr(name);
     let r = if file {
+        // SAFETY: mknodat reads the NUL-terminated CString `cname`, alive for the call; `dir` is
+        // borrowed (open); a regular file needs no dev number (0).
         unsafe { libc::mknodat(dir.as_raw_fd(), cname.as_ptr(), libc::S_IFREG | 0o644, 0) }
     } else {
+        // SAFETY: mkdirat reads the NUL-terminated CString `cname`, alive for the call; `dir` is
+        // borrowed (open).
         unsafe { libc::mkdirat(dir.as_raw_fd(), cname.as_ptr(), 0o755) }
     };
     if r < 0 {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::options::propagation_flag;
 use crate::error::{Error, Result};
-use crate::sys::{cstr, cvt, fd_path, mount};
+use crate::sys::{cstr, cvt, fd_path, mount, pivot_root};
 
 /// Make the host's mounts invisible to propagation from the container, then bind the rootfs onto
 /// itself so that it is a mount point pivot_root can use.
@@ -65,6 +65,7 @@ pub(super) fn make_parent_mount_private(path: &Path) -> Result<()> {
 /// lazy unmount cannot propagate to the host.
 pub fn pivot(rootfs: &Path) -> Result<()> {
     let c = cstr(rootfs);
+    // SAFETY: open reads the NUL-terminated CString `c`, alive for the call; flags only, no mode.
     let newroot = unsafe {
         libc::open(
             c.as_ptr(),
@@ -74,22 +75,23 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
     if newroot < 0 {
         return Err(Error::last_os("opening the rootfs for pivot_root"));
     }
+    // SAFETY: open succeeded, so `newroot` is a new descriptor that nothing else owns.
     let newroot = unsafe { OwnedFd::from_raw_fd(newroot) };
     // An fd on the old root, so that after pivot_root we can name exactly that mount: "." would
     // name the new root for mount(2) (which does not follow the old root stacked on it) and
     // turning the container's own mounts into slaves would undo their propagation options.
+    // SAFETY: open of a C string literal; flags only, no mode.
     let oldroot = unsafe {
         libc::open(
             c"/".as_ptr(),
             libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
         )
     };
+    // SAFETY: open succeeded (oldroot >= 0), so it is a new descriptor that nothing else owns.
     let oldroot = (oldroot >= 0).then(|| unsafe { OwnedFd::from_raw_fd(oldroot) });
+    // SAFETY: fchdir takes the fd of `newroot`, owned above and open.
     cvt(unsafe { libc::fchdir(newroot.as_raw_fd()) }).map_err(|e| Error::os("chdir rootfs", e))?;
-    cvt(
-        unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) } as libc::c_int,
-    )
-    .map_err(|e| Error::os("pivot_root", e))?;
+    pivot_root(c".", c".").map_err(|e| Error::os("pivot_root", e))?;
     // Make the old root rslave so its lazy unmount cannot propagate to the host, then detach it.
     // Through /proc/self/fd when the container has a /proc; otherwise "/" was already made rslave
     // (or the configured propagation) before the pivot and "." reaches the old root for umount2.
@@ -98,12 +100,15 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
         .map(fd_path)
         .filter(|p| mount(None, p, None, libc::MS_SLAVE | libc::MS_REC, None).is_ok());
     match via_fd {
+        // SAFETY: umount2 reads the NUL-terminated CString `p`, alive for the call.
         Some(p) => cvt(unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) })
             .map_err(|e| Error::os("detaching the old root", e))?,
+        // SAFETY: umount2 of a C string literal.
         None => cvt(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) })
             .map_err(|e| Error::os("detaching the old root", e))?,
     };
     drop(oldroot);
+    // SAFETY: chdir of a C string literal.
     cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
     Ok(())
 }
@@ -111,10 +116,13 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
 /// --no-pivot (or no mount namespace): move the rootfs over / and chroot into it.
 pub fn move_and_chroot(rootfs: &Path) -> Result<()> {
     let c = cstr(rootfs);
+    // SAFETY: chdir reads the NUL-terminated CString `c`, alive for the call.
     cvt(unsafe { libc::chdir(c.as_ptr()) }).map_err(|e| Error::os("chdir rootfs", e))?;
     mount(Some(c"."), c"/", None, libc::MS_MOVE, None)
         .map_err(|e| Error::os("moving the rootfs to /", e))?;
+    // SAFETY: chroot of a C string literal.
     cvt(unsafe { libc::chroot(c".".as_ptr()) }).map_err(|e| Error::os("chroot", e))?;
+    // SAFETY: chdir of a C string literal.
     cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
     Ok(())
 }
@@ -127,9 +135,10 @@ pub fn readonly_root() -> Result<()> {
 /// Remount `path` read-only (bind remount), keeping the nosuid/nodev/noexec flags it has: the
 /// kernel refuses a remount that would clear a flag it locked.
 pub(super) fn remount_readonly(path: &std::ffi::CStr, field: &str, shown: &str) -> Result<()> {
-    // SAFETY: a zeroed statvfs is a valid out-buffer.
+    // SAFETY: statvfs is plain integers: all-zero is a valid value.
     let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: statvfs with a NUL-terminated path and a buffer that outlive the call.
+    // SAFETY: statvfs reads the borrowed NUL-terminated `path` and writes one statvfs into the
+    // live local `sv`.
     cvt(unsafe { libc::statvfs(path.as_ptr(), &mut sv) })
         .map_err(|e| Error::os(format!("{field}: statvfs {shown}"), e))?;
     let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;

@@ -54,19 +54,23 @@ pub fn new_mounts_since(before: &[String], needles: &[&str]) -> Vec<String> {
 
 /// Receive one fd over a unix stream with SCM_RIGHTS (the console socket's pty master).
 pub fn recv_fd(sock: std::os::fd::RawFd) -> std::os::fd::RawFd {
-    // SAFETY: recvmsg into buffers that live through the call; the cmsg is checked before use.
+    // SAFETY: the iovec covers the live local `data` (the kernel writes at most its 4096 bytes)
+    // and the control buffer is the live 256-byte `cbuf` with msg_controllen = its length; an
+    // all-zero msghdr is valid. CMSG_FIRSTHDR stays within what the kernel set in
+    // msg_controllen and is checked for null before CMSG_DATA is read, unaligned (a byte
+    // buffer).
     unsafe {
         let mut data = [0u8; 4096];
         let mut iov = libc::iovec {
-            iov_base: data.as_mut_ptr() as *mut _,
+            iov_base: data.as_mut_ptr().cast(),
             iov_len: data.len(),
         };
         let mut cbuf = [0u8; 256];
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr() as *mut _;
-        msg.msg_controllen = cbuf.len() as _;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = cbuf.len();
         let n = libc::recvmsg(sock, &mut msg, 0);
         assert!(n >= 0, "recvmsg: {}", std::io::Error::last_os_error());
         let cmsg = libc::CMSG_FIRSTHDR(&msg);

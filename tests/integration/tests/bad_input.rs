@@ -250,7 +250,7 @@ fn id_already_taken() {
     // The first container is untouched.
     let st = first.state();
     assert_eq!(st["status"], json!("created"));
-    assert_eq!(st["pid"].as_i64(), Some(pid as i64));
+    assert_eq!(st["pid"].as_i64(), Some(i64::from(pid)));
     assert_eq!(
         st["bundle"],
         json!(first.bundle_arg()),
@@ -271,7 +271,7 @@ fn start_running_container_fails() {
     o.assert_one_line_error(&["running", "not created", "created"]);
     let st = b.state();
     assert_eq!(st["status"], json!("running"));
-    assert_eq!(st["pid"].as_i64(), Some(pid as i64));
+    assert_eq!(st["pid"].as_i64(), Some(i64::from(pid)));
 }
 
 #[test]

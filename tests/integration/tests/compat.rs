@@ -130,6 +130,9 @@ fn preserve_fds() {
     cmd.stdin(Stdio::null())
         .stdout(fs::File::create(&out).unwrap())
         .stderr(fs::File::create(&err).unwrap());
+    // SAFETY: the pre_exec closure runs in the forked child before exec and only calls fcntl and
+    // dup2 (async-signal-safe, integers only) on `fd`, a Copy integer captured by value; it
+    // allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
             if fd == 3 {
@@ -230,7 +233,7 @@ fn ps_lists_container_processes() {
         .filter_map(|p| p.as_i64())
         .collect();
     pids.sort();
-    let mut want = vec![b.pid() as i64, epid];
+    let mut want = vec![i64::from(b.pid()), epid];
     want.sort();
     assert_eq!(pids, want, "{}", o.describe());
     let o = ctx.rt(&["ps", &b.id]);
@@ -594,7 +597,7 @@ fn pidfd_socket_hands_over_the_process() {
         gone().then_some(())
     });
     assert_eq!(b.status().as_deref(), Some("running"));
-    // SAFETY: as above.
+    // SAFETY: closing the pidfd received above, owned by this test, once.
     unsafe { libc::close(fd) };
     // A path nobody listens on: one line naming the flag, nothing made.
     let b2 = ctx.bundle(SLEEP);

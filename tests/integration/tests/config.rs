@@ -399,6 +399,7 @@ fn rlimits() {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    // SAFETY: each getrlimit writes one rlimit into a live local (`nofile`, `nproc`).
     unsafe {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut nofile);
         libc::getrlimit(libc::RLIMIT_NPROC, &mut nproc);
@@ -741,10 +742,10 @@ fn hooks_order_and_state_on_stdin() {
             // These run inside the container's namespaces; a pid as seen
             // from there (1) is accepted too.
             "createContainer" | "startContainer" => assert!(
-                st["pid"].as_i64() == Some(pid as i64) || st["pid"].as_i64() == Some(1),
+                st["pid"].as_i64() == Some(i64::from(pid)) || st["pid"].as_i64() == Some(1),
                 "{h}: {st}"
             ),
-            _ => assert_eq!(st["pid"].as_i64(), Some(pid as i64), "{h}: {st}"),
+            _ => assert_eq!(st["pid"].as_i64(), Some(i64::from(pid)), "{h}: {st}"),
         }
     }
 }

@@ -283,7 +283,7 @@ fn run_detached() {
         .parse()
         .expect("pid file holds a pid");
     assert_eq!(
-        pid as i64,
+        i64::from(pid),
         st["pid"].as_i64().unwrap(),
         "pid file should match state.pid"
     );
@@ -593,6 +593,7 @@ fn run_forwards_signals_to_container() {
     let running = ctx.spawn(&["run", "--bundle", &bd, &b.id]);
     wait_file(&out.join("up"));
     // SIGTERM to the runtime process we started; runc forwards it.
+    // SAFETY: kill(2) takes integers only; `running` is our unreaped child, so its pid is live.
     unsafe {
         libc::kill(running.pid(), libc::SIGTERM);
     }
@@ -682,7 +683,7 @@ fn list_formats() {
     for (bb, status) in [(&a, "created"), (&b, "running")] {
         let e = arr.iter().find(|e| e["id"] == json!(bb.id)).expect("entry");
         assert_eq!(e["status"], json!(status));
-        assert_eq!(e["pid"].as_i64(), Some(bb.pid() as i64));
+        assert_eq!(e["pid"].as_i64(), Some(i64::from(bb.pid())));
         assert_eq!(e["bundle"], json!(bb.bundle_arg()));
         assert!(e["created"].is_string(), "created timestamp: {e}");
     }
@@ -951,6 +952,7 @@ fn external_death_is_noticed() {
     b.start_and_wait_exec();
     let pid = b.pid();
     // The init process is one this test started (through the runtime).
+    // SAFETY: kill(2) takes integers only and touches no memory of ours.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
     }

@@ -104,6 +104,7 @@ fn xdg_dir(top: &Path, uid: u32, gid: u32) -> PathBuf {
 }
 
 fn tools_missing() -> Option<&'static str> {
+    // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root (needed to switch users)");
     }

@@ -656,7 +656,7 @@ fn ps_passes_options_to_ps_and_list_json_has_runc_fields() {
         let v: Vec<i64> = serde_json::from_str(&o.stdout).unwrap();
         (v.len() == 2).then_some(v)
     });
-    assert!(pids.contains(&(b.pid() as i64)), "{pids:?}");
+    assert!(pids.contains(&i64::from(b.pid())), "{pids:?}");
 
     // Default: ps -ef, header and the container's rows.
     let o = ctx.rt(&["ps", &b.id]);

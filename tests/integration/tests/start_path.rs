@@ -14,7 +14,7 @@ fn own_hierarchies() -> Vec<String> {
     let hybrid = std::path::Path::new("/sys/fs/cgroup/unified").exists();
     s.lines()
         .filter_map(|l| {
-            let ctrls = l.splitn(3, ':').nth(1)?;
+            let ctrls = l.split(':').nth(1)?;
             let name = if ctrls.is_empty() {
                 if !hybrid {
                     return None;
@@ -170,10 +170,12 @@ fn owner_userns_ino(path: &str) -> u64 {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::os::unix::fs::MetadataExt;
     let f = fs::File::open(path).unwrap();
+    // SAFETY: ioctl(NS_GET_USERNS) takes no argument and returns a new fd; `f` is open.
     let fd = unsafe {
         libc::ioctl(f.as_raw_fd(), 0xb701 /* NS_GET_USERNS */)
     };
     assert!(fd >= 0, "NS_GET_USERNS on {path}");
+    // SAFETY: NS_GET_USERNS succeeded, so `fd` is a new descriptor that nothing else owns.
     let owner = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     owner.metadata().unwrap().ino()
 }

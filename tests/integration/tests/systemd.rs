@@ -195,6 +195,7 @@ impl FakeSystemd {
 impl Drop for FakeSystemd {
     fn drop(&mut self) {
         if let Some(f) = &mut self.fake {
+            // SAFETY: kill(2) takes integers only; `f` is our unreaped child, so its pid is live.
             unsafe { libc::kill(f.id() as i32, libc::SIGTERM) };
             let t0 = Instant::now();
             while f.try_wait().ok().flatten().is_none() && t0.elapsed() < Duration::from_secs(10) {

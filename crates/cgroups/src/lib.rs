@@ -1,25 +1,31 @@
-//! cgroup management for sprout on v1, v2 and hybrid hosts.
+//! cgroup management for sprout on v1, v2 and hybrid hosts, with cgroupfs or systemd.
 //!
-//! INTERFACE CONTRACT (used by sprout-runtime; keep these signatures stable):
+//! Used by sprout-runtime (a container's cgroups), the sprout CLI (`events`, rootless
+//! detection) and sprout-serve (its sandbox pool, `crates/serve/src/cgpool.rs`); nothing
+//! outside this workspace.
+//!
+//! What the API does:
 //!
 //! - [`Layout::detect`] decides v1 / v2 / hybrid with a statfs or two, never a scan of /proc/mounts.
 //! - [`Manager::new`] resolves an OCI `linux.cgroupsPath` (relative paths nest under the calling
 //!   process's own cgroup, per controller; `None` means `<own cgroup>/<container id>`), rejects '..'.
+//!   [`Manager::with_layout`] skips a second detect.
 //! - `create` makes the directories (only those that did not exist are recorded as ours, so that
-//!   `destroy` removes exactly what we created), `apply` writes resources, `add_pid` moves a pid in,
-//!   `destroy` removes what `create` made (killing nothing), `freeze`/`thaw` wait until the state is
-//!   reached, `pids` lists member processes, `kill_all` signals every member.
+//!   `destroy` removes exactly what we created); `create_for` is the runtime's create (runc's
+//!   rootless and frozen-cgroup rules). `apply` writes resources, `add_pid` moves a pid in,
+//!   `destroy` removes what `create` made (killing nothing), `freeze`/`thaw` wait until the state
+//!   is reached, `pids` lists member processes, `kill_all` signals every member.
 //! - `Manager` is Serialize/Deserialize: sprout stores it in the container's state.json and
 //!   reloads it in later commands (`kill --all`, `delete`, `pause`, `ps`, `update`).
 //! - `v2_dir_fd` gives an O_PATH|O_DIRECTORY fd of the unified-hierarchy leaf for clone3's
 //!   CLONE_INTO_CGROUP, when the host is pure v2.
-//!
-//! Additions beyond the contract: [`ebpf`] (v2 device filter), [`Pool`] with
-//! [`Manager::create_pooled`] / [`Manager::destroy_pooled`],
-//! [`Manager::oom_events`] ([`OomEvents`]: v1 eventfd, v2 memory.events),
-//! [`Manager::stats`] (runc `events --stats` shaped [`Stats`]),
-//! [`Manager::with_layout`] (skip a second detect), [`Manager::layout`], [`Manager::v1_path`],
-//! [`Manager::unified_path`], [`Manager::created`].
+//! - [`Manager::oom_events`] ([`OomEvents`]: v1 eventfd, v2 memory.events),
+//!   [`Manager::stats`] (runc `events --stats` shaped [`Stats`]), [`Manager::layout`],
+//!   [`Manager::v1_path`], [`Manager::unified_path`], [`Manager::created`].
+//! - [`Pool`] with [`Manager::create_pooled`] / [`Manager::destroy_pooled`]: v1 cgroups renamed
+//!   into place from pre-made slots. Measured and not adopted by the runtime (docs/performance.md,
+//!   "Evaluated and not adopted"); sprout-serve has its own pool. Only this crate's test and
+//!   `examples/pool_bench.rs` use it.
 //!
 //! Known limits:
 //! - cgroup v2 device rules are enforced by an eBPF program ([`ebpf`]) on pure v2 hosts; on
@@ -28,14 +34,25 @@
 //!   unit made by systemd over D-Bus (own small client, no C library, no async runtime);
 //!   without systemd it is a one-line error. Other commands drive the scope's directories
 //!   through cgroupfs like any other; `update` also sends SetUnitProperties.
-//! - v1 writes to cgroup.procs: the first migration after an idle period costs one RCU grace
-//!   period (~12ms on the dev host), the rest ~20-50us each; v2 avoids it via `v2_dir_fd`.
-//!   The runtime keeps the init from waiting on them (sprout-runtime's DIRS message).
+//! - v1 writes to cgroup.procs: the first migration after an idle period waits for one RCU
+//!   grace period, the rest cost only the migration (measured in docs/performance.md, "cgroups:
+//!   measured costs"); v2 avoids it via `v2_dir_fd`. The runtime keeps the init from waiting on
+//!   them (sprout-runtime's DIRS message).
 //!
-//! Layout of the implementation (one file per concern): `detect.rs` (statfs), `path.rs`
-//! (cgroupsPath resolution, /proc/self/cgroup), `fs.rs` (syscall-lean file helpers),
-//! `v1.rs` / `v2.rs` (hierarchy set-up, freezer), `resources_v1.rs` / `resources_v2.rs`
-//! (`apply`), `stats.rs`.
+//! Layout of the implementation (one file per concern):
+//! - `lib.rs`: [`Layout`], [`Manager`] and its operations, [`Error`].
+//! - `detect.rs`: the layout, by statfs.
+//! - `path.rs`: cgroupsPath resolution, /proc/self/cgroup.
+//! - `fs.rs`: syscall-lean file helpers.
+//! - `v1.rs` / `v2.rs`: hierarchy set-up (v2: controller delegation) and the freezer.
+//! - `resources.rs` (shared validation and conversions), `resources_v1.rs`, `resources_v2.rs`:
+//!   `apply`.
+//! - `ebpf.rs`: the v2 device filter (`BPF_PROG_TYPE_CGROUP_DEVICE`).
+//! - `systemd/`: the systemd driver (`mod.rs`) and its D-Bus client (`dbus.rs`), with its tests
+//!   (`tests.rs`).
+//! - `events.rs`: OOM notifications. `stats.rs`: resource usage. `rootless.rs`: whether sprout
+//!   runs rootless. `pool.rs`: the pool above.
+//! - `tests.rs` (unit tests on a fake cgroupfs tree) and `testutil.rs` (its helpers).
 //!
 //! Cost on the start path (hybrid host, relative path, 9 v1 hierarchies): `new` = 2 statfs +
 //! one read of /proc/self/cgroup; `create` = one mkdir per hierarchy (plus the cpuset copy:

@@ -1,7 +1,8 @@
 //! Process attributes applied inside a container's init (and inside `exec`'d processes), just
 //! before execve. Everything here runs in a single-threaded child after clone(2).
 //!
-//! INTERFACE CONTRACT (used by sprout-runtime; keep these signatures stable):
+//! Used by sprout-runtime only (the container's init and `exec`'d processes); nothing outside
+//! this workspace depends on it, so its API changes with the runtime's needs.
 //!
 //! Order the runtime calls them in the child:
 //!   1. `check_lsm` in the parent, at validation time (clear error if the LSM is not active).

@@ -1,7 +1,8 @@
 //! OCI seccomp profiles compiled to classic BPF once, cached by profile hash, loaded with one
 //! `seccomp(2)` call.
 //!
-//! INTERFACE CONTRACT (used by sprout-runtime; keep these signatures stable):
+//! Used by sprout-runtime (the container's init, `exec`) and by sprout-serve (one filter for its
+//! sandboxes); nothing outside this workspace depends on it. How the two calls work:
 //!
 //! - [`prepare`] runs in the runtime's process before the container's clone: it computes the cache
 //!   key (hash of the canonical profile, arch, libseccomp version, sprout version), reads

@@ -99,7 +99,12 @@ pub(crate) fn flat_keyed(s: &str) -> impl Iterator<Item = (&str, u64)> {
 /// Read cgroup.procs as pids.
 pub(crate) fn read_procs(dir: &Path) -> Result<Vec<i32>> {
     let s = read_at(dir, "cgroup.procs")?;
-    Ok(s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    // A member outside our pid namespace reads as 0: it has no pid we could signal (and
+    // kill(0, ...) would signal our own process group).
+    Ok(s.lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .filter(|&p: &i32| p > 0)
+        .collect())
 }
 
 /// Member pids of `dir` and all its descendant cgroups.

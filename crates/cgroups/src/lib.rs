@@ -634,21 +634,24 @@ impl Manager {
         Ok(out)
     }
 
-    /// Signal every member. SIGKILL uses cgroup.kill where the unified leaf has it (v2, and
-    /// hybrid where the process is tracked there too); otherwise freeze, signal every pid,
-    /// thaw (without a freezer: just signal every pid).
+    /// Signal every member, in sub-cgroups too. SIGKILL uses cgroup.kill where the unified
+    /// leaf has it; on pure v2 that is all (it kills frozen tasks too). Otherwise, and on
+    /// hybrid hosts after cgroup.kill (a task can be in the v1 hierarchies without being in
+    /// the unified leaf, and a task frozen by the v1 freezer dies only once thawed): freeze,
+    /// signal every pid, thaw (without a freezer: just signal every pid).
     pub fn kill_all(&self, signal: i32) -> Result<()> {
+        let freezer = self.freezer();
         if signal == libc::SIGKILL {
             if let Some(u) = &self.unified {
                 let p = u.dir.join("cgroup.kill");
                 match fs::write(&p, b"1") {
-                    Ok(()) => return Ok(()),
+                    Ok(()) if !matches!(freezer, Freezer::V1(_)) => return Ok(()),
+                    Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => return Err(fs::io_err(p, e)),
                 }
             }
         }
-        let freezer = self.freezer();
         let frozen = match freezer {
             Freezer::None => false,
             _ => match self.freeze() {

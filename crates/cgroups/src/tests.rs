@@ -889,7 +889,8 @@ fn freezer_and_pids_on_fake_tree() {
         &r.join("freezer/c"),
         &[("freezer.state", "THAWED\n"), ("cgroup.procs", "11\n12\n")],
     );
-    files(&r.join("freezer/c/sub"), &[("cgroup.procs", "13\n")]);
+    // A member outside our pid namespace reads as 0: never listed (nor signalled).
+    files(&r.join("freezer/c/sub"), &[("cgroup.procs", "13\n0\n")]);
     assert_eq!(m.freezer_state().unwrap(), FreezerState::Thawed);
     m.freeze().unwrap();
     assert_eq!(m.freezer_state().unwrap(), FreezerState::Frozen);
@@ -1116,6 +1117,44 @@ fn kill_all_without_any_freezer_signals_listed_pids() {
     assert!(m.freeze().unwrap_err().to_string().contains("no freezer"));
     m.kill_all(libc::SIGTERM).unwrap();
     assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+}
+
+/// Hybrid: cgroup.kill in the unified leaf is not enough. A task in the v1 hierarchies but not
+/// in the unified leaf (or frozen by the v1 freezer, where it dies only once thawed) must be
+/// signalled by pid too, and the freezer thawed; before, kill_all returned after cgroup.kill
+/// and this child lived on.
+#[test]
+fn hybrid_sigkill_also_signals_v1_members_and_thaws() {
+    use std::os::unix::process::ExitStatusExt;
+    let t = TempDir::new("hybridkill");
+    let host = hybrid_host(&t);
+    let r = t.path();
+    let mut m = Manager::new_in(&host, None, "c", false).unwrap();
+    m.create().unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    files(&r.join("unified/c"), &[("cgroup.kill", ""), ("cgroup.procs", "")]);
+    files(
+        &r.join("freezer/c"),
+        &[("freezer.state", "FROZEN\n"), ("cgroup.procs", &format!("{pid}\n"))],
+    );
+    m.kill_all(libc::SIGKILL).unwrap();
+    assert_eq!(read(r.join("unified/c/cgroup.kill")), "1");
+    assert_eq!(read(r.join("freezer/c/freezer.state")), "THAWED");
+    // Bounded: the child is ours; if kill_all missed it, kill it and fail.
+    for _ in 0..200 {
+        if let Some(st) = child.try_wait().unwrap() {
+            assert_eq!(st.signal(), Some(libc::SIGKILL));
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("kill_all(SIGKILL) on a hybrid host left pid {pid} alive");
 }
 
 /// A shared parent removed again (another container's delete finding it empty) between the

@@ -408,15 +408,9 @@ impl CgPool {
                             first = false;
                             match m.pids() {
                                 Ok(p) if !p.is_empty() => {
-                                    // As PoolCg::clean: the unified cgroup.kill misses tasks
-                                    // outside the unified leaf, and v1-frozen tasks die only
-                                    // once thawed (seen: frozen spares surviving a shutdown).
+                                    // kill_all also signals the v1-only members and
+                                    // thaws a v1 freezer (frozen tasks die only once thawed).
                                     let _ = m.kill_all(libc::SIGKILL);
-                                    for pid in &p {
-                                        // SAFETY: kill(2) takes integers only and touches no memory of ours.
-                                        unsafe { libc::kill(*pid, libc::SIGKILL) };
-                                    }
-                                    let _ = m.thaw();
                                     std::thread::sleep(Duration::from_millis(5));
                                 }
                                 _ => break,
@@ -469,10 +463,9 @@ impl PoolCg {
         )
     }
 
-    /// Kill every member and thaw, until empty or `wait` passes. On hybrid hosts the
-    /// manager's kill is one `cgroup.kill` in the unified leaf; a process that joined the v1
-    /// hierarchies but not (yet) the unified leaf is missed by it, and a v1-frozen task does
-    /// not die until thawed: both handled here, each round.
+    /// Kill every member and thaw, until empty or `wait` passes. `Manager::kill_all` is the
+    /// one kill (cgroup.kill, and on hybrid hosts every v1 member by pid with the v1 freezer
+    /// thawed); repeated each round for a task that joins while it runs.
     fn clean(&self, wait: Duration) -> bool {
         let deadline = Instant::now() + wait;
         loop {
@@ -481,11 +474,9 @@ impl PoolCg {
             if pids.is_empty() && !frozen {
                 return true;
             }
+            // kill_all also signals the v1-only members and thaws a v1 freezer; a v2 cgroup
+            // left frozen (it takes cgroup.kill as it is) is thawed for its next use.
             let _ = self.mgr.kill_all(libc::SIGKILL);
-            for p in &pids {
-                // SAFETY: kill(2) takes integers only and touches no memory of ours.
-                unsafe { libc::kill(*p, libc::SIGKILL) };
-            }
             if frozen {
                 let _ = self.mgr.thaw();
             }

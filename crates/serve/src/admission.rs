@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::locked::Locked;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 struct Gate {
@@ -51,7 +52,7 @@ impl Admission {
     }
 
     fn gate(&self, handler: &str) -> Arc<Gate> {
-        let mut g = self.gates.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.gates.locked();
         if let Some(x) = g.get(handler) {
             return x.clone();
         }
@@ -101,8 +102,7 @@ impl Admission {
     /// Requests waiting for `handler` now.
     pub fn waiting(&self, handler: &str) -> usize {
         self.gates
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .get(handler)
             .map_or(0, |g| g.waiting.load(Ordering::SeqCst))
     }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::locked::Locked;
 use sprout_cgroups::{Layout, Manager};
 
 /// The hierarchies a sandbox joins (the others stay the engine's).
@@ -132,7 +133,7 @@ impl CgPool {
     }
 
     pub fn free_len(&self) -> usize {
-        self.free.lock().unwrap().len()
+        self.free.locked().len()
     }
 
     fn manager(&self, idx: usize) -> Result<Manager, String> {
@@ -205,7 +206,7 @@ impl CgPool {
             return Err("shutting down".into());
         }
         let idx = {
-            let mut n = self.next.lock().unwrap();
+            let mut n = self.next.locked();
             *n += 1;
             *n
         };
@@ -271,7 +272,7 @@ impl CgPool {
     pub fn prealloc(&self, n: usize) -> Result<(), String> {
         for _ in 0..n {
             let c = self.make()?;
-            self.free.lock().unwrap().push(c);
+            self.free.locked().push(c);
         }
         Ok(())
     }
@@ -283,7 +284,7 @@ impl CgPool {
         }
         loop {
             let c = {
-                let mut f = self.free.lock().unwrap();
+                let mut f = self.free.locked();
                 let c = f.pop();
                 self.low_water
                     .fetch_min(f.len(), std::sync::atomic::Ordering::Relaxed);
@@ -338,7 +339,7 @@ impl CgPool {
             }
             c.custom = false;
         }
-        self.free.lock().unwrap().push(c);
+        self.free.locked().push(c);
     }
 
     /// Remove the free cgroups that stayed unused since the last call (the fewest free ones
@@ -347,7 +348,7 @@ impl CgPool {
     pub fn shrink(&self, keep: usize) {
         use std::sync::atomic::Ordering::Relaxed;
         let gone: Vec<PoolCg> = {
-            let mut f = self.free.lock().unwrap();
+            let mut f = self.free.locked();
             let unused = self.low_water.load(Relaxed).min(f.len());
             let n = unused
                 .saturating_sub(keep)

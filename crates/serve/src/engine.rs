@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use crate::cgpool::{self, CgPool, PoolCg};
 use crate::config::{Config, HandlerConfig};
 use crate::install::{self, InstallCache};
+use crate::locked::Locked;
 use crate::metrics::Metrics;
 use crate::{proto, rootfs, spawn};
 
@@ -157,6 +158,10 @@ pub struct Engine {
     this: std::sync::OnceLock<std::sync::Weak<Engine>>,
     /// SPROUT_SERVE_TRACE=1: per-start phase timings on stderr.
     trace: bool,
+    /// SPROUT_SERVE_FAILPOINT=panic:HANDLER (tests only): a request for HANDLER panics while
+    /// it holds the engine's state lock, to show what a panic in one request does (a 500 for
+    /// it; the engine and every other request go on).
+    panic_for: Option<String>,
     stopping: std::sync::atomic::AtomicBool,
     hk_tick: AtomicU64,
     /// Held for each housekeeping tick: shutdown waits for the tick in progress, so no freeze
@@ -379,6 +384,9 @@ impl Engine {
             janitor: Mutex::new(tx),
             this: std::sync::OnceLock::new(),
             trace: std::env::var_os("SPROUT_SERVE_TRACE").is_some(),
+            panic_for: std::env::var("SPROUT_SERVE_FAILPOINT")
+                .ok()
+                .and_then(|v| v.strip_prefix("panic:").map(str::to_string)),
             stopping: Default::default(),
             hk_tick: AtomicU64::new(0),
             hk_lock: Mutex::new(()),
@@ -398,7 +406,7 @@ impl Engine {
             std::thread::Builder::new()
                 .name(format!("janitor{i}"))
                 .spawn(move || loop {
-                    let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let job = rx.locked().recv();
                     let Ok(job) = job else { return };
                     match job {
                         Job::Destroy(sb) => e2.destroy(*sb),
@@ -430,7 +438,7 @@ impl Engine {
     /// Clean shutdown: kill every sandbox and zygote, remove cgroups and mounts.
     pub fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
-        let _hk = self.hk_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _hk = self.hk_lock.locked();
         // Requests still running may start sandboxes: from here on none gets a new cgroup, so
         // every cgroup is in the record that the cleanup reads.
         self.pool.close();
@@ -506,6 +514,10 @@ impl Engine {
             e
         };
         let h = self.handler_info(name).map_err(failed)?;
+        if self.panic_for.as_deref() == Some(name) {
+            let _st = self.st.locked();
+            panic!("SPROUT_SERVE_FAILPOINT: a request for {name:?} panics holding the state lock");
+        }
         let timeout = Duration::from_millis(h.cfg.timeout_ms(&self.cfg));
         let deadline =
             Instant::now() + timeout.max(Duration::from_millis(self.cfg.start_timeout_ms));
@@ -686,7 +698,7 @@ impl Engine {
         deadline: Instant,
     ) -> Result<(Sandbox, &'static str), ApiError> {
         let budget = self.cfg.memory_budget_mb << 20;
-        let mut st = self.st.lock().unwrap();
+        let mut st = self.st.locked();
         loop {
             // Idle sandboxes of an older version of this handler go.
             while let Some(i) = st
@@ -718,7 +730,7 @@ impl Engine {
                     return Ok((sb, "warm"));
                 }
                 self.discard(sb, "thaw_failed");
-                st = self.st.lock().unwrap();
+                st = self.st.locked();
                 continue;
             }
             let per = st.live_per.get(&h.name).copied().unwrap_or(0);
@@ -742,12 +754,12 @@ impl Engine {
                     drop(st);
                     return match self.create(h) {
                         Ok((sb, path)) => {
-                            let mut st = self.st.lock().unwrap();
+                            let mut st = self.st.locked();
                             st.mem += sb.mem;
                             Ok((sb, path))
                         }
                         Err(e) => {
-                            let mut st = self.st.lock().unwrap();
+                            let mut st = self.st.locked();
                             st.live -= 1;
                             *st.live_per.entry(h.name.clone()).or_default() -= 1;
                             self.cv.notify_all();
@@ -771,8 +783,7 @@ impl Engine {
     /// Memory held by the import cache: every ready zygote and its spares.
     fn zygote_mem(&self) -> u64 {
         self.zygotes
-            .lock()
-            .unwrap()
+            .locked()
             .values()
             .map(|s| match s {
                 ZSlot::Ready(z) => z.mem.load(Ordering::Relaxed),
@@ -792,7 +803,7 @@ impl Engine {
             .enumerate()
             .min_by_key(|(_, s)| s.last_used)
             .map(|(i, s)| (i, s.last_used));
-        let mut zs = self.zygotes.lock().unwrap();
+        let mut zs = self.zygotes.locked();
         let leaf = if zygotes {
             let parents: std::collections::HashSet<&str> = zs
                 .values()
@@ -805,7 +816,7 @@ impl Engine {
             zs.values()
                 .filter_map(|s| match s {
                     ZSlot::Ready(z) if !z.pkgs.is_empty() && !parents.contains(z.key.as_str()) => {
-                        Some((z.key.clone(), *z.last_take.lock().unwrap()))
+                        Some((z.key.clone(), *z.last_take.locked()))
                     }
                     _ => None,
                 })
@@ -830,7 +841,7 @@ impl Engine {
                         z.mem.load(Ordering::Relaxed) >> 10
                     );
                     self.metrics.zygote_evicted();
-                    let _ = self.janitor.lock().unwrap().send(Job::DropZygote(z));
+                    let _ = self.janitor.locked().send(Job::DropZygote(z));
                 }
                 true
             }
@@ -851,20 +862,16 @@ impl Engine {
     }
 
     fn to_janitor(&self, sb: Sandbox) {
-        let _ = self
-            .janitor
-            .lock()
-            .unwrap()
-            .send(Job::Destroy(Box::new(sb)));
+        let _ = self.janitor.locked().send(Job::Destroy(Box::new(sb)));
     }
 
     fn release(&self, mut sb: Sandbox) {
         sb.last_used = Instant::now();
         // A zygote stays as recently used as the handlers of its package set.
-        if let Some(ZSlot::Ready(z)) = self.zygotes.lock().unwrap().get(&sb.zkey) {
-            *z.last_take.lock().unwrap() = sb.last_used;
+        if let Some(ZSlot::Ready(z)) = self.zygotes.locked().get(&sb.zkey) {
+            *z.last_take.locked() = sb.last_used;
         }
-        let mut st = self.st.lock().unwrap();
+        let mut st = self.st.locked();
         st.idle.push(sb);
         drop(st);
         self.cv.notify_all();
@@ -872,7 +879,7 @@ impl Engine {
 
     fn discard(&self, sb: Sandbox, why: &str) {
         self.metrics.killed(why);
-        let mut st = self.st.lock().unwrap();
+        let mut st = self.st.locked();
         self.forget(&mut st, &sb);
         drop(st);
         self.cv.notify_all();
@@ -887,7 +894,7 @@ impl Engine {
             self.pool.put(cg);
         }
         rootfs::remove_root(&sb.root);
-        let mut st = self.st.lock().unwrap();
+        let mut st = self.st.locked();
         st.dying = st.dying.saturating_sub(1);
         st.dying_mem = st.dying_mem.saturating_sub(mem);
         drop(st);
@@ -895,7 +902,7 @@ impl Engine {
     }
 
     fn housekeeping(&self) {
-        let _hk = self.hk_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _hk = self.hk_lock.locked();
         if self.stopping.load(Ordering::SeqCst) {
             return;
         }
@@ -903,7 +910,7 @@ impl Engine {
         let evict_after = Duration::from_millis(self.cfg.idle_evict_ms);
         let mut to_freeze = Vec::new();
         {
-            let mut st = self.st.lock().unwrap();
+            let mut st = self.st.locked();
             let mut i = 0;
             while i < st.idle.len() {
                 let s = &st.idle[i];
@@ -932,8 +939,7 @@ impl Engine {
         if tick % 100 == 99 {
             let _ = self
                 .janitor
-                .lock()
-                .unwrap()
+                .locked()
                 .send(Job::ShrinkPool(self.cfg.pool_prealloc));
         }
     }
@@ -954,7 +960,7 @@ impl Engine {
                 _ => self.discard(sb, "freeze_failed"),
             }
         }
-        let mut st = self.st.lock().unwrap();
+        let mut st = self.st.locked();
         for (mut sb, m) in back {
             st.mem = st.mem.saturating_sub(sb.mem) + m;
             sb.mem = m;
@@ -1167,7 +1173,7 @@ impl Engine {
             // The sandbox unshared its mount namespace after chrooting: its copy holds its
             // root's mounts. Detach the host's copy (the table every new mount namespace
             // copies stays small; the sandbox's mounts go away with it).
-            let _ = self.janitor.lock().unwrap().send(Job::Detach(root.clone()));
+            let _ = self.janitor.locked().send(Job::Detach(root.clone()));
         }
         sb.mem = sb.cg.as_ref().map_or(0, |c| c.memory_usage());
         self.metrics.started(path);
@@ -1191,8 +1197,8 @@ impl Engine {
         setup: &Value,
         logw: RawFd,
     ) -> Result<(UnixStream, PoolCg), ApiError> {
-        *self.cold_last_take.lock().unwrap() = Instant::now();
-        let spare = self.cold_spares.lock().unwrap().pop();
+        *self.cold_last_take.locked() = Instant::now();
+        let spare = self.cold_spares.locked().pop();
         if let Some((a, cg)) = spare {
             let late = self.late_flags(flags);
             let mut setup = setup.clone();
@@ -1258,10 +1264,10 @@ impl Engine {
         if self.cfg.zygotes || want == 0 {
             return;
         }
-        if self.cold_last_take.lock().unwrap().elapsed() < Duration::from_millis(10) {
+        if self.cold_last_take.locked().elapsed() < Duration::from_millis(10) {
             return;
         }
-        while self.cold_spares.lock().unwrap().len() < want {
+        while self.cold_spares.locked().len() < want {
             let Ok(cg) = self.pool.get() else { return };
             let Ok((a, b)) = proto::pair() else {
                 self.pool.put(cg);
@@ -1287,7 +1293,7 @@ impl Engine {
                 return;
             }
             drop(b);
-            self.cold_spares.lock().unwrap().push((a, cg));
+            self.cold_spares.locked().push((a, cg));
         }
     }
 
@@ -1312,8 +1318,8 @@ impl Engine {
     }
 
     fn take_spare(&self, z: &Zygote) -> std::io::Result<(UnixStream, PoolCg)> {
-        *z.last_take.lock().unwrap() = Instant::now();
-        if let Some(s) = z.spares.lock().unwrap().pop() {
+        *z.last_take.locked() = Instant::now();
+        if let Some(s) = z.spares.locked().pop() {
             return Ok(s);
         }
         // None ready (a burst): fork `zygote_fork_batch` in one message, this request takes
@@ -1321,8 +1327,8 @@ impl Engine {
         // reply: Python, and the copy-on-write faults it takes after each fork) is paid once
         // per batch. Under the control lock: requests that queued behind a batch find its
         // spares instead of forking batches of their own.
-        let ctl = z.ctl.lock().unwrap();
-        if let Some(s) = z.spares.lock().unwrap().pop() {
+        let ctl = z.ctl.locked();
+        if let Some(s) = z.spares.locked().pop() {
             return Ok(s);
         }
         // Forked for requests that are waiting: pre-warming (paying the copy-on-write faults
@@ -1337,7 +1343,7 @@ impl Engine {
         let mut v = self.fork_spares(z, &ctl, n, false)?;
         drop(ctl);
         let first = v.swap_remove(0);
-        z.spares.lock().unwrap().extend(v);
+        z.spares.locked().extend(v);
         Ok(first)
     }
 
@@ -1345,7 +1351,7 @@ impl Engine {
     /// handler. All of that (fork, the v1 cgroup migration that can cost an RCU grace period,
     /// unshare, the pid-namespace fork) stays off the request path.
     fn new_spare(&self, z: &Zygote, prewarm: bool) -> std::io::Result<(UnixStream, PoolCg)> {
-        let ctl = z.ctl.lock().unwrap();
+        let ctl = z.ctl.locked();
         let mut v = self.fork_spares(z, &ctl, 1, prewarm)?;
         Ok(v.swap_remove(0))
     }
@@ -1449,7 +1455,7 @@ impl Engine {
         let pages: u64 = ranges.iter().map(|(_, n)| n / 4096).sum();
         let msg = json!({"op": "hot", "ranges": ranges});
         let r = {
-            let ctl = z.ctl.lock().unwrap();
+            let ctl = z.ctl.locked();
             proto::send(&ctl, &serde_json::to_vec(&msg).unwrap(), &[])
                 .and_then(|_| proto::recv_json(&ctl))
         };
@@ -1475,8 +1481,7 @@ impl Engine {
     fn enforce_budget(&self) {
         let zs: Vec<Arc<Zygote>> = self
             .zygotes
-            .lock()
-            .unwrap()
+            .locked()
             .values()
             .filter_map(|s| match s {
                 ZSlot::Ready(z) => Some(z.clone()),
@@ -1484,22 +1489,17 @@ impl Engine {
             })
             .collect();
         for z in &zs {
-            let own =
-                z.cg.lock()
-                    .unwrap()
-                    .as_ref()
-                    .map_or(0, |c| c.memory_usage());
+            let own = z.cg.locked().as_ref().map_or(0, |c| c.memory_usage());
             let spares: u64 = z
                 .spares
-                .lock()
-                .unwrap()
+                .locked()
                 .iter()
                 .map(|(_, c)| c.memory_usage())
                 .sum();
             z.mem.store(own + spares, Ordering::Relaxed);
         }
         let budget = self.cfg.memory_budget_mb << 20;
-        let mut st = self.st.lock().unwrap();
+        let mut st = self.st.locked();
         while st.mem + self.zygote_mem() > budget {
             if !self.evict_lru(&mut st, true) {
                 break;
@@ -1514,8 +1514,7 @@ impl Engine {
         }
         let zs: Vec<Arc<Zygote>> = self
             .zygotes
-            .lock()
-            .unwrap()
+            .locked()
             .values()
             .filter_map(|s| {
                 if let ZSlot::Ready(z) = s {
@@ -1528,12 +1527,12 @@ impl Engine {
         for z in zs {
             // Refill once the zygote has been quiet for a moment: a fork right next to a
             // sandbox that is importing its handler competes with it for the CPU.
-            if z.last_take.lock().unwrap().elapsed() < Duration::from_millis(10) {
+            if z.last_take.locked().elapsed() < Duration::from_millis(10) {
                 continue;
             }
-            while z.spares.lock().unwrap().len() < want {
+            while z.spares.locked().len() < want {
                 match self.new_spare(&z, true) {
-                    Ok(s) => z.spares.lock().unwrap().push(s),
+                    Ok(s) => z.spares.locked().push(s),
                     Err(e) => {
                         eprintln!("sprout-serve: zygote [{}] failed ({e}); dropping it", z.key);
                         self.drop_zygote(&z);
@@ -1553,7 +1552,7 @@ impl Engine {
     /// (SOCK's zygote tree: it imports only the packages its parent lacks).
     fn zygote_ready(&self, key: &str, h: &HandlerInfo) -> Option<Arc<Zygote>> {
         let want: Vec<&str> = h.packages.iter().map(|(k, _)| k.as_str()).collect();
-        let mut zs = self.zygotes.lock().unwrap();
+        let mut zs = self.zygotes.locked();
         if let Some(ZSlot::Ready(z)) = zs.get(key) {
             return Some(z.clone());
         }
@@ -1588,32 +1587,27 @@ impl Engine {
                 ZSlot::Ready(z) if z.pkgs.iter().all(|p| want.contains(&p.as_str())) => Some(z),
                 _ => None,
             })
-            .max_by_key(|z| (z.pkgs.len(), *z.last_take.lock().unwrap()))
+            .max_by_key(|z| (z.pkgs.len(), *z.last_take.locked()))
             .cloned()
     }
 
     fn ensure_zygote(&self, pkgs: &[(String, PathBuf)], extra: &[String], parent: Option<String>) {
         let key = Self::zkey(pkgs);
         self.zygotes
-            .lock()
-            .unwrap()
+            .locked()
             .insert(key.clone(), ZSlot::Starting(parent.clone()));
-        let parent = parent.and_then(|p| match self.zygotes.lock().unwrap().get(&p) {
+        let parent = parent.and_then(|p| match self.zygotes.locked().get(&p) {
             Some(ZSlot::Ready(z)) => Some(z.clone()),
             _ => None,
         });
         match self.start_zygote(&key, pkgs, extra, parent) {
             Ok(z) => {
-                self.zygotes
-                    .lock()
-                    .unwrap()
-                    .insert(key, ZSlot::Ready(Arc::new(z)));
+                self.zygotes.locked().insert(key, ZSlot::Ready(Arc::new(z)));
             }
             Err(e) => {
                 eprintln!("sprout-serve: zygote [{key}] failed: {e}");
                 self.zygotes
-                    .lock()
-                    .unwrap()
+                    .locked()
                     .insert(key, ZSlot::Failed(Instant::now(), e));
             }
         }
@@ -1622,7 +1616,7 @@ impl Engine {
     /// A zygote that failed: marked failed (not retried for 30 s) and torn down, unless it
     /// was evicted or replaced meanwhile.
     fn drop_zygote(&self, z: &Arc<Zygote>) {
-        let mut zs = self.zygotes.lock().unwrap();
+        let mut zs = self.zygotes.locked();
         if !matches!(zs.get(&z.key), Some(ZSlot::Ready(x)) if Arc::ptr_eq(x, z)) {
             return;
         }
@@ -1633,12 +1627,12 @@ impl Engine {
 
     /// Kill a zygote (already out of the map) and its spares; give back their cgroups.
     fn teardown_zygote(&self, z: &Zygote) {
-        for (sock, cg) in std::mem::take(&mut *z.spares.lock().unwrap()) {
+        for (sock, cg) in std::mem::take(&mut *z.spares.locked()) {
             drop(sock);
             let _ = cg.mgr.kill_all(libc::SIGKILL);
             self.pool.put(cg);
         }
-        if let Some(cg) = z.cg.lock().unwrap().take() {
+        if let Some(cg) = z.cg.locked().take() {
             let _ = cg.mgr.kill_all(libc::SIGKILL);
             self.pool.put(cg);
         }
@@ -1702,7 +1696,7 @@ impl Engine {
             fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
             let msg = json!({"op": "zygote", "paths": paths, "preload": preload});
             let forked = {
-                let ctl = p.ctl.lock().unwrap();
+                let ctl = p.ctl.locked();
                 proto::send(&ctl, &serde_json::to_vec(&msg).unwrap(), &fds)
                     .and_then(|_| proto::recv_json(&ctl))
             };
@@ -1787,7 +1781,7 @@ impl Engine {
     // ------------------------------------------------------------------ status
 
     pub fn status(&self) -> Value {
-        let st = self.st.lock().unwrap();
+        let st = self.st.locked();
         let hot = st.idle.iter().filter(|s| !s.frozen).count();
         let warm = st.idle.iter().filter(|s| s.frozen).count();
         let busy = st.live - st.idle.len();
@@ -1812,14 +1806,14 @@ impl Engine {
         let mem = st.mem;
         drop(st);
         let zmem = self.zygote_mem();
-        let zs = self.zygotes.lock().unwrap();
+        let zs = self.zygotes.locked();
         let zygotes: Vec<Value> = zs
             .iter()
             .map(|(k, s)| match s {
                 ZSlot::Ready(z) => json!({"packages": k, "state": "ready", "pid": z.pid, "parent": z.parent,
-                                          "forks": z.forks.load(Ordering::Relaxed), "hot_pages": z.hot_pages.load(Ordering::Relaxed), "spares": z.spares.lock().unwrap().len(),
+                                          "forks": z.forks.load(Ordering::Relaxed), "hot_pages": z.hot_pages.load(Ordering::Relaxed), "spares": z.spares.locked().len(),
                                           "imported": z.imported, "memory_bytes": z.mem.load(Ordering::Relaxed),
-                                          "idle_ms": z.last_take.lock().unwrap().elapsed().as_millis() as u64}),
+                                          "idle_ms": z.last_take.locked().elapsed().as_millis() as u64}),
                 ZSlot::Starting(p) => json!({"packages": k, "state": "starting", "parent": p}),
                 ZSlot::Failed(_, e) => json!({"packages": k, "state": "failed", "error": e}),
             })
@@ -1834,14 +1828,14 @@ impl Engine {
                        "budget_bytes": self.cfg.memory_budget_mb << 20,
                        "frozen_sandbox_bytes": frozen_mem},
             "cgroup_pool": {"free": self.pool.free_len(), "created": self.pool.created.load(Ordering::Relaxed)},
-            "cold_spares": self.cold_spares.lock().unwrap().len(),
+            "cold_spares": self.cold_spares.locked().len(),
             "cold_spares_used": self.cold_spares_used.load(Ordering::Relaxed),
             "install_cache": {"packages": n, "bytes": bytes, "dir": self.cfg.package_cache},
         })
     }
 
     pub fn gauges(&self) -> Vec<(&'static str, &'static str, f64)> {
-        let st = self.st.lock().unwrap();
+        let st = self.st.locked();
         let hot = st.idle.iter().filter(|s| !s.frozen).count() as f64;
         let warm = st.idle.iter().filter(|s| s.frozen).count() as f64;
         let busy = (st.live - st.idle.len()) as f64;
@@ -1850,8 +1844,7 @@ impl Engine {
         let zmem = self.zygote_mem() as f64;
         let z = self
             .zygotes
-            .lock()
-            .unwrap()
+            .locked()
             .values()
             .filter(|s| matches!(s, ZSlot::Ready(_)))
             .count() as f64;
@@ -1872,7 +1865,7 @@ impl Engine {
 
     #[allow(dead_code)]
     pub fn sandbox_ids(&self) -> Vec<u64> {
-        self.st.lock().unwrap().idle.iter().map(|s| s.id).collect()
+        self.st.locked().idle.iter().map(|s| s.id).collect()
     }
 }
 

@@ -5,6 +5,7 @@
 //! request time, and two handlers share a package directory exactly when they pin the same
 //! version.
 
+use crate::locked::Locked;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -117,19 +118,13 @@ impl InstallCache {
             return Ok(dst);
         }
         let key = p.key();
-        if let Some((t, e)) = self.failed.lock().unwrap().get(&key) {
+        if let Some((t, e)) = self.failed.locked().get(&key) {
             if t.elapsed() < Duration::from_secs(60) {
                 return Err(e.clone());
             }
         }
-        let lock = self
-            .locks
-            .lock()
-            .unwrap()
-            .entry(key.clone())
-            .or_default()
-            .clone();
-        let _g = lock.lock().unwrap();
+        let lock = self.locks.locked().entry(key.clone()).or_default().clone();
+        let _g = lock.locked();
         if dst.is_dir() {
             return Ok(dst);
         }
@@ -145,8 +140,7 @@ impl InstallCache {
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&tmp);
                 self.failed
-                    .lock()
-                    .unwrap()
+                    .locked()
                     .insert(key, (Instant::now(), e.clone()));
                 Err(e)
             }

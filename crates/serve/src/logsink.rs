@@ -7,6 +7,7 @@
 //! (`sandbox_log_bytes` per pipe; the rest is read and dropped, so a chatty handler never
 //! blocks on a full pipe).
 
+use crate::locked::Locked;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
@@ -86,7 +87,7 @@ impl LogSink {
             u64: id,
         };
         let rfd = r.as_raw_fd();
-        let mut st = self.streams.lock().unwrap();
+        let mut st = self.streams.locked();
         st.insert(
             id,
             Stream {
@@ -124,7 +125,7 @@ impl LogSink {
             }
             for ev in &evs[..n as usize] {
                 let id = ev.u64;
-                let mut st = self.streams.lock().unwrap();
+                let mut st = self.streams.locked();
                 let Some(s) = st.get_mut(&id) else { continue };
                 // SAFETY: reads at most buf.len() bytes into the live `buf`; the fd is owned by
                 // `s`, which the held lock keeps in the map for the call.

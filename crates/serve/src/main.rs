@@ -7,6 +7,7 @@ mod config;
 mod engine;
 mod http;
 mod install;
+mod locked;
 mod logsink;
 mod metrics;
 mod proto;

@@ -1,5 +1,6 @@
 //! Prometheus text metrics: requests by start path and status, latency histograms by start path.
 
+use crate::locked::Locked;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -33,7 +34,7 @@ struct Inner {
 
 impl Metrics {
     pub fn request(&self, path: &str, status: u16, secs: f64) {
-        let mut m = self.inner.lock().unwrap();
+        let mut m = self.inner.locked();
         *m.requests.entry((path.to_string(), status)).or_default() += 1;
         if status < 400 {
             let h = m.latency.entry(path.to_string()).or_default();
@@ -53,33 +54,31 @@ impl Metrics {
     pub fn started(&self, path: &str) {
         *self
             .inner
-            .lock()
-            .unwrap()
+            .locked()
             .sandboxes_started
             .entry(path.to_string())
             .or_default() += 1;
     }
 
     pub fn evicted(&self) {
-        self.inner.lock().unwrap().evictions += 1;
+        self.inner.locked().evictions += 1;
     }
 
     pub fn zygote_evicted(&self) {
-        self.inner.lock().unwrap().zygote_evictions += 1;
+        self.inner.locked().zygote_evictions += 1;
     }
 
     pub fn killed(&self, why: &str) {
         *self
             .inner
-            .lock()
-            .unwrap()
+            .locked()
             .kills
             .entry(why.to_string())
             .or_default() += 1;
     }
 
     pub fn render(&self, gauges: &[(&str, &str, f64)]) -> String {
-        let m = self.inner.lock().unwrap();
+        let m = self.inner.locked();
         let mut s = String::new();
         s.push_str("# HELP sprout_serve_requests_total Requests by start path (none: rejected before a sandbox) and HTTP status.\n# TYPE sprout_serve_requests_total counter\n");
         for ((p, st), n) in &m.requests {

@@ -2,6 +2,7 @@
 //! intermediates) are re-parented to it. One thread reaps every child with waitpid(-1) and
 //! hands exit codes to whoever waits for a specific pid (pip).
 
+use crate::locked::Locked;
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -38,7 +39,7 @@ pub fn start() {
                 128 + libc::WTERMSIG(status)
             };
             let r = reaper();
-            let mut m = r.exits.lock().unwrap();
+            let mut m = r.exits.locked();
             m.insert(pid, (code, Instant::now()));
             // Forget exits nobody asked for after a while.
             if m.len() > 4096 {
@@ -53,7 +54,7 @@ pub fn start() {
 pub fn wait_pid(pid: i32, timeout: Duration) -> Option<i32> {
     let r = reaper();
     let deadline = Instant::now() + timeout;
-    let mut m = r.exits.lock().unwrap();
+    let mut m = r.exits.locked();
     loop {
         if let Some((c, _)) = m.remove(&pid) {
             return Some(c);

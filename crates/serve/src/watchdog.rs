@@ -47,7 +47,12 @@ pub fn start(cfg: &Config) -> std::io::Result<()> {
     drop(w);
     // SAFETY: getppid cannot fail; the engine is our parent until it dies.
     let engine = unsafe { libc::getppid() };
-    watch(r, cfg, engine)
+    // A panic in the watchdog must end the watchdog, never unwind back into the engine's
+    // start-up code on this side of the fork.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watch(r, cfg, engine)));
+    // SAFETY: _exit takes an integer and ends this (child) process without running the
+    // engine's exit handlers.
+    unsafe { libc::_exit(70) }
 }
 
 /// `run_dir/engine.lock`, flocked: blocking (the engine, waiting for a previous watchdog to

@@ -2102,3 +2102,29 @@ fn sandboxes_reach_no_other_sandbox_nor_the_engine_by_default() {
     assert_eq!(got["engine"], "connected", "{got}");
     assert_eq!(got["abstract"], "connected", "{got}");
 }
+
+/// A panic in one request (the failpoint panics while holding the engine's state lock) answers
+/// that request 500 `engine`; the engine stays up, the poisoned lock does not break the next
+/// requests, other handlers and the same one keep working. Before (release `panic = "abort"`)
+/// the first such request took the whole engine down.
+#[test]
+fn a_panic_in_one_request_does_not_take_the_engine_down() {
+    need_root!();
+    let mut d = Daemon::config("panic", "");
+    d.spawn_env(&[("SPROUT_SERVE_FAILPOINT", "panic:boom")]);
+    d.add("boom", ECHO, &[]);
+    d.add("echo", ECHO, &[]);
+    assert_eq!(d.post("echo", "1").status, 200);
+    for round in 0..2 {
+        let r = d.post("boom", "1");
+        assert_eq!(r.status, 500, "round {round}: {}", d.log());
+        assert_eq!(r.json()["kind"], "engine", "round {round}");
+        let r = d.post("echo", "2");
+        assert_eq!(r.status, 200, "round {round}: {}", d.log());
+        assert_eq!(r.json(), serde_json::json!({"echo": 2}));
+        assert_eq!(d.get("/status").status, 200);
+    }
+    // SAFETY: kill with signal 0 only checks that our own daemon (its pid) still exists.
+    assert_eq!(unsafe { libc::kill(d.pid(), 0) }, 0, "the engine died");
+    assert!(d.log().contains("SPROUT_SERVE_FAILPOINT"), "{}", d.log());
+}

@@ -106,7 +106,20 @@ enum Cmd {
     },
 }
 
+/// A panic ends the process at once (after the usual message), as `panic = "abort"` would: the
+/// container's init and `exec`'s helper run this binary's code after clone3, and an unwinding
+/// panic there would run the parent's code in the child. The workspace keeps unwinding for
+/// sprout-serve (Cargo.toml); this one take/set of the hook is all it costs here.
+fn abort_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
+}
+
 fn main() -> ExitCode {
+    abort_on_panic();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(args) = serve::serve_args(&argv) {
         return serve::exec_serve(&args);

@@ -121,7 +121,22 @@ impl Daemon {
         r
     }
 
+    /// Start the daemon with extra environment variables.
+    pub fn spawn_env(&mut self, env: &[(&str, &str)]) {
+        self.spawn_full(Path::new(BIN), &[], None, env);
+    }
+
     fn spawn_cmd(&mut self, bin: &Path, pre_args: &[&str], dup: Option<(i32, i32)>) {
+        self.spawn_full(bin, pre_args, dup, &[]);
+    }
+
+    fn spawn_full(
+        &mut self,
+        bin: &Path,
+        pre_args: &[&str],
+        dup: Option<(i32, i32)>,
+        env: &[(&str, &str)],
+    ) {
         use std::os::unix::process::CommandExt;
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -134,7 +149,8 @@ impl Daemon {
             .arg(&self.cfg)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
-            .stderr(log);
+            .stderr(log)
+            .envs(env.iter().copied());
         if let Some((from, to)) = dup {
             // SAFETY: the pre_exec closure runs in the forked child before exec and makes one
             // async-signal-safe call (dup2 on two integers: no allocation, no lock); `from`

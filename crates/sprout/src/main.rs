@@ -186,6 +186,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<i32> {
+    let explicit_root = cli.root.is_some();
     let root = root::state_root(cli.root)?;
     let store = Store::new(&root);
     let mut trace = Trace::from_env(cli.trace);
@@ -200,7 +201,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::State(a) => state::run(&store, &a),
         Cmd::Kill(a) => kill::run(&store, &a),
         Cmd::Delete(a) => delete::run(&store, &a, &mut trace),
-        Cmd::List(a) => list::run(&store, &a),
+        Cmd::List(a) => list::run(&store, &a, explicit_root),
         Cmd::Exec(a) => exec::run(&store, a, &mut trace),
         Cmd::Pause(a) => pause::pause(&store, &a),
         Cmd::Resume(a) => pause::resume(&store, &a),

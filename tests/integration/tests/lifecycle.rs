@@ -932,6 +932,15 @@ fn bundle_defaults_to_cwd_and_relative_bundle() {
 #[test]
 fn list_empty_root() {
     let ctx = Ctx::new("listempty");
+    // As runc: an explicit --root that does not exist is an error naming it ...
+    let o = ctx.rt(&["list", "-q"]);
+    o.assert_fail();
+    o.assert_one_line_error(&["--root"]);
+    // ... and an empty one an empty list (JSON: runc's `null`).
+    std::fs::create_dir_all(&ctx.root).unwrap();
+    let o = ctx.rt(&["list", "--format", "json"]);
+    o.assert_ok();
+    assert_eq!(o.stdout.trim(), "null", "{}", o.describe());
     let o = ctx.rt(&["list", "-q"]);
     o.assert_ok();
     assert_eq!(o.stdout.trim(), "", "{}", o.describe());

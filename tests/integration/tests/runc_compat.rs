@@ -150,6 +150,8 @@ fn update_accepts_runc_cpu_share_spelling() {
 #[test]
 fn invalid_log_format_is_refused() {
     let ctx = Ctx::new("logfmt");
+    // `list` of an existing (empty) --root: a command that works (a missing one fails, as runc).
+    std::fs::create_dir_all(&ctx.root).unwrap();
     for args in [
         &["--log-format=invalid", "list"][..],
         &["--log-format", "xml", "state", "nosuch"][..],
@@ -166,6 +168,7 @@ fn invalid_log_format_is_refused() {
 #[test]
 fn log_file_that_cannot_be_opened_is_refused() {
     let ctx = Ctx::new("logbad");
+    std::fs::create_dir_all(&ctx.root).unwrap();
     let bad = ctx.dir.join("no-such-dir/sprout.log");
     let arg = format!("--log={}", bad.display());
     let o = ctx.rt(&[&arg, "list"]);

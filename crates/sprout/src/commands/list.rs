@@ -28,8 +28,16 @@ struct ListEntry<'a> {
     owner: &'a str,
 }
 
-pub fn run(store: &Store, a: &ListArgs) -> Result<i32> {
+/// `explicit_root`: `--root` was given. As runc: a default root that does not exist yet is an
+/// empty list, an explicit one that does not exist is an error.
+pub fn run(store: &Store, a: &ListArgs, explicit_root: bool) -> Result<i32> {
     let (quiet, format) = (a.quiet, a.format.as_str());
+    if explicit_root && !store.root.exists() {
+        return Err(Error::msg(format!(
+            "--root {}: no such directory",
+            store.root.display()
+        )));
+    }
     let ids = store.ids()?;
     if quiet {
         for id in ids {
@@ -68,7 +76,12 @@ pub fn run(store: &Store, a: &ListArgs) -> Result<i32> {
                     },
                 })
                 .collect();
-            let line = serde_json::to_string(&v).map_err(|e| Error::msg(e.to_string()))?;
+            // runc encodes its nil slice: `null` when there is no container.
+            let line = if v.is_empty() {
+                "null".to_string()
+            } else {
+                serde_json::to_string(&v).map_err(|e| Error::msg(e.to_string()))?
+            };
             println!("{line}");
         }
         "table" => {

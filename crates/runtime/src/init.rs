@@ -647,12 +647,13 @@ pub fn prepare_exec(process: &Process) -> Result<Exec> {
         .args()
         .as_ref()
         .ok_or_else(|| Error::msg("process.args: missing"))?;
-    let env: &[String] = process.env().as_deref().unwrap_or(&[]);
-    let path = resolve_program(&args[0], env)?;
+    let env = dedup_env(process.env().as_deref().unwrap_or(&[]));
+    let path = resolve_program(&args[0], &env)?;
     let argv = args.iter().map(|a| cstr_s(a)).collect();
     let mut envp: Vec<CString> = env.iter().map(|e| cstr_s(e)).collect();
     if !env.iter().any(|e| e.starts_with("HOME=")) {
-        // runc sets HOME when the config doesn't (from /etc/passwd; "/" as the fallback).
+        // runc sets HOME when the config doesn't, or sets it empty (from /etc/passwd; "/" as
+        // the fallback).
         envp.push(cstr_s(&format!("HOME={}", home_of(process.user().uid()))));
     }
     Ok(Exec {
@@ -661,6 +662,22 @@ pub fn prepare_exec(process: &Process) -> Result<Exec> {
         envp,
         nnp: process.no_new_privileges().unwrap_or(false),
     })
+}
+
+/// process.env as runc's prepareEnv makes it: one entry per name, the last value given, in the
+/// order of those last occurrences; an empty `HOME=` is dropped (the caller adds the user's).
+pub(crate) fn dedup_env(env: &[String]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<String> = Vec::with_capacity(env.len());
+    for kv in env.iter().rev() {
+        let key = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
+        if !seen.insert(key) || kv == "HOME=" {
+            continue;
+        }
+        out.push(kv.clone());
+    }
+    out.reverse();
+    out
 }
 
 fn home_of(uid: u32) -> String {
@@ -798,4 +815,22 @@ fn binds_host_sys(spec: &oci_spec::runtime::Spec) -> bool {
                     .flatten()
                     .any(|o| o == "bind" || o == "rbind"))
     })
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::dedup_env;
+
+    #[test]
+    fn env_is_deduplicated_as_runc_does() {
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(dedup_env(&v(&["A=1", "B=2", "A=3"])), v(&["B=2", "A=3"]));
+        assert_eq!(
+            dedup_env(&v(&["ONE=two", "ONE=", "PATH=/bin"])),
+            v(&["ONE=", "PATH=/bin"])
+        );
+        assert_eq!(dedup_env(&v(&["HOME=/override", "HOME="])), v(&[]));
+        assert_eq!(dedup_env(&v(&["HOME=", "HOME=/h"])), v(&["HOME=/h"]));
+        assert!(dedup_env(&[]).is_empty());
+    }
 }

@@ -1744,3 +1744,41 @@ fn exec_cgroup_runs_the_process_in_a_sub_cgroup() {
     b.wait_status("stopped");
     b.delete().assert_ok();
 }
+
+/// process.env as runc's prepareEnv: one entry per name with the last value given, and an empty
+/// `HOME=` replaced by the user's home (runc's env.bats). Before: `ONE` twice, `HOME=` kept.
+#[test]
+fn env_duplicates_keep_the_last_value_and_empty_home_is_replaced() {
+    let ctx = Ctx::new("envdedup");
+    let mut b = ctx.bundle(&["env"]);
+    b.set(
+        "/process/env",
+        json!([
+            "ONE=two",
+            "HOME=/override",
+            "ONE=",
+            "PATH=/usr/bin:/bin",
+            "HOME="
+        ]),
+    );
+    let out = b.run_ok();
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort_unstable();
+    let homes: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("HOME="))
+        .collect();
+    assert_eq!(homes.len(), 1, "{out}");
+    assert_ne!(homes[0], "HOME=", "{out}");
+    assert_ne!(homes[0], "HOME=/override", "{out}");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("ONE="))
+            .collect::<Vec<_>>(),
+        vec![&"ONE="],
+        "{out}"
+    );
+    assert_eq!(lines.len(), 3, "{out}");
+}

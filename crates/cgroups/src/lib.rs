@@ -379,6 +379,7 @@ impl Manager {
         }
         .and_then(|()| {
             if refuse_frozen {
+                self.check_existing_empty(&created)?;
                 self.check_existing_not_frozen(&created)
             } else {
                 Ok(())
@@ -395,6 +396,27 @@ impl Manager {
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// runc's check: a container's cgroup that existed before this create (not in `created`)
+    /// and has processes (another container's, or anyone's) is not taken over: the container
+    /// would share its limits, its freezer and its `kill --all`. The directory whose
+    /// cgroup.procs lists members (the v1 freezer hierarchy, else the cgroup2 leaf), sub-cgroups
+    /// included, is only read.
+    fn check_existing_empty(&self, created: &[PathBuf]) -> Result<()> {
+        let Some(dir) = self.procs_dir().filter(|d| !created.iter().any(|c| c == d)) else {
+            return Ok(());
+        };
+        let mut pids = Vec::new();
+        match fs::read_procs_recursive(dir, &mut pids) {
+            Ok(()) if !pids.is_empty() => Err(Error::Invalid(format!(
+                "container's cgroup is not empty: {} process(es) found ({})",
+                pids.len(),
+                dir.display()
+            ))),
+            // Gone meanwhile (a concurrent delete): nothing there.
+            _ => Ok(()),
         }
     }
 

@@ -1782,3 +1782,31 @@ fn env_duplicates_keep_the_last_value_and_empty_home_is_replaced() {
     );
     assert_eq!(lines.len(), 3, "{out}");
 }
+
+/// runc's cgroups.bats: a second container whose cgroupsPath is a running container's cgroup
+/// fails (`run -d` and `create`) with "container's cgroup is not empty", leaves nothing, and
+/// the first container keeps running in its cgroup. Before: the second one joined it.
+#[test]
+fn run_into_a_non_empty_cgroup_fails() {
+    let ctx = Ctx::new("busycg");
+    let path = format!("sprout-test/shared-{}", ctx.new_id());
+    let mut a = ctx.bundle(SLEEP);
+    a.set("/linux/cgroupsPath", json!(path));
+    a.create().assert_ok();
+    a.start_and_wait_exec();
+    let a_pid = a.pid();
+    for detach_run in [true, false] {
+        let mut b = ctx.bundle(SLEEP);
+        b.set("/linux/cgroupsPath", json!(path));
+        let o = if detach_run {
+            b.run_with(&["-d"])
+        } else {
+            b.create()
+        };
+        o.assert_fail();
+        o.assert_one_line_error(&["container's cgroup is not empty", "1 process(es)"]);
+        ctx.assert_no_trace(&o, &b, &[a.id.as_str()], None);
+    }
+    assert_eq!(ctx.status(&a.id).as_deref(), Some("running"));
+    assert!(sprout_test_support::pid_alive(a_pid));
+}

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
-use crate::bail;
-use crate::error::{Error, Result};
+use crate::bail_field;
+use crate::error::{Error, Kind, Result};
 
 /// The runtime-spec versions we implement: 1.0.0 up to 1.3.x.
 pub const OCI_VERSION: &str = "1.3.0";
@@ -65,9 +65,9 @@ fn field_error<E: std::fmt::Display>(
     let path = e.path().to_string();
     let inner = e.into_inner();
     if path == "." || path.is_empty() {
-        Error::msg(format!("{what}: {no_path}{inner}"))
+        Error::new(Kind::Config, format!("{what}: {no_path}{inner}"))
     } else {
-        Error::msg(format!("{what}: {path}: {inner}"))
+        Error::field(path, inner).context(what)
     }
 }
 
@@ -102,8 +102,9 @@ pub fn map_scheduler_flags(process: &mut serde_json::Value, field: &str) -> Resu
             "SCHED_FLAG_DL_OVERRUN" => "SCHED_FLAG_D_L_OVERRUN",
             "SCHED_RESET_ON_FORK" | "SCHED_FLAG_D_L_OVERRUN" => continue,
             n if SCHED_FLAGS.contains(&n) => continue,
-            n => bail!(
-                "{field}[{i}]: {n:?} is not a scheduler flag (one of {})",
+            n => bail_field!(
+                format!("{field}[{i}]"),
+                "{n:?} is not a scheduler flag (one of {})",
                 SCHED_FLAGS.join(", ")
             ),
         };
@@ -139,7 +140,10 @@ pub fn drop_unknown_caps(process: &mut serde_json::Value, field: &str) -> Result
         for (i, c) in list.iter().enumerate() {
             let Some(name) = c.as_str() else { continue };
             if sprout_process::classify_cap_name(name) == CapNameKind::Invalid {
-                bail!("{field}.{set}[{i}]: {name:?} is not a capability name");
+                bail_field!(
+                    format!("{field}.{set}[{i}]"),
+                    "{name:?} is not a capability name"
+                );
             }
         }
         list.retain(|c| {
@@ -187,8 +191,8 @@ fn check_version(v: &str) -> Result<()> {
     let major = v.split('.').next().and_then(|m| m.parse::<u32>().ok());
     match major {
         Some(1) => Ok(()),
-        Some(m) if m > 1 => bail!("ociVersion: {v} is not supported (this runtime implements {OCI_VERSION_MIN} to {OCI_VERSION})"),
-        _ => bail!("ociVersion: {v:?} is not a valid runtime-spec version (this runtime implements {OCI_VERSION_MIN} to {OCI_VERSION})"),
+        Some(m) if m > 1 => bail_field!("ociVersion", "{v} is not supported (this runtime implements {OCI_VERSION_MIN} to {OCI_VERSION})"),
+        _ => bail_field!("ociVersion", "{v:?} is not a valid runtime-spec version (this runtime implements {OCI_VERSION_MIN} to {OCI_VERSION})"),
     }
 }
 
@@ -209,10 +213,12 @@ pub fn ns_name(t: LinuxNamespaceType) -> &'static str {
 pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     check_version(spec.version())?;
 
-    let root = spec
-        .root()
-        .as_ref()
-        .ok_or_else(|| Error::msg("root: missing (config.json must name the root filesystem)"))?;
+    let root = spec.root().as_ref().ok_or_else(|| {
+        Error::field(
+            "root",
+            "missing (config.json must name the root filesystem)",
+        )
+    })?;
     let rootfs = if root.path().is_absolute() {
         root.path().clone()
     } else {
@@ -220,14 +226,18 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     };
     match std::fs::metadata(&rootfs) {
         Ok(m) if m.is_dir() => {}
-        Ok(_) => bail!("root.path: {} is not a directory", rootfs.display()),
-        Err(e) => bail!("root.path: {}: {e}", rootfs.display()),
+        Ok(_) => bail_field!("root.path", "{} is not a directory", rootfs.display()),
+        Err(e) => bail_field!("root.path", "{}: {e}", rootfs.display()),
     }
     // '..' or symlinks that lead to the host's own root would give the container the host.
     let rootfs = std::fs::canonicalize(&rootfs)
-        .map_err(|e| Error::msg(format!("root.path: {}: {e}", rootfs.display())))?;
+        .map_err(|e| Error::field("root.path", format!("{}: {e}", rootfs.display())))?;
     if rootfs == Path::new("/") {
-        bail!("root.path: {:?} resolves to the host's / (refusing to run a container on the host's root)", root.path());
+        bail_field!(
+            "root.path",
+            "{:?} resolves to the host's / (refusing to run a container on the host's root)",
+            root.path()
+        );
     }
 
     let process = spec.process().as_ref();
@@ -238,10 +248,10 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         )?;
         match p.args() {
             Some(a) if !a.is_empty() && !a[0].is_empty() => {}
-            _ => bail!("process.args: must name at least the program to run"),
+            _ => bail_field!("process.args", "must name at least the program to run"),
         }
         if !p.cwd().is_absolute() {
-            bail!("process.cwd: {:?} must be an absolute path", p.cwd());
+            bail_field!("process.cwd", "{:?} must be an absolute path", p.cwd());
         }
         if let Some(c) = p.capabilities() {
             let unsupported = sprout_process::unsupported_caps(c);
@@ -255,7 +265,7 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         if let Some(env) = p.env() {
             for e in env {
                 if !e.contains('=') {
-                    bail!("process.env: {e:?} is not of the form KEY=value");
+                    bail_field!("process.env", "{e:?} is not of the form KEY=value");
                 }
             }
         }
@@ -265,8 +275,9 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     let euid = unsafe { libc::geteuid() };
     for (i, m) in spec.mounts().iter().flatten().enumerate() {
         if !m.destination().is_absolute() {
-            bail!(
-                "mounts[{i}].destination: {:?} must be an absolute path",
+            bail_field!(
+                format!("mounts[{i}].destination"),
+                "{:?} must be an absolute path",
                 m.destination()
             );
         }
@@ -275,7 +286,10 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
 
     let Some(linux) = spec.linux() else {
         if spec.hostname().as_deref().is_some_and(|h| !h.is_empty()) {
-            bail!("hostname: setting a hostname needs a uts namespace in linux.namespaces");
+            bail_field!(
+                "hostname",
+                "setting a hostname needs a uts namespace in linux.namespaces"
+            );
         }
         return Ok(rootfs);
     };
@@ -287,14 +301,19 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     for (i, ns) in linux.namespaces().iter().flatten().enumerate() {
         let t = ns.typ();
         if !seen.insert(t) {
-            bail!(
-                "linux.namespaces[{i}]: duplicate namespace type {:?}",
+            bail_field!(
+                format!("linux.namespaces[{i}]"),
+                "duplicate namespace type {:?}",
                 ns_name(t)
             );
         }
         if let Some(p) = ns.path() {
             if !p.is_absolute() {
-                bail!("linux.namespaces[{i}].path: {:?} must be absolute", p);
+                bail_field!(
+                    format!("linux.namespaces[{i}].path"),
+                    "{:?} must be absolute",
+                    p
+                );
             }
         }
         match t {
@@ -310,12 +329,18 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         || spec.domainname().as_deref().is_some_and(|h| !h.is_empty()))
         && !has_uts
     {
-        bail!("hostname: setting a hostname or domainname needs a new uts namespace in linux.namespaces");
+        bail_field!(
+            "hostname",
+            "setting a hostname or domainname needs a new uts namespace in linux.namespaces"
+        );
     }
     let maps = linux.uid_mappings().as_ref().is_some_and(|m| !m.is_empty())
         || linux.gid_mappings().as_ref().is_some_and(|m| !m.is_empty());
     if maps && !has_user {
-        bail!("linux.uidMappings: id mappings need a user namespace in linux.namespaces");
+        bail_field!(
+            "linux.uidMappings",
+            "id mappings need a user namespace in linux.namespaces"
+        );
     }
     if let Some(sysctl) = linux.sysctl() {
         for key in sysctl.keys() {
@@ -325,9 +350,12 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     if linux.intel_rdt().is_some() {
         // runc: "intelRdt is specified in config, but Intel RDT is not enabled" without resctrl.
         if !resctrl_mounted() {
-            bail!("linux.intelRdt: specified in config, but Intel RDT is not enabled (no resctrl filesystem mounted)");
+            bail_field!(
+                "linux.intelRdt",
+                "specified in config, but Intel RDT is not enabled (no resctrl filesystem mounted)"
+            );
         }
-        bail!("linux.intelRdt: Intel RDT is not supported by sprout");
+        bail_field!("linux.intelRdt", "Intel RDT is not supported by sprout");
     }
     if let Some(devs) = linux.net_devices() {
         crate::netdev::validate(devs, has_net)?;
@@ -337,7 +365,7 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     }
     if let Some(prop) = linux.rootfs_propagation() {
         if crate::rootfs::propagation_flag(prop).is_none() {
-            bail!("linux.rootfsPropagation: unknown propagation {prop:?}");
+            bail_field!("linux.rootfsPropagation", "unknown propagation {prop:?}");
         }
     }
     if let Some(cg) = linux.cgroups_path() {
@@ -345,12 +373,16 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
             .components()
             .any(|c| c == std::path::Component::ParentDir)
         {
-            bail!("linux.cgroupsPath: {:?} must not contain '..'", cg);
+            bail_field!("linux.cgroupsPath", "{:?} must not contain '..'", cg);
         }
     }
     for (i, d) in linux.devices().iter().flatten().enumerate() {
         if !d.path().is_absolute() {
-            bail!("linux.devices[{i}].path: {:?} must be absolute", d.path());
+            bail_field!(
+                format!("linux.devices[{i}].path"),
+                "{:?} must be absolute",
+                d.path()
+            );
         }
     }
     Ok(rootfs)
@@ -378,24 +410,33 @@ fn check_sysctl(key: &str, has_net: bool, has_ipc: bool) -> Result<()> {
     ];
     if IPC.contains(&key) || key.starts_with("fs.mqueue.") {
         if !has_ipc {
-            bail!("linux.sysctl: {key} needs a new ipc namespace");
+            bail_field!("linux.sysctl", "{key} needs a new ipc namespace");
         }
         return Ok(());
     }
     if key.starts_with("net.") {
         if !has_net {
-            bail!("linux.sysctl: {key} needs a new network namespace");
+            bail_field!("linux.sysctl", "{key} needs a new network namespace");
         }
         return Ok(());
     }
     // As runc: these would fight the config's own fields (set later, or not at all).
     if key == "kernel.hostname" {
-        bail!("linux.sysctl: {key} is not allowed: set the container's host name with the \"hostname\" field");
+        bail_field!(
+            "linux.sysctl",
+            "{key} is not allowed: set the container's host name with the \"hostname\" field"
+        );
     }
     if key == "kernel.domainname" {
-        bail!("linux.sysctl: {key} is not allowed: set the container's domain name with the \"domainname\" field");
+        bail_field!(
+            "linux.sysctl",
+            "{key} is not allowed: set the container's domain name with the \"domainname\" field"
+        );
     }
-    bail!("linux.sysctl: {key} is not a namespaced sysctl and would change the host")
+    bail_field!(
+        "linux.sysctl",
+        "{key} is not a namespaced sysctl and would change the host"
+    )
 }
 
 #[cfg(test)]
@@ -489,15 +530,14 @@ mod tests {
             (r#","linux":{"cgroupsPath":"a/../b"}"#, "linux.cgroupsPath"),
         ];
         for (extra, field) in cases {
-            let e = validate(&spec_with(extra, &dir), &dir)
-                .unwrap_err()
-                .to_string();
-            assert!(e.starts_with(field), "{extra}: {e}");
+            let e = validate(&spec_with(extra, &dir), &dir).unwrap_err();
+            assert!(e.to_string().starts_with(field), "{extra}: {e}");
+            assert_eq!(e.field_path(), Some(field), "{extra}: {e}");
+            assert_eq!(e.kind(), Kind::Config, "{extra}: {e}");
         }
         let raw = br#"{"ociVersion":"1.0.0","root":{"path":"/nonexistent-sprout"},"process":{"cwd":"/","args":[],"user":{"uid":0,"gid":0}}}"#;
-        let e = validate(&parse_spec(raw, "c").unwrap(), &dir)
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("root.path"), "{e}");
+        let e = validate(&parse_spec(raw, "c").unwrap(), &dir).unwrap_err();
+        assert!(e.to_string().starts_with("root.path"), "{e}");
+        assert_eq!(e.field_path(), Some("root.path"));
     }
 }

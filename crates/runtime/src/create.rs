@@ -421,7 +421,7 @@ pub fn create(
                 trace.add_remote("init.", &payload);
                 break;
             }
-            sync::ERROR => return Err(Error::msg(payload)),
+            sync::ERROR => return Err(Error::from_wire(&payload)),
             0 => return Err(Error::msg("the container's init exited during setup")),
             other => {
                 return Err(Error::msg(format!(
@@ -461,7 +461,7 @@ pub fn create(
 /// Send to the init; when it is gone already, its own message says why.
 fn send_or_init_error(chan: &Channel, tag: u8, payload: &[u8]) -> Result<()> {
     chan.send(tag, payload).map_err(|e| match chan.recv() {
-        Ok((sync::ERROR, msg, _)) => Error::msg(msg),
+        Ok((sync::ERROR, msg, _)) => Error::from_wire(&msg),
         _ => Error::os("starting the init", e),
     })
 }
@@ -482,7 +482,7 @@ fn wait_trampoline(chan: &Channel, id: &str) -> Result<()> {
             warn_no_trampoline(id, &payload);
             Ok(())
         }
-        sync::ERROR => Err(Error::msg(payload)),
+        sync::ERROR => Err(Error::from_wire(&payload)),
         other => Err(Error::msg(format!(
             "unexpected message {other} from the init"
         ))),
@@ -556,7 +556,7 @@ fn expect(chan: &Channel, want: u8) -> Result<()> {
         .map_err(|e| Error::os("waiting for the init", e))?;
     match tag {
         t if t == want => Ok(()),
-        sync::ERROR => Err(Error::msg(payload)),
+        sync::ERROR => Err(Error::from_wire(&payload)),
         _ => Err(Error::msg("the container's init exited during setup")),
     }
 }

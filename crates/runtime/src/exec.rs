@@ -16,7 +16,7 @@ use oci_spec::runtime::{Capability, LinuxNamespaceType, Process, Spec};
 use crate::bail;
 use crate::config::parse_spec;
 use crate::create::clone3_into;
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::init;
 use crate::state::{self, Status, Store};
 use crate::sync::{self, Channel};
@@ -191,9 +191,17 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         Status::Paused if o.ignore_paused => {}
         // runc's words (cgroups.bats "runc exec should refuse a paused container").
         Status::Paused => {
-            bail!("cannot exec in a paused container (use --ignore-paused to override)")
+            bail!(
+                kind = Kind::State,
+                "cannot exec in a paused container (use --ignore-paused to override)"
+            )
         }
-        s => bail!("container {:?} is {}: cannot exec in it", o.id, s.as_str()),
+        s => bail!(
+            kind = Kind::State,
+            "container {:?} is {}: cannot exec in it",
+            o.id,
+            s.as_str()
+        ),
     }
     let raw = std::fs::read(store.dir(&o.id).join(state::CONFIG_FILE))
         .map_err(|e| Error::os("container config", e))?;
@@ -248,7 +256,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     };
     let aff = crate::numa::CpuAffinity::from_spec(aff, aff_field)?;
     let pidfd = crate::lifecycle::init_pidfd(&st)
-        .ok_or_else(|| Error::msg(format!("container {:?} is not running", o.id)))?;
+        .ok_or_else(|| Error::new(Kind::State, format!("container {:?} is not running", o.id)))?;
     let sub_cg = if o.cgroup.is_empty() {
         None
     } else {
@@ -257,8 +265,8 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             bail!("--cgroup: the container has no cgroup");
         };
         Some(cg.sub_cgroup(all, &per).map_err(|e| match e {
-            sprout_cgroups::Error::Invalid(m) => Error::msg(format!("--cgroup: {m}")),
-            e => Error::msg(format!("--cgroup: {e}")),
+            sprout_cgroups::Error::Invalid(m) => Error::new(Kind::Cgroup, format!("--cgroup: {m}")),
+            e => Error::from(e).context("--cgroup"),
         })?)
     };
     let cg = sub_cg.as_ref().or(st.cgroup.as_ref());
@@ -298,7 +306,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             &child_chan,
             o.preserve_fds,
         );
-        let _ = child_chan.send(sync::ERROR, e.message().as_bytes());
+        let _ = child_chan.send(sync::ERROR, e.to_wire().as_bytes());
         // SAFETY: _exit takes an integer; the helper (a clone of this process) leaves without
         // unwinding into the caller's frames or running its atexit handlers.
         unsafe { libc::_exit(127) };
@@ -375,7 +383,7 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             0 => break,
             sync::LISTENER => listener = fd,
             sync::ERROR => {
-                err.get_or_insert(Error::msg(payload));
+                err.get_or_insert(Error::from_wire(&payload));
             }
             sync::TRAMPOLINE_OFF => crate::log::warn(&format!(
                 "exec in {}: {payload}; the process was backed by the runtime's binary until execve (CVE-2019-5736)",
@@ -546,13 +554,13 @@ fn spawn_without_trampoline(chan: &Channel, tty: bool, exec: &init::Exec) -> Err
             unsafe {
                 if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
                     let e = Error::last_os("process.terminal: TIOCSCTTY");
-                    let _ = chan.send(sync::ERROR, e.message().as_bytes());
+                    let _ = chan.send(sync::ERROR, e.to_wire().as_bytes());
                     libc::_exit(127);
                 }
             }
         }
         let e = init::do_execve(exec);
-        let _ = chan.send(sync::ERROR, e.message().as_bytes());
+        let _ = chan.send(sync::ERROR, e.to_wire().as_bytes());
         // SAFETY: _exit takes an integer; the child leaves without running the runtime's atexit
         // handlers.
         unsafe { libc::_exit(127) };

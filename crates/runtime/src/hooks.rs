@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use oci_spec::runtime::Hook;
 
 use crate::bail;
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 
 pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<()> {
     let path = hook.path();
@@ -69,7 +69,7 @@ pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<
 /// startContainer, prestart: the spec makes it an error of the operation).
 pub fn run_all(kind: &str, hooks: Option<&Vec<Hook>>, state_json: &[u8]) -> Result<()> {
     for (i, h) in hooks.into_iter().flatten().enumerate() {
-        run_hook(kind, i, h, state_json)?;
+        run_hook(kind, i, h, state_json).map_err(|e| e.with_kind(Kind::Hook))?;
     }
     Ok(())
 }

@@ -20,8 +20,8 @@ use std::path::Path;
 
 use oci_spec::runtime::{Linux, LinuxIdMapping, LinuxNamespaceType, Mount};
 
-use crate::bail;
-use crate::error::{Error, Result};
+use crate::bail_field;
+use crate::error::{Error, Kind, Result};
 use crate::sys::cstr;
 
 /// Whether `m` is id-mapped: it names `idmap`/`ridmap` or carries mappings of its own (runc
@@ -68,17 +68,20 @@ pub fn validate(i: usize, m: &Mount, linux: Option<&Linux>, euid: u32) -> Result
         return Ok(());
     }
     if !is_bind(m) {
-        bail!("mounts[{i}]: id-mapped mounts (idmap, ridmap, uidMappings/gidMappings) are only supported for bind mounts");
+        bail_field!(format!("mounts[{i}]"), "id-mapped mounts (idmap, ridmap, uidMappings/gidMappings) are only supported for bind mounts");
     }
     if euid != 0 {
-        bail!("mounts[{i}]: id-mapped mounts are not supported for rootless containers");
+        bail_field!(
+            format!("mounts[{i}]"),
+            "id-mapped mounts are not supported for rootless containers"
+        );
     }
     let uid = m.uid_mappings().as_deref();
     let gid = m.gid_mappings().as_deref();
     match (uid, gid) {
         (None, None) => {
             if container_userns(linux).is_none() {
-                bail!("mounts[{i}]: idmap without uidMappings/gidMappings uses the container's user namespace, and linux.namespaces has none");
+                bail_field!(format!("mounts[{i}]"), "idmap without uidMappings/gidMappings uses the container's user namespace, and linux.namespaces has none");
             }
         }
         (Some(u), Some(g)) if !u.is_empty() && !g.is_empty() => {
@@ -91,8 +94,9 @@ pub fn validate(i: usize, m: &Mount, linux: Option<&Linux>, euid: u32) -> Result
             } else {
                 "gidMappings"
             };
-            bail!(
-                "mounts[{i}].{missing}: an id-mapped mount needs both uidMappings and gidMappings"
+            bail_field!(
+                format!("mounts[{i}].{missing}"),
+                "an id-mapped mount needs both uidMappings and gidMappings"
             );
         }
     }
@@ -102,11 +106,17 @@ pub fn validate(i: usize, m: &Mount, linux: Option<&Linux>, euid: u32) -> Result
 fn check_maps(i: usize, field: &str, maps: &[LinuxIdMapping]) -> Result<()> {
     for (j, x) in maps.iter().enumerate() {
         if x.size() == 0 {
-            bail!("mounts[{i}].{field}[{j}].size: must be at least 1");
+            bail_field!(
+                format!("mounts[{i}].{field}[{j}].size"),
+                "must be at least 1"
+            );
         }
         let end = |v: u32| u64::from(v) + u64::from(x.size());
         if end(x.container_id()) > 1 << 32 || end(x.host_id()) > 1 << 32 {
-            bail!("mounts[{i}].{field}[{j}]: the range passes 4294967295");
+            bail_field!(
+                format!("mounts[{i}].{field}[{j}]"),
+                "the range passes 4294967295"
+            );
         }
     }
     Ok(())
@@ -190,7 +200,10 @@ pub fn make_trees(
         }
         let dest = m.destination().display();
         let src = crate::rootfs::bind_source(bundle, m).ok_or_else(|| {
-            Error::msg(format!("mounts[{i}] ({dest}): bind mount needs a source"))
+            Error::new(
+                Kind::Config,
+                format!("mounts[{i}] ({dest}): bind mount needs a source"),
+            )
         })?;
         let userns = match (m.uid_mappings().as_deref(), m.gid_mappings().as_deref()) {
             (Some(u), Some(g)) => {
@@ -313,18 +326,17 @@ mod tests {
         let half = mount(
             r#"{"destination":"/a","source":"/b","options":["bind"],"uidMappings":[{"containerID":0,"hostID":1,"size":1}]}"#,
         );
-        let e = validate(2, &half, Some(&with_ns), 0)
-            .unwrap_err()
-            .message()
-            .to_string();
+        let err = validate(2, &half, Some(&with_ns), 0).unwrap_err();
+        assert_eq!(err.field_path(), Some("mounts[2].gidMappings"));
+        assert_eq!(err.kind(), Kind::Config);
+        let e = err.message().to_string();
         assert!(e.starts_with("mounts[2].gidMappings: "), "{e}");
         let zero = mount(
             r#"{"destination":"/a","source":"/b","options":["bind"],"uidMappings":[{"containerID":0,"hostID":1,"size":0}],"gidMappings":[{"containerID":0,"hostID":1,"size":1}]}"#,
         );
-        let e = validate(2, &zero, None, 0)
-            .unwrap_err()
-            .message()
-            .to_string();
+        let err = validate(2, &zero, None, 0).unwrap_err();
+        assert_eq!(err.field_path(), Some("mounts[2].uidMappings[0].size"));
+        let e = err.message().to_string();
         assert!(e.starts_with("mounts[2].uidMappings[0].size"), "{e}");
     }
 }

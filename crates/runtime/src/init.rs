@@ -69,7 +69,7 @@ pub fn run(ctx: &InitCtx) -> ! {
             unsafe { libc::_exit(127) }
         }
         Err(e) => {
-            let _ = ctx.chan.send(sync::ERROR, e.message().as_bytes());
+            let _ = ctx.chan.send(sync::ERROR, e.to_wire().as_bytes());
             // Stay until the parent's GO has been read (or the parent gives up): closing with
             // GO unread would make the parent's recv fail with ECONNRESET before it reads our
             // message, and the reason would be lost.

@@ -28,4 +28,4 @@ pub mod trace;
 pub mod trampoline;
 pub mod tty;
 
-pub use error::{Error, Result};
+pub use error::{Error, Kind, Result};

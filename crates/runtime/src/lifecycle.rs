@@ -3,7 +3,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::bail;
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::state::{self, State, Status, Store};
 use crate::sys;
 use crate::trace::Trace;
@@ -22,7 +22,11 @@ pub fn start(store: &Store, id: &str, trace: &mut Trace) -> Result<()> {
     let st = store.load(id)?;
     match st.status(store) {
         Status::Created => {}
-        s => bail!("container {id:?} cannot be started: it is {}", s.as_str()),
+        s => bail!(
+            kind = Kind::State,
+            "container {id:?} cannot be started: it is {}",
+            s.as_str()
+        ),
     }
     let fifo = store.dir(id).join(state::FIFO_FILE);
     let c = sys::cstr(&fifo);
@@ -126,7 +130,7 @@ pub fn parse_signal(s: &str) -> Result<i32> {
         if (0..=64).contains(&n) {
             return Ok(n);
         }
-        bail!("signal {s:?}: out of range");
+        bail!(kind = Kind::InvalidArgument, "signal {s:?}: out of range");
     }
     let up = s.to_ascii_uppercase();
     let name = up.strip_prefix("SIG").unwrap_or(&up);
@@ -167,9 +171,9 @@ pub fn parse_signal(s: &str) -> Result<i32> {
                 let off: i32 = if rest.is_empty() {
                     0
                 } else {
-                    rest.trim_start_matches('+')
-                        .parse()
-                        .map_err(|_| Error::msg(format!("unknown signal {s:?}")))?
+                    rest.trim_start_matches('+').parse().map_err(|_| {
+                        Error::new(Kind::InvalidArgument, format!("unknown signal {s:?}"))
+                    })?
                 };
                 return Ok(libc::SIGRTMIN() + off);
             }
@@ -177,13 +181,13 @@ pub fn parse_signal(s: &str) -> Result<i32> {
                 let off: i32 = if rest.is_empty() {
                     0
                 } else {
-                    rest.trim_start_matches('-')
-                        .parse()
-                        .map_err(|_| Error::msg(format!("unknown signal {s:?}")))?
+                    rest.trim_start_matches('-').parse().map_err(|_| {
+                        Error::new(Kind::InvalidArgument, format!("unknown signal {s:?}"))
+                    })?
                 };
                 return Ok(libc::SIGRTMAX() - off);
             }
-            bail!("unknown signal {s:?}")
+            bail!(kind = Kind::InvalidArgument, "unknown signal {s:?}")
         }
     };
     Ok(n)
@@ -204,7 +208,7 @@ pub fn kill(store: &Store, id: &str, sig: i32, all: bool) -> Result<()> {
     let st = store.load(id)?;
     let status = st.status(store);
     if status == Status::Stopped && !all {
-        bail!("container {id:?} is not running");
+        bail!(kind = Kind::State, "container {id:?} is not running");
     }
     if all {
         // runc: --all (-a) signals every process of the container's cgroup and never fails
@@ -230,8 +234,8 @@ pub fn kill(store: &Store, id: &str, sig: i32, all: bool) -> Result<()> {
             None => {}
         }
     }
-    let fd =
-        init_pidfd(&st).ok_or_else(|| Error::msg(format!("container {id:?} is not running")))?;
+    let fd = init_pidfd(&st)
+        .ok_or_else(|| Error::new(Kind::State, format!("container {id:?} is not running")))?;
     sys::pidfd_send_signal(&fd, sig).map_err(|e| Error::os(format!("kill {id:?}"), e))?;
     if status == Status::Paused && (sig == libc::SIGKILL || sig == libc::SIGTERM) {
         // A frozen process can't act on the signal until thawed.
@@ -289,7 +293,8 @@ pub fn delete(store: &Store, id: &str, force: bool, trace: &mut Trace) -> Result
         Ok(st) => st,
         Err(e) => {
             // --force on a half-created container (no state.json yet): remove the directory.
-            if force && state::validate_id(id).is_ok() {
+            // A bad id is refused: it may name no directory of ours.
+            if force && e.kind() != Kind::InvalidArgument {
                 // Like runc: --force on a container that does not exist (or never finished
                 // create) succeeds, removing whatever directory is left.
                 if store.dir(id).exists() {
@@ -305,6 +310,7 @@ pub fn delete(store: &Store, id: &str, force: bool, trace: &mut Trace) -> Result
         Status::Stopped | Status::Created => {}
         Status::Running | Status::Paused | Status::Creating if !force => {
             bail!(
+                kind = Kind::State,
                 "container {id:?} is {}: stop it first or use delete --force",
                 status.as_str()
             )
@@ -363,7 +369,11 @@ pub fn pause(store: &Store, id: &str) -> Result<()> {
     let st = store.load(id)?;
     match st.status(store) {
         Status::Running | Status::Created => {}
-        s => bail!("container {id:?} cannot be paused: it is {}", s.as_str()),
+        s => bail!(
+            kind = Kind::State,
+            "container {id:?} cannot be paused: it is {}",
+            s.as_str()
+        ),
     }
     st.cgroup
         .as_ref()
@@ -376,7 +386,11 @@ pub fn resume(store: &Store, id: &str) -> Result<()> {
     let st = store.load(id)?;
     match st.status(store) {
         Status::Paused => {}
-        s => bail!("container {id:?} cannot be resumed: it is {}", s.as_str()),
+        s => bail!(
+            kind = Kind::State,
+            "container {id:?} cannot be resumed: it is {}",
+            s.as_str()
+        ),
     }
     st.cgroup
         .as_ref()

@@ -6,7 +6,7 @@ use oci_spec::runtime::{
     ExecCPUAffinity, LinuxMemoryPolicy, MemoryPolicyFlagType, MemoryPolicyModeType,
 };
 
-use crate::bail;
+use crate::bail_field;
 use crate::error::{Error, Result};
 
 /// The highest CPU / node id a list may name (runc's MaxCPU): a sanity limit against a bogus
@@ -41,9 +41,12 @@ pub fn parse_list(s: &str, field: &str) -> Result<Option<Vec<libc::c_ulong>>> {
     let id = |v: &str| -> Result<usize> {
         let n: usize = v
             .parse()
-            .map_err(|_| Error::msg(format!("{field}: {s:?}: {v:?} is not a number")))?;
+            .map_err(|_| Error::field(field, format!("{s:?}: {v:?} is not a number")))?;
         if n > MAX_ID {
-            bail!("{field}: {s:?}: values larger than {MAX_ID} are not supported");
+            bail_field!(
+                field,
+                "{s:?}: values larger than {MAX_ID} are not supported"
+            );
         }
         Ok(n)
     };
@@ -58,12 +61,12 @@ pub fn parse_list(s: &str, field: &str) -> Result<Option<Vec<libc::c_ulong>>> {
             None => (id(r)?, id(r)?),
         };
         if a > b {
-            bail!("{field}: {s:?}: invalid range {r:?}");
+            bail_field!(field, "{s:?}: invalid range {r:?}");
         }
         ranges.push((a, b));
     }
     let Some(max) = ranges.iter().map(|r| r.1).max() else {
-        bail!("{field}: {s:?}: no members in the list");
+        bail_field!(field, "{s:?}: no members in the list");
     };
     let mut mask = vec![0 as libc::c_ulong; max / WORD_BITS + 1];
     for (a, b) in ranges {
@@ -108,10 +111,16 @@ impl MemPolicy {
         };
         match mode {
             0 | 4 if n != 0 => {
-                bail!("linux.memoryPolicy.nodes: mode {name} takes no nodes, got {n}")
+                bail_field!(
+                    "linux.memoryPolicy.nodes",
+                    "mode {name} takes no nodes, got {n}"
+                )
             }
             2 | 3 | 5 | 6 if n == 0 => {
-                bail!("linux.memoryPolicy.nodes: mode {name} needs at least one node")
+                bail_field!(
+                    "linux.memoryPolicy.nodes",
+                    "mode {name} needs at least one node"
+                )
             }
             _ => {}
         }
@@ -124,7 +133,10 @@ impl MemPolicy {
             };
         }
         if flags & (3 << 14) == 3 << 14 {
-            bail!("linux.memoryPolicy.flags: MPOL_F_STATIC_NODES and MPOL_F_RELATIVE_NODES exclude each other");
+            bail_field!(
+                "linux.memoryPolicy.flags",
+                "MPOL_F_STATIC_NODES and MPOL_F_RELATIVE_NODES exclude each other"
+            );
         }
         Ok(MemPolicy {
             mode: mode | flags,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::bail;
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::sys;
 
 pub const STATE_FILE: &str = "state.json";
@@ -78,19 +78,28 @@ fn yes() -> bool {
 /// which allows `^[\w+-\.]+$`).
 pub fn validate_id(id: &str) -> Result<()> {
     if id.is_empty() {
-        bail!("container id: must not be empty");
+        bail!(
+            kind = Kind::InvalidArgument,
+            "container id: must not be empty"
+        );
     }
     if id == "." || id == ".." || id.contains("..") {
-        bail!("container id {id:?}: must not contain '..'");
+        bail!(
+            kind = Kind::InvalidArgument,
+            "container id {id:?}: must not contain '..'"
+        );
     }
     if id.len() > 1024 {
-        bail!("container id: longer than 1024 bytes");
+        bail!(
+            kind = Kind::InvalidArgument,
+            "container id: longer than 1024 bytes"
+        );
     }
     if let Some(c) = id
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '-' | '.')))
     {
-        bail!("container id {id:?}: invalid character {c:?} (allowed: letters, digits, '_', '+', '-', '.')");
+        bail!(kind = Kind::InvalidArgument, "container id {id:?}: invalid character {c:?} (allowed: letters, digits, '_', '+', '-', '.')");
     }
     Ok(())
 }
@@ -131,7 +140,10 @@ impl Store {
         match std::fs::create_dir(&dir) {
             Ok(()) => Ok(dir),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                bail!("container {id:?} already exists")
+                bail!(
+                    kind = Kind::AlreadyExists,
+                    "container {id:?} already exists"
+                )
             }
             Err(e) => Err(Error::os(format!("state directory {}", dir.display()), e)),
         }
@@ -142,7 +154,9 @@ impl Store {
         let path = self.dir(id).join(STATE_FILE);
         let data = match std::fs::read(&path) {
             Ok(d) => d,
-            Err(e) if e.kind() == ErrorKind::NotFound => bail!("container {id:?} does not exist"),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                bail!(kind = Kind::NotFound, "container {id:?} does not exist")
+            }
             Err(e) => return Err(Error::os(format!("state of {id:?}"), e)),
         };
         serde_json::from_slice(&data)
@@ -261,11 +275,9 @@ mod tests {
         let root = std::env::temp_dir().join(format!("sprout-state-test-{}", std::process::id()));
         let store = Store::new(&root);
         store.create_dir("c1").unwrap();
-        assert!(store
-            .create_dir("c1")
-            .unwrap_err()
-            .to_string()
-            .contains("already exists"));
+        let e = store.create_dir("c1").unwrap_err();
+        assert_eq!(e.kind(), Kind::AlreadyExists);
+        assert_eq!(e.message(), "container \"c1\" already exists");
         let st = State {
             id: "c1".into(),
             pid: std::process::id() as i32,
@@ -291,11 +303,10 @@ mod tests {
         dead.pid_start += 1;
         assert_eq!(dead.status(&store), Status::Stopped);
         store.remove("c1").unwrap();
-        assert!(store
-            .load("c1")
-            .unwrap_err()
-            .to_string()
-            .contains("does not exist"));
+        let e = store.load("c1").unwrap_err();
+        assert_eq!(e.kind(), Kind::NotFound);
+        assert_eq!(e.message(), "container \"c1\" does not exist");
+        assert_eq!(store.load("a/b").unwrap_err().kind(), Kind::InvalidArgument);
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -23,7 +23,8 @@ pub const READY: u8 = b'R';
 pub const READY_EXEC: u8 = b'W';
 /// child → parent: running without the exec trampoline; payload = why (logged as a warning).
 pub const TRAMPOLINE_OFF: u8 = b'T';
-/// child → parent: setup failed; payload = the one-line error.
+/// child → parent: setup failed; payload = the error (`Error::to_wire`: kind, errno and the
+/// one-line message; a bare message is read as a plain one).
 pub const ERROR: u8 = b'E';
 /// child → parent: seccomp listener fd attached (payload empty).
 pub const LISTENER: u8 = b'L';

@@ -1136,10 +1136,16 @@ fn hybrid_sigkill_also_signals_v1_members_and_thaws() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    files(&r.join("unified/c"), &[("cgroup.kill", ""), ("cgroup.procs", "")]);
+    files(
+        &r.join("unified/c"),
+        &[("cgroup.kill", ""), ("cgroup.procs", "")],
+    );
     files(
         &r.join("freezer/c"),
-        &[("freezer.state", "FROZEN\n"), ("cgroup.procs", &format!("{pid}\n"))],
+        &[
+            ("freezer.state", "FROZEN\n"),
+            ("cgroup.procs", &format!("{pid}\n")),
+        ],
     );
     m.kill_all(libc::SIGKILL).unwrap();
     assert_eq!(read(r.join("unified/c/cgroup.kill")), "1");

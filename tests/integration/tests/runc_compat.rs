@@ -1810,3 +1810,36 @@ fn run_into_a_non_empty_cgroup_fails() {
     assert_eq!(ctx.status(&a.id).as_deref(), Some("running"));
     assert!(sprout_test_support::pid_alive(a_pid));
 }
+
+/// runc's mask.bats: masked directories share one read-only tmpfs (one device number), a
+/// path named twice is masked once (one mount line), and the mask stays read-only.
+#[test]
+fn masked_directories_share_one_read_only_tmpfs_and_duplicates_mask_once() {
+    let ctx = Ctx::new("maskshare");
+    let mut b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "stat -c %d /m1 /m2 /m3 | uniq | wc -l; grep -c ' /m1 ' /proc/self/mountinfo; \
+         grep -c ' /f1 ' /proc/self/mountinfo; touch /m2/x 2>&1 || true; cat /f1 | wc -c",
+    ]);
+    for d in ["m1", "m2", "m3"] {
+        fs::create_dir_all(b.rootfs().join(d)).unwrap();
+        fs::write(b.rootfs().join(d).join("secret"), "s").unwrap();
+    }
+    fs::write(b.rootfs().join("f1"), "secret").unwrap();
+    let mut masked: Vec<Value> = b.config["linux"]["maskedPaths"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for p in ["/m1", "/m2", "/f1", "/m3", "/m1", "/f1"] {
+        masked.push(json!(p));
+    }
+    b.set("/linux/maskedPaths", json!(masked));
+    let out = b.run_ok();
+    let l: Vec<&str> = out.lines().collect();
+    assert_eq!(l[0].trim(), "1", "one device for the three masks: {out}");
+    assert_eq!(l[1].trim(), "1", "/m1 masked once: {out}");
+    assert_eq!(l[2].trim(), "1", "/f1 masked once: {out}");
+    assert!(l[3].contains("Read-only file system"), "{out}");
+    assert_eq!(l[4].trim(), "0", "/f1 reads as /dev/null: {out}");
+}

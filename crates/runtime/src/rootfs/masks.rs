@@ -9,9 +9,15 @@ use super::{
 use crate::error::{Error, Result};
 use crate::sys::{cstr_s, mount};
 
-/// Masked paths (after pivot_root): directories get a read-only empty tmpfs, files /dev/null.
+/// Masked paths (after pivot_root): files get /dev/null bound over them; directories one
+/// read-only empty tmpfs, mounted over the first and bound over the others (runc 1.5: one
+/// superblock instead of one per directory); a path named twice is masked once.
 pub fn mask_paths(paths: &[String]) -> Result<()> {
-    for p in paths {
+    let mut shared_tmpfs: Option<std::ffi::CString> = None;
+    for (i, p) in paths.iter().enumerate() {
+        if paths[..i].contains(p) {
+            continue;
+        }
         let c = cstr_s(p);
         // One stat decides: a failed mount(2) is not cheap (the kernel waits for an RCU grace
         // period to free the half-made mount), so never try the wrong kind first.
@@ -22,10 +28,16 @@ pub fn mask_paths(paths: &[String]) -> Result<()> {
         if unsafe { libc::stat(c.as_ptr(), &mut st) } < 0 {
             continue; // missing: nothing to mask
         }
-        let r = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-            mount(Some(c"tmpfs"), &c, Some(c"tmpfs"), libc::MS_RDONLY, None)
-        } else {
+        let r = if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
             mount(Some(c"/dev/null"), &c, None, libc::MS_BIND, None)
+        } else if let Some(first) = &shared_tmpfs {
+            mount(Some(first), &c, None, libc::MS_BIND, None)
+        } else {
+            let r = mount(Some(c"tmpfs"), &c, Some(c"tmpfs"), libc::MS_RDONLY, None);
+            if r.is_ok() {
+                shared_tmpfs = Some(c.clone());
+            }
+            r
         };
         match r {
             Ok(()) => {}

@@ -175,7 +175,8 @@ impl Config {
         let path = bundle.join("config.json");
         let raw = std::fs::read(&path)
             .map_err(|e| Error::os(format!("config.json ({})", path.display()), e))?;
-        let spec = parse_spec(&raw, "config.json")?;
+        let mut spec = parse_spec(&raw, "config.json")?;
+        absolute_mount_destinations(&mut spec);
         let rootfs = validate(&spec, &bundle)?;
         Ok(Config {
             spec,
@@ -183,6 +184,27 @@ impl Config {
             bundle,
             rootfs,
         })
+    }
+}
+
+/// runtime-spec (Linux): a mount destination MAY be relative, for old configurations, and is
+/// then relative to "/" (deprecated). Made absolute here, once, with runc's warning.
+fn absolute_mount_destinations(spec: &mut Spec) {
+    let Some(mut mounts) = spec.mounts().clone() else {
+        return;
+    };
+    let mut changed = false;
+    for m in mounts.iter_mut().filter(|m| !m.destination().is_absolute()) {
+        crate::log::warn(&format!(
+            "mount destination {} is not absolute: taken as relative to \"/\" (relative destinations are deprecated)",
+            m.destination().display()
+        ));
+        let abs = Path::new("/").join(m.destination());
+        m.set_destination(abs);
+        changed = true;
+    }
+    if changed {
+        spec.set_mounts(Some(mounts));
     }
 }
 
@@ -274,13 +296,6 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
     for (i, m) in spec.mounts().iter().flatten().enumerate() {
-        if !m.destination().is_absolute() {
-            bail_field!(
-                format!("mounts[{i}].destination"),
-                "{:?} must be an absolute path",
-                m.destination()
-            );
-        }
         crate::idmap::validate(i, m, spec.linux().as_ref(), euid)?;
     }
 
@@ -513,6 +528,23 @@ mod tests {
     }
 
     #[test]
+    fn relative_mount_destinations_are_relative_to_root() {
+        let dir = std::env::temp_dir();
+        let mut spec = spec_with(
+            r#","mounts":[{"destination":"tmp/rel","type":"tmpfs","source":"tmpfs"},{"destination":"/abs","type":"tmpfs","source":"tmpfs"}]"#,
+            &dir,
+        );
+        absolute_mount_destinations(&mut spec);
+        let d: Vec<_> = spec
+            .mounts()
+            .iter()
+            .flatten()
+            .map(|m| m.destination().clone())
+            .collect();
+        assert_eq!(d, [Path::new("/tmp/rel"), Path::new("/abs")]);
+    }
+
+    #[test]
     fn validation_errors_name_fields() {
         let dir = std::env::temp_dir();
         let ok = spec_with("", &dir);
@@ -521,10 +553,6 @@ mod tests {
             (
                 r#","linux":{"namespaces":[{"type":"pid"},{"type":"pid"}]}"#,
                 "linux.namespaces[1]",
-            ),
-            (
-                r#","mounts":[{"destination":"rel","type":"tmpfs","source":"tmpfs"}]"#,
-                "mounts[0].destination",
             ),
             (r#","hostname":"x""#, "hostname"),
             (r#","linux":{"cgroupsPath":"a/../b"}"#, "linux.cgroupsPath"),

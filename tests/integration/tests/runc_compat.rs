@@ -1843,3 +1843,36 @@ fn masked_directories_share_one_read_only_tmpfs_and_duplicates_mask_once() {
     assert!(l[3].contains("Read-only file system"), "{out}");
     assert_eq!(l[4].trim(), "0", "/f1 reads as /dev/null: {out}");
 }
+
+/// `events --stats`: one JSON line in runc's key order (`{"type":"stats","id":…,"data":…}`,
+/// what runc's events.bats matches), with the container's cgroup stats in `data`; `events
+/// --interval` prints such lines until the container stops. Before: keys in sorted order.
+#[test]
+fn events_print_runcs_json_lines() {
+    let ctx = Ctx::new("events");
+    let b = running(&ctx);
+    let o = ctx.rt(&["events", "--stats", &b.id]);
+    o.assert_ok();
+    let line = o.stdout.trim();
+    let prefix = format!(r#"{{"type":"stats","id":"{}","data":{{"#, b.id);
+    assert!(line.starts_with(&prefix), "{}", o.describe());
+    let v: Value = serde_json::from_str(line).unwrap();
+    assert!(
+        v["data"]["pids"]["current"].as_u64().unwrap_or(0) >= 1,
+        "{line}"
+    );
+    // --interval: lines keep coming while it runs; ends when the container stops.
+    let mut ev = ctx.spawn(&["events", "--interval", "100ms", &b.id]);
+    std::thread::sleep(Duration::from_millis(600));
+    b.kill("KILL").assert_ok();
+    let out = ev.wait(Duration::from_secs(20));
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(lines.len() >= 2, "{}", out.describe());
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with(r#"{"type":"stats","id":"#)),
+        "{}",
+        out.describe()
+    );
+}

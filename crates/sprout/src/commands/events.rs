@@ -44,7 +44,7 @@ pub fn run(store: &Store, a: &EventsArgs) -> Result<i32> {
         .clone()
         .ok_or_else(|| Error::msg(format!("container {id:?} has no cgroup")))?;
     let emit = |typ: &str, data: serde_json::Value| {
-        let line = serde_json::json!({"type": typ, "id": id, "data": data});
+        let line = event_line(typ, id, data);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
@@ -70,5 +70,37 @@ pub fn run(store: &Store, a: &EventsArgs) -> Result<i32> {
             },
             None => std::thread::sleep(every),
         }
+    }
+}
+
+/// One event as runc prints it: `{"type":…,"id":…,"data":…}` in that order, `data` left out
+/// when there is none (the oom event).
+#[derive(serde::Serialize)]
+struct Event<'a> {
+    #[serde(rename = "type")]
+    typ: &'a str,
+    id: &'a str,
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    data: serde_json::Value,
+}
+
+fn event_line(typ: &str, id: &str, data: serde_json::Value) -> String {
+    serde_json::to_string(&Event { typ, id, data }).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::event_line;
+
+    #[test]
+    fn events_are_printed_in_runcs_key_order() {
+        assert_eq!(
+            event_line("stats", "c1", serde_json::json!({"pids": {"current": 1}})),
+            r#"{"type":"stats","id":"c1","data":{"pids":{"current":1}}}"#
+        );
+        assert_eq!(
+            event_line("oom", "c1", serde_json::Value::Null),
+            r#"{"type":"oom","id":"c1"}"#
+        );
     }
 }

@@ -1876,3 +1876,35 @@ fn events_print_runcs_json_lines() {
         out.describe()
     );
 }
+
+/// runc's mounts.bats "tmpfs mount mode= inherit": a tmpfs over an existing directory without
+/// `mode=` keeps the directory's mode (runc passes `mode=` of the covered directory); an
+/// explicit `mode=` wins; a tmpfs on a new directory keeps tmpfs's default (1777). Before: 1777.
+#[test]
+fn tmpfs_without_mode_inherits_the_covered_directorys_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let ctx = Ctx::new("tmpfsmode");
+    let mut b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "stat -c %a /t1 /t2 /t3; grep -o ' /t1 .*' /proc/self/mountinfo",
+    ]);
+    for d in ["t1", "t2"] {
+        let p = b.rootfs().join(d);
+        fs::create_dir_all(&p).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o710)).unwrap();
+    }
+    b.add_mount(
+        json!({"destination": "/t1", "type": "tmpfs", "source": "tmpfs",
+        "options": ["rw", "nodev", "nosuid"]}),
+    );
+    b.add_mount(
+        json!({"destination": "/t2", "type": "tmpfs", "source": "tmpfs",
+        "options": ["mode=750", "size=1m"]}),
+    );
+    b.add_mount(json!({"destination": "/t3", "type": "tmpfs", "source": "tmpfs"}));
+    let out = b.run_ok();
+    let l: Vec<&str> = out.lines().collect();
+    assert_eq!(&l[..3], &["710", "750", "1777"], "{out}");
+    assert!(l[3].contains("mode=710"), "{out}");
+}

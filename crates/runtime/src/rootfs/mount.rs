@@ -11,6 +11,7 @@ use super::{
     mountapi::{attach_bind, open_tree},
     options::{parse_options, MountOpts, MOUNT_ATTR_RDONLY},
     paths::ensure_in_root,
+    paths::ensure_in_root_existed,
 };
 use crate::error::{Error, Result};
 use crate::sys::{cstr, cstr_s, fd_path, mount, open_in_root};
@@ -142,9 +143,21 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
     if typ == "cgroup" || typ == "cgroup2" {
         return mount_cgroup(ctx, dest, &opts).map_err(|e| e.context(what()));
     }
-    let target = ensure_in_root(ctx.rootfs_fd, dest, false)?;
+    let (target, existed) = ensure_in_root_existed(ctx.rootfs_fd, dest, false)?;
     let src = cstr_s(m.source().as_ref().and_then(|s| s.to_str()).unwrap_or(typ));
     let fstype = cstr_s(typ);
+    let mut opts = opts;
+    if typ == "tmpfs" && existed && !opts.data.split(',').any(|o| o.starts_with("mode=")) {
+        // As runc: a tmpfs over an existing directory keeps that directory's mode (instead of
+        // tmpfs's 1777) unless the options give one.
+        let st = crate::sys::fstat(target.as_raw_fd()).map_err(|e| Error::os(what(), e))?;
+        let mode = format!("mode={:04o}", st.st_mode & 0o7777);
+        opts.data = if opts.data.is_empty() {
+            mode
+        } else {
+            format!("{mode},{}", opts.data)
+        };
+    }
     let data = cstr_s(&opts.data);
     let tp = fd_path(&target);
     let r = mount(

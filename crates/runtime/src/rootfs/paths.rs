@@ -10,8 +10,13 @@ use crate::sys::{cstr, open_in_root};
 /// Make `path` (absolute, container view) exist inside `root`, as a directory or (if `file`) an
 /// empty file, without ever following a symlink out of the rootfs. Returns an O_PATH fd on it.
 pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd> {
+    ensure_in_root_existed(root, path, file).map(|(fd, _)| fd)
+}
+
+/// [`ensure_in_root`], and whether `path` existed already (false: this call made it).
+pub fn ensure_in_root_existed(root: &OwnedFd, path: &Path, file: bool) -> Result<(OwnedFd, bool)> {
     match open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0) {
-        Ok(fd) => return Ok(fd),
+        Ok(fd) => return Ok((fd, true)),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
         Err(e) => {
             return Err(Error::os(
@@ -28,7 +33,7 @@ pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd
             libc::O_PATH | libc::O_DIRECTORY,
             0,
         ) {
-            return create_in(root, &dir, name, path, file);
+            return create_in(root, &dir, name, path, file).map(|fd| (fd, false));
         }
     }
     // Walk down, creating what is missing.
@@ -86,7 +91,7 @@ pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd
         };
         cur = next;
     }
-    Ok(cur)
+    Ok((cur, false))
 }
 
 /// Create `name` (a directory, or an empty file) in `dir` and open it; EEXIST (a race with

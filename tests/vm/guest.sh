@@ -7,6 +7,8 @@
 #                                        its runc reference, whose REF lines give the runc column)
 #   guest.sh podman LABEL RUNTIME        tests/vm/podman-matrix.sh (root + rootless, both managers)
 #   guest.sh compliance LABEL RUNTIME    tests/compliance/run.sh RUNTIME (runtime-tools validation)
+#   guest.sh k8s LABEL RUNTIME           tests/k8s/node.sh with SPROUT=RUNTIME (its RESULT lines give
+#                                        the sprout and the runc column)
 #
 # Prints the suite's own output, then machine-readable lines for run.sh:
 #   @@RESULT SUITE LABEL PASS FAIL SKIP SECONDS
@@ -96,5 +98,16 @@ compliance)
   done
   [ "$rc" = 0 ] || echo "compliance/run.sh exit $rc"
   emit ;;
+k8s)
+  log=$OUTD/k8s.log
+  SPROUT=$rt bash "$REPO/tests/k8s/node.sh" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  for l in sprout runc; do
+    label=$l RES=$OUTD/k8s-$l.tsv
+    sed -n "s/^RESULT $l PASS \([^ ]*\) :: .*\$/pass\t\1\t/p; s/^RESULT $l SKIP \([^ ]*\) :: \(.*\)\$/skip\t\1\t\2/p; s/^RESULT $l FAIL \([^ ]*\) :: \(.*\)\$/fail\t\1\t\2/p" "$log" > "$RES"
+    # the node never came up (exit 2): one failure saying so, not an empty pass
+    [ "$rc" != 2 ] || echo -e "fail\tnode-setup\t$(grep -a 'node: ' "$log" | tail -1 | cut -c1-300)" >> "$RES"
+    emit
+  done ;;
 *) echo "guest.sh: unknown kind $kind" >&2; exit 2 ;;
 esac

@@ -14,6 +14,11 @@
 #                               `tester`), --cgroup-manager=cgroupfs and systemd (sprout | crun | runc)
 #                  clients      tests/clients/run.sh (sprout, with its runc reference; crun as SPROUT)
 #                  compliance   tests/compliance/run.sh RUNTIME (sprout | crun | runc)
+#                  k8s          tests/k8s/node.sh: a one-node Kubernetes (kubelet, containerd CRI,
+#                               etcd, kube-apiserver) and its pod checks, RuntimeClass sprout and
+#                               runc side by side. Not in the default list (~15-25 min under TCG,
+#                               plus a cold ~15 min build of the Kubernetes binaries on the host,
+#                               tests/k8s/build.sh, cached in /var/cache/sprout-k8s): --suites k8s
 #   --no-peers     sprout only (no crun/runc columns)
 #   --all-peers    crun and runc through every suite that can choose the runtime
 #                  By default only tests/integration runs side by side with crun and runc: the other
@@ -52,6 +57,7 @@ cd "$REPO"
 exec </dev/null
 
 ALL=unit,integration,security,serve,podman,clients,compliance
+OPTIONAL=k8s   # known, run only when named in --suites
 SUITES=$ALL PEERS=1 KEEP=0 FRESH=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -66,7 +72,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 for s in ${SUITES//,/ }; do
-  case ",$ALL," in *",$s,"*) ;; *) echo "vm/run.sh: unknown suite $s (known: $ALL)" >&2; exit 2 ;; esac
+  case ",$ALL,$OPTIONAL," in *",$s,"*) ;; *) echo "vm/run.sh: unknown suite $s (known: $ALL,$OPTIONAL)" >&2; exit 2 ;; esac
 done
 want() { case ",$SUITES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
@@ -221,6 +227,10 @@ for ln in open(sys.argv[1]):
 PY
   cut -f1 "$TSV" | sort | uniq -c | sed 's/^/    executables: /'
 fi
+if want k8s; then
+  K8S_BIN=$(bash "$REPO/tests/k8s/build.sh" | tail -1) && [ -x "$K8S_BIN/kubelet" ] || { broke "build (tests/k8s/build.sh)"; finish; }
+  echo "    Kubernetes binaries: $K8S_BIN ($(du -shL "$K8S_BIN" | cut -f1))"
+fi
 stage_end "build"
 
 # ---------------------------------------------------------------- 2. image + boot
@@ -265,6 +275,10 @@ fi
   echo \"    in the VM: \$(stat -fc %T /sys/fs/cgroup), kernel \$(uname -r), \$(systemctl --version | head -1), \$(systemctl is-system-running)\"
   echo \"    crun \$(crun --version | head -1 | awk '{print \$3}') at \$(command -v crun), runc \$(runc --version | head -1 | awk '{print \$3}') at \$(command -v runc), podman \$(podman --version | awk '{print \$3}')\"" \
   || { broke "copy (install)"; finish; }
+if want k8s; then   # the Kubernetes binaries, where tests/k8s/node.sh looks for them
+  tar -C "$K8S_BIN" -chf - . | "${ZIP[@]}" | "${VM[@]}" ssh "rm -rf /opt/sprout-k8s/bin && mkdir -p /opt/sprout-k8s/bin && $UNZIP | tar -C /opt/sprout-k8s/bin -xf - && echo ok" > "$LOGD/push-k8s.out" 2>&1 \
+    && grep -q ok "$LOGD/push-k8s.out" || { cat "$LOGD/push-k8s.out"; broke "copy (k8s binaries)"; finish; }
+fi
 CRUN=$("${VM[@]}" ssh 'command -v crun') RUNC=$("${VM[@]}" ssh 'command -v runc')
 stage_end "copy"
 
@@ -300,6 +314,8 @@ for s in ${SUITES//,/ }; do
       else
         stage "clients (sprout)"; run_guest clients-sprout clients sprout /usr/local/bin/sprout; stage_end "clients sprout"
       fi ;;
+    k8s)
+      stage "k8s node (RuntimeClass sprout and runc)"; run_guest k8s k8s sprout /usr/local/bin/sprout; stage_end "k8s sprout+runc" ;;
     compliance)
       for p in $(peers compliance); do
         stage "compliance (${p%%:*})"; run_guest "compliance-${p%%:*}" compliance "${p%%:*}" "${p#*:}"; stage_end "compliance ${p%%:*}"

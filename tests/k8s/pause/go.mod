@@ -1,0 +1,3 @@
+module sprout.test/k8s/pause
+
+go 1.21

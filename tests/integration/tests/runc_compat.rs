@@ -1908,3 +1908,42 @@ fn tmpfs_without_mode_inherits_the_covered_directorys_mode() {
     assert_eq!(&l[..3], &["710", "750", "1777"], "{out}");
     assert!(l[3].contains("mode=710"), "{out}");
 }
+
+/// runc's no_pivot.bats (security): with `--no-pivot` the host's /proc stays reachable in the
+/// container's mount namespace under the chroot, and the kernel then lets a nested user
+/// namespace mount a bare procfs (and write /proc/sysrq-trigger). The full proc and sysfs
+/// mounts outside the rootfs are detached before the chroot: the mount is refused. Before: it
+/// succeeded.
+#[test]
+fn no_pivot_does_not_expose_a_bare_proc() {
+    let ctx = Ctx::new("nopivotproc");
+    let mut b = ctx.bundle(&[
+        "unshare",
+        "-mrpf",
+        "sh",
+        "-c",
+        "mount -t proc none /proc && echo MOUNTED",
+    ]);
+    for set in ["bounding", "permitted", "effective"] {
+        let ptr = format!("/process/capabilities/{set}");
+        let mut caps: Vec<Value> = b.config["process"]["capabilities"][set]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        caps.push(json!("CAP_SETFCAP"));
+        b.set(&ptr, json!(caps));
+    }
+    let o = b.run_with(&["--no-pivot"]);
+    assert!(!o.stdout.contains("MOUNTED"), "{}", o.describe());
+    assert!(!o.ok(), "{}", o.describe());
+    assert!(
+        o.stderr.to_lowercase().contains("permission denied"),
+        "{}",
+        o.describe()
+    );
+    // The container's own /proc is there as usual.
+    let b2 = ctx.bundle(&["sh", "-c", "cat /proc/self/comm"]);
+    let o = b2.run_with(&["--no-pivot"]);
+    o.assert_ok();
+    assert_eq!(o.stdout.trim(), "cat", "{}", o.describe());
+}

@@ -1,7 +1,7 @@
 //! The root itself: propagation, pivot_root (or move + chroot), read-only root, sysctls.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::options::propagation_flag;
 use crate::error::{Error, Result};
@@ -113,8 +113,15 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
     Ok(())
 }
 
-/// --no-pivot (or no mount namespace): move the rootfs over / and chroot into it.
+/// --no-pivot (with the container's own mount namespace): move the rootfs over / and chroot
+/// into it. The old root's mounts stay in the namespace under the chroot, and the kernel lets
+/// a process mount a new procfs or sysfs where a *full* one is reachable in its namespace
+/// (mount_too_revealing): a nested user namespace in the container could mount a bare /proc
+/// (runc's no_pivot.bats). So, as runc's msMoveRoot, every full proc and sysfs mount outside
+/// the rootfs is made slave (nothing propagates back to the host) and detached first, or
+/// covered by an empty tmpfs where it cannot be unmounted.
 pub fn move_and_chroot(rootfs: &Path) -> Result<()> {
+    hide_full_proc_and_sys(rootfs)?;
     let c = cstr(rootfs);
     // SAFETY: chdir reads the NUL-terminated CString `c`, alive for the call.
     cvt(unsafe { libc::chdir(c.as_ptr()) }).map_err(|e| Error::os("chdir rootfs", e))?;
@@ -124,6 +131,78 @@ pub fn move_and_chroot(rootfs: &Path) -> Result<()> {
     cvt(unsafe { libc::chroot(c".".as_ptr()) }).map_err(|e| Error::os("chroot", e))?;
     // SAFETY: chdir of a C string literal.
     cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
+    Ok(())
+}
+
+/// The mount points of the full (root "/") proc and sysfs mounts in this mount namespace that
+/// are not inside `rootfs`, deepest first, from /proc/self/mountinfo's text.
+fn full_proc_sys_mounts(mountinfo: &str, rootfs: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = mountinfo
+        .lines()
+        .filter_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let f: Vec<&str> = pre.split(' ').collect();
+            let fstype = post.split(' ').next()?;
+            let point = PathBuf::from(unescape_mountinfo(f.get(4)?));
+            (f.get(3) == Some(&"/")
+                && (fstype == "proc" || fstype == "sysfs")
+                && !point.starts_with(rootfs))
+            .then_some(point)
+        })
+        .collect();
+    out.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    out
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hide_full_proc_and_sys(rootfs: &Path) -> Result<()> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| Error::os("--no-pivot: reading /proc/self/mountinfo", e))?;
+    for p in full_proc_sys_mounts(&info, rootfs) {
+        let c = cstr(&p);
+        match mount(None, &c, None, libc::MS_SLAVE | libc::MS_REC, None) {
+            Ok(()) => {}
+            // A parent already detached.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) => {
+                return Err(Error::os(
+                    format!("--no-pivot: making {} slave", p.display()),
+                    e,
+                ))
+            }
+        }
+        // SAFETY: umount2 reads the NUL-terminated CString `c`, alive for the call.
+        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EPERM)) {
+                return Err(Error::os(
+                    format!("--no-pivot: detaching {}", p.display()),
+                    e,
+                ));
+            }
+            mount(Some(c"tmpfs"), &c, Some(c"tmpfs"), 0, None)
+                .map_err(|e| Error::os(format!("--no-pivot: covering {}", p.display()), e))?;
+        }
+    }
     Ok(())
 }
 
@@ -161,4 +240,31 @@ pub fn set_sysctls(sysctl: &std::collections::HashMap<String, String>) -> Result
         std::fs::write(&path, v).map_err(|e| Error::os(format!("linux.sysctl: {k}"), e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_proc_and_sys_mounts_outside_the_rootfs() {
+        let info = "\
+22 1 0:21 / /proc rw,nosuid - proc proc rw
+23 1 0:22 / /sys rw - sysfs sysfs rw
+24 23 0:23 / /sys/fs/cgroup rw - tmpfs tmpfs rw
+25 1 0:21 /sys /mnt/partial rw - proc proc rw
+26 1 0:24 / /run/c/rootfs/proc rw - proc proc rw
+27 1 0:25 / /mnt/with\\040space rw - proc proc rw
+28 1 8:1 / / rw - ext4 /dev/vda rw
+";
+        let got = full_proc_sys_mounts(info, Path::new("/run/c/rootfs"));
+        assert_eq!(
+            got,
+            [
+                PathBuf::from("/mnt/with space"),
+                PathBuf::from("/proc"),
+                PathBuf::from("/sys")
+            ]
+        );
+    }
 }

@@ -1947,3 +1947,21 @@ fn no_pivot_does_not_expose_a_bare_proc() {
     o.assert_ok();
     assert_eq!(o.stdout.trim(), "cat", "{}", o.describe());
 }
+
+/// runc's mounts.bats "/proc is a symlink": procfs goes only on an ordinary directory; an
+/// image whose /proc is a symlink fails with runc's words, nothing left. Before: procfs was
+/// mounted where the link pointed and the container ran.
+#[test]
+fn proc_on_a_symlink_is_refused() {
+    let ctx = Ctx::new("procsymlink");
+    let b = ctx.bundle(&["true"]);
+    let proc_dir = b.rootfs().join("proc");
+    let _ = fs::remove_dir_all(&proc_dir);
+    let _ = fs::remove_file(&proc_dir);
+    fs::create_dir_all(b.rootfs().join("bad-proc")).unwrap();
+    std::os::unix::fs::symlink("/bad-proc", &proc_dir).unwrap();
+    let o = b.run();
+    o.assert_fail();
+    o.assert_one_line_error(&["must be mounted on ordinary directory"]);
+    ctx.assert_no_trace(&o, &b, &[], None);
+}

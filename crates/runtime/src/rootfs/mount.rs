@@ -143,6 +143,9 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
     if typ == "cgroup" || typ == "cgroup2" {
         return mount_cgroup(ctx, dest, &opts).map_err(|e| e.context(what()));
     }
+    if typ == "proc" || typ == "sysfs" {
+        refuse_symlink_target(ctx, dest, typ).map_err(|e| e.context(what()))?;
+    }
     let (target, existed) = ensure_in_root_existed(ctx.rootfs_fd, dest, false)?;
     let src = cstr_s(m.source().as_ref().and_then(|s| s.to_str()).unwrap_or(typ));
     let fstype = cstr_s(typ);
@@ -195,6 +198,30 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
             mount(None, &fd_path(&fd), None, *p, None)
                 .map_err(|e| Error::os(format!("{}: propagation", what()), e))?;
         }
+    }
+    Ok(())
+}
+
+/// As runc: procfs and sysfs go only on an ordinary directory. A symlink planted at the
+/// destination (e.g. the image's /proc pointing elsewhere) would put them where the symlink
+/// points while the container's path still names the link.
+fn refuse_symlink_target(ctx: &MountCtx, dest: &Path, typ: &str) -> Result<()> {
+    let fd = match open_in_root(
+        ctx.rootfs_fd.as_raw_fd(),
+        dest,
+        libc::O_PATH | libc::O_NOFOLLOW,
+        0,
+    ) {
+        Ok(fd) => fd,
+        Err(_) => return Ok(()), // missing: made as a directory below; other errors there
+    };
+    let st = crate::sys::fstat(fd.as_raw_fd())
+        .map_err(|e| Error::os(format!("{typ} mount point"), e))?;
+    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        return Err(Error::msg(format!(
+            "{typ} must be mounted on ordinary directory ({} is a symlink)",
+            dest.display()
+        )));
     }
     Ok(())
 }

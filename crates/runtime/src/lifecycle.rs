@@ -207,6 +207,10 @@ pub fn init_pidfd(st: &State) -> Option<OwnedFd> {
 pub fn kill(store: &Store, id: &str, sig: i32, all: bool) -> Result<()> {
     let st = store.load(id)?;
     let status = st.status(store);
+    // runc (issue 4047): without a pid namespace of its own, killing the init does not end
+    // the container's other processes, so SIGKILL goes to every process of its cgroup (and
+    // works when the init is gone already).
+    let all = all || (sig == libc::SIGKILL && !st.own_pid_ns && st.cgroup.is_some());
     if status == Status::Stopped && !all {
         bail!(kind = Kind::State, "container {id:?} is not running");
     }

@@ -1965,3 +1965,47 @@ fn proc_on_a_symlink_is_refused() {
     o.assert_one_line_error(&["must be mounted on ordinary directory"]);
     ctx.assert_no_trace(&o, &b, &[], None);
 }
+
+/// runc's kill.bats "kill KILL [host pidns]": a container without a pid namespace of its own
+/// keeps its other processes when only the init dies, so `kill ID KILL` signals every
+/// process of its cgroup. Before: the init alone died and its children lived on.
+#[test]
+fn kill_kill_without_a_pid_namespace_ends_every_process() {
+    let ctx = Ctx::new("killhostpid");
+    let mut b = ctx.bundle(&["sh", "-c", "sleep 1001 & sleep 1002 & wait"]);
+    let ns: Vec<Value> = b.config["linux"]["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["type"] != "pid")
+        .cloned()
+        .collect();
+    b.set("/linux/namespaces", json!(ns));
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let mut pids: Vec<i32> = Vec::new();
+    for _ in 0..200 {
+        let o = ctx.rt(&["ps", "-f", "json", &b.id]);
+        pids = serde_json::from_str(o.stdout.trim()).unwrap_or_default();
+        if pids.len() >= 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(pids.len() >= 3, "sh and two sleeps: {pids:?}");
+    b.kill("KILL").assert_ok();
+    let gone = |p: &i32| !sprout_test_support::pid_alive(*p) || sprout_test_support::is_zombie(*p);
+    let mut left = pids.clone();
+    for _ in 0..250 {
+        left.retain(|p| !gone(p));
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        left.is_empty(),
+        "still running after kill KILL: {left:?} of {pids:?}"
+    );
+    b.delete().assert_ok();
+}

@@ -674,10 +674,20 @@ impl Manager {
                 }
             }
         }
+        let dir = match freezer {
+            Freezer::V1(d) | Freezer::V2(d) => Some(d),
+            Freezer::None => self.procs_dir(),
+        };
+        // Gone (its last task died, e.g. of the cgroup.kill above, and the cgroup was removed
+        // by whoever reaped it): nothing left to signal.
+        if dir.is_some_and(|d| !d.exists()) {
+            return Ok(());
+        }
         let frozen = match freezer {
             Freezer::None => false,
             _ => match self.freeze() {
                 Ok(()) => true,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => false,
                 Err(e) => {
                     warn(&format!(
                         "kill_all: could not freeze before signalling: {e}"
@@ -686,14 +696,13 @@ impl Manager {
                 }
             },
         };
-        let dir = match freezer {
-            Freezer::V1(d) | Freezer::V2(d) => Some(d),
-            Freezer::None => self.procs_dir(),
-        };
         let mut res = Ok(());
         if let Some(dir) = dir {
             let mut pids = Vec::new();
-            res = fs::read_procs_recursive(dir, &mut pids);
+            res = match fs::read_procs_recursive(dir, &mut pids) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+                r => r,
+            };
             for pid in pids {
                 // SAFETY: kill(2) takes integers only and touches no memory of ours.
                 if unsafe { libc::kill(pid, signal) } != 0 {

@@ -55,52 +55,32 @@ pub struct ExecArgs {
 }
 
 pub fn run(store: &Store, a: ExecArgs, trace: &mut Trace) -> Result<i32> {
-    let ExecArgs {
-        process,
-        tty,
-        cwd,
-        env,
-        user,
-        additional_gids,
-        cap,
-        detach,
-        pid_file,
-        console_socket,
-        preserve_fds,
-        process_label,
-        apparmor,
-        no_new_privs,
-        ignore_paused,
-        pidfd_socket,
-        cgroup,
-        id,
-        args,
-    } = a;
+    // The flags map one to one onto the library's options (runc's names: --process, --cap).
     let o = ExecOpts {
-        id: id.clone(),
-        process_json: process,
-        args,
-        tty,
-        cwd,
-        env,
-        user,
-        additional_gids,
-        caps: cap,
-        detach,
-        pid_file,
-        console_socket,
-        preserve_fds,
-        process_label,
-        apparmor,
-        no_new_privs,
-        ignore_paused,
-        pidfd_socket,
-        cgroup,
+        id: a.id,
+        process_json: a.process,
+        args: a.args,
+        tty: a.tty,
+        cwd: a.cwd,
+        env: a.env,
+        user: a.user,
+        additional_gids: a.additional_gids,
+        caps: a.cap,
+        detach: a.detach,
+        pid_file: a.pid_file,
+        console_socket: a.console_socket,
+        preserve_fds: a.preserve_fds,
+        process_label: a.process_label,
+        apparmor: a.apparmor,
+        no_new_privs: a.no_new_privs,
+        ignore_paused: a.ignore_paused,
+        pidfd_socket: a.pidfd_socket,
+        cgroup: a.cgroup,
     };
     if !o.detach {
         lifecycle::block_forwarded_signals();
     }
     let code = exec::exec(store, &o, trace)?;
-    trace.emit("exec", &id);
+    trace.emit("exec", &o.id);
     Ok(code)
 }

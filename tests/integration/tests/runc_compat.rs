@@ -1862,7 +1862,7 @@ fn events_print_runcs_json_lines() {
         "{line}"
     );
     // --interval: lines keep coming while it runs; ends when the container stops.
-    let mut ev = ctx.spawn(&["events", "--interval", "100ms", &b.id]);
+    let ev = ctx.spawn(&["events", "--interval", "100ms", &b.id]);
     std::thread::sleep(Duration::from_millis(600));
     b.kill("KILL").assert_ok();
     let out = ev.wait(Duration::from_secs(20));

@@ -212,7 +212,7 @@ pub fn kill(store: &Store, id: &str, sig: i32, all: bool) -> Result<()> {
     // works when the init is gone already).
     let all = all || (sig == libc::SIGKILL && !st.own_pid_ns && st.cgroup.is_some());
     if status == Status::Stopped && !all {
-        bail!(kind = Kind::State, "container {id:?} is not running");
+        bail!(kind = Kind::State, "container not running ({id:?})");
     }
     if all {
         // runc: --all (-a) signals every process of the container's cgroup and never fails
@@ -239,7 +239,7 @@ pub fn kill(store: &Store, id: &str, sig: i32, all: bool) -> Result<()> {
         }
     }
     let fd = init_pidfd(&st)
-        .ok_or_else(|| Error::new(Kind::State, format!("container {id:?} is not running")))?;
+        .ok_or_else(|| Error::new(Kind::State, format!("container not running ({id:?})")))?;
     sys::pidfd_send_signal(&fd, sig).map_err(|e| Error::os(format!("kill {id:?}"), e))?;
     if status == Status::Paused && (sig == libc::SIGKILL || sig == libc::SIGTERM) {
         // A frozen process can't act on the signal until thawed.

@@ -471,7 +471,8 @@ fn kill_takes_signal_zero_and_all_on_a_stopped_container() {
     b.wait_status("stopped");
     let o = ctx.rt(&["kill", &b.id, "0"]);
     o.assert_fail();
-    o.assert_one_line_error(&["not running"]);
+    // runc's words (kill.bats matches "container not running").
+    o.assert_one_line_error(&["container not running"]);
     ctx.rt(&["kill", "-a", &b.id, "0"]).assert_ok();
     ctx.rt(&["kill", "-a", &b.id, "KILL"]).assert_ok();
     ctx.rt(&["delete", &b.id]).assert_ok();

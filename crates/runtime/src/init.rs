@@ -715,23 +715,37 @@ fn exec_now(ctx: &InitCtx, exec: Exec, tramp: Option<OwnedFd>, tr: &mut ChildTra
             break;
         }
     }
-    if let Some(hooks) = ctx.spec.hooks() {
-        if hooks
-            .start_container()
-            .as_ref()
-            .is_some_and(|h| !h.is_empty())
-        {
-            let st = hook_state(ctx, "created");
-            if let Err(e) =
-                crate::hooks::run_all("startContainer", hooks.start_container().as_ref(), &st)
-            {
-                return e;
-            }
-        }
-    }
+    // The no_new_privs filter (when the trampoline did not take it) goes on before the
+    // startContainer hooks: they run in the container under its seccomp filter, as runc's
+    // (seccomp.bats), and after the fifo read, which stays outside it.
     if let (Some(sc), true, false) = (ctx.seccomp, exec.nnp, filter_loaded) {
         if let Err(e) = load_seccomp(ctx.chan, sc) {
             return e;
+        }
+    }
+    if let Some(hooks) = ctx.spec.hooks() {
+        if let Some(list) = hooks.start_container().as_ref().filter(|h| !h.is_empty()) {
+            // As runc (SetDefaultEnv): a startContainer hook without `env` gets the
+            // container process's environment.
+            let env: Vec<String> = exec
+                .envp
+                .iter()
+                .map(|e| e.to_string_lossy().into_owned())
+                .collect();
+            let list: Vec<oci_spec::runtime::Hook> = list
+                .iter()
+                .map(|h| {
+                    let mut h = h.clone();
+                    if h.env().is_none() {
+                        h.set_env(Some(env.clone()));
+                    }
+                    h
+                })
+                .collect();
+            let st = hook_state(ctx, "created");
+            if let Err(e) = crate::hooks::run_all("startContainer", Some(&list), &st) {
+                return e;
+            }
         }
     }
     let _ = tr;

@@ -2010,3 +2010,53 @@ fn kill_kill_without_a_pid_namespace_ends_every_process() {
     );
     b.delete().assert_ok();
 }
+
+/// runc's hooks.bats and seccomp.bats: a startContainer hook (run in the container, right
+/// before the program) without `env` gets the container process's environment, and it runs
+/// under the container's seccomp filter (also with noNewPrivileges, where the filter used to
+/// be loaded only after the hooks).
+#[test]
+fn start_container_hooks_get_the_process_env_and_the_seccomp_filter() {
+    let ctx = Ctx::new("starthook");
+    let mut b = ctx.bundle(&["true"]);
+    let out = b.bind_host_dir("/out");
+    let mut env: Vec<Value> = b.config["process"]["env"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    env.push(json!("ONE=two"));
+    b.set("/process/env", json!(env));
+    b.set(
+        "/hooks/startContainer",
+        json!([{"path": "/bin/sh", "args": ["sh", "-c", "echo \"ONE=$ONE\" > /out/env"]}]),
+    );
+    b.run_ok();
+    assert_eq!(
+        fs::read_to_string(out.join("env"))
+            .unwrap_or_default()
+            .trim(),
+        "ONE=two"
+    );
+
+    for nnp in [false, true] {
+        let mut b = ctx.bundle(&["true"]);
+        b.set("/process/noNewPrivileges", json!(nnp));
+        b.set(
+            "/linux/seccomp",
+            json!({"defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]}),
+        );
+        b.set(
+            "/hooks/startContainer",
+            json!([{"path": "/bin/sh", "args": ["sh", "-c", "mkdir /tmp/hook-made"]}]),
+        );
+        let o = b.run();
+        o.assert_fail();
+        assert!(
+            o.stderr.contains("startContainer"),
+            "nnp={nnp}: {}",
+            o.describe()
+        );
+        assert!(!b.rootfs().join("tmp/hook-made").exists(), "nnp={nnp}");
+    }
+}

@@ -523,7 +523,8 @@ EOF
   ec=$(jp "oom-group-$1" '{.status.containerStatuses[0].state.terminated.exitCode}')
   cid=$(jp "oom-group-$1" '{.status.containerStatuses[0].containerID}'); cid=${cid#containerd://}
   where=$(journalctl -k --since "$since" --no-pager 2>/dev/null | grep -o "oom_memcg=[^,]*cri-containerd-$cid.scope" | head -1)
-  DETAIL="exit $ec, reason $reason (OOMKilled or Error: containerd's race, see above), kernel: ${where:+oom-kill at the container scope}${where:-no oom-kill record at cri-containerd-$cid.scope}"
+  DETAIL="exit $ec, reason $reason (OOMKilled or Error: containerd's race, see above), kernel: "
+  if [ -n "$where" ]; then DETAIL+="oom-kill at the container's own scope"; else DETAIL+="no oom-kill record at cri-containerd-$cid.scope"; fi
   K delete pod "oom-group-$1" --wait=false >/dev/null 2>&1
   [ "$ec" = 137 ] && [ -n "$where" ]
 }
@@ -619,7 +620,7 @@ ck_delete() { # kubectl delete: the pod goes, its containers leave the runtime, 
   ids=$(ctr_ids "$uid")
   K delete pod "run-$1" --timeout=180s >/dev/null 2>&1 || { DETAIL="delete did not finish in 180 s"; return 1; }
   local id left=""
-  wait_for 60 sh -c "! ctr --address '$SOCK' -n k8s.io containers ls -q 'labels.\"io.kubernetes.pod.uid\"==$uid' | grep -q ." || DETAIL+="containerd still holds containers; "
+  wait_for 60 sh -c "! ctr --address '$SOCK' -n k8s.io containers ls -q 'labels.\"io.kubernetes.pod.uid\"==$uid' | grep -q ." || DETAIL+="(containerd still listed the pod's containers after 60 s: the kubelet's GC removes them later) "
   for id in $ids; do
     "$(rtbin "$1")" --root "$W/rt/$1/k8s.io" state "$id" >/dev/null 2>&1 && left+="$id "
   done

@@ -2060,3 +2060,33 @@ fn start_container_hooks_get_the_process_env_and_the_seccomp_filter() {
         assert!(!b.rootfs().join("tmp/hook-made").exists(), "nnp={nnp}");
     }
 }
+
+/// runc's update.bats "cpu burst": `update --cpu-burst` sets cpu.max.burst (v1:
+/// cpu.cfs_burst_us). Before: an unknown flag.
+#[test]
+fn update_cpu_burst() {
+    let ctx = Ctx::new("updburst");
+    let b = running(&ctx);
+    let Some(f) =
+        cgroup_file(&b.id, "cpu.max.burst").or_else(|| cgroup_file(&b.id, "cpu.cfs_burst_us"))
+    else {
+        eprintln!(
+            "skipped: no cpu.max.burst / cpu.cfs_burst_us (kernel before 5.14 or no CFS bandwidth)"
+        );
+        return;
+    };
+    ctx.rt(&[
+        "update",
+        "--cpu-period",
+        "100000",
+        "--cpu-quota",
+        "50000",
+        "--cpu-burst",
+        "20000",
+        &b.id,
+    ])
+    .assert_ok();
+    assert_eq!(read_trim(&f), "20000");
+    ctx.rt(&["update", "--cpu-burst", "0", &b.id]).assert_ok();
+    assert_eq!(read_trim(&f), "0");
+}

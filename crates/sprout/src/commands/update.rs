@@ -24,6 +24,9 @@ pub struct UpdateArgs {
     pub cpu_quota: Option<i64>,
     #[arg(long = "cpu-period")]
     pub cpu_period: Option<u64>,
+    /// CPU burst in microseconds above the quota (cpu.max.burst; v1 cpu.cfs_burst_us).
+    #[arg(long = "cpu-burst")]
+    pub cpu_burst: Option<u64>,
     /// CPU realtime period in microseconds (cgroup v1 cpu.rt_period_us).
     #[arg(long = "cpu-rt-period")]
     pub cpu_rt_period: Option<u64>,
@@ -82,6 +85,7 @@ pub fn run(store: &Store, a: UpdateArgs) -> Result<i32> {
         cpu_shares,
         cpu_quota,
         cpu_period,
+        cpu_burst,
         cpu_rt_period,
         cpu_rt_runtime,
         cpuset_cpus,
@@ -142,6 +146,9 @@ pub fn run(store: &Store, a: UpdateArgs) -> Result<i32> {
     }
     if let Some(v) = cpu_period {
         set("cpu", "period", v.into());
+    }
+    if let Some(v) = cpu_burst {
+        set("cpu", "burst", v.into());
     }
     if let Some(v) = cpu_rt_period {
         set("cpu", "realtimePeriod", v.into());

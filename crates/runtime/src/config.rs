@@ -190,10 +190,18 @@ impl Config {
 /// runtime-spec (Linux): a mount destination MAY be relative, for old configurations, and is
 /// then relative to "/" (deprecated). Made absolute here, once, with runc's warning.
 fn absolute_mount_destinations(spec: &mut Spec) {
+    // The usual case (every destination absolute) copies nothing.
+    if spec
+        .mounts()
+        .iter()
+        .flatten()
+        .all(|m| m.destination().is_absolute())
+    {
+        return;
+    }
     let Some(mut mounts) = spec.mounts().clone() else {
         return;
     };
-    let mut changed = false;
     for m in mounts.iter_mut().filter(|m| !m.destination().is_absolute()) {
         crate::log::warn(&format!(
             "mount destination {} is not absolute: taken as relative to \"/\" (relative destinations are deprecated)",
@@ -201,11 +209,8 @@ fn absolute_mount_destinations(spec: &mut Spec) {
         ));
         let abs = Path::new("/").join(m.destination());
         m.set_destination(abs);
-        changed = true;
     }
-    if changed {
-        spec.set_mounts(Some(mounts));
-    }
+    spec.set_mounts(Some(mounts));
 }
 
 /// Compare "1.2.3" style versions on major only (and reject below 1.0.0 and above 1.x).

@@ -647,8 +647,10 @@ pub fn prepare_exec(process: &Process) -> Result<Exec> {
         .args()
         .as_ref()
         .ok_or_else(|| Error::msg("process.args: missing"))?;
-    let env = dedup_env(process.env().as_deref().unwrap_or(&[]));
-    let path = resolve_program(&args[0], &env)?;
+    let raw_env: &[String] = process.env().as_deref().unwrap_or(&[]);
+    // resolve_program takes the last PATH given, as the deduplicated env keeps it.
+    let path = resolve_program(&args[0], raw_env)?;
+    let env = dedup_env(raw_env);
     let argv = args.iter().map(|a| cstr_s(a)).collect();
     let mut envp: Vec<CString> = env.iter().map(|e| cstr_s(e)).collect();
     if !env.iter().any(|e| e.starts_with("HOME=")) {
@@ -666,15 +668,26 @@ pub fn prepare_exec(process: &Process) -> Result<Exec> {
 
 /// process.env as runc's prepareEnv makes it: one entry per name, the last value given, in the
 /// order of those last occurrences; an empty `HOME=` is dropped (the caller adds the user's).
-pub(crate) fn dedup_env(env: &[String]) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    let mut out: Vec<String> = Vec::with_capacity(env.len());
+/// Borrowed, and a linear scan: an env has a handful of entries and this is on the start path.
+pub(crate) fn dedup_env(env: &[String]) -> Vec<&str> {
+    fn key(kv: &str) -> &str {
+        kv.split_once('=').map_or(kv, |(k, _)| k)
+    }
+    let mut out: Vec<&str> = Vec::with_capacity(env.len());
+    // The dropped `HOME=` still counts as HOME's last value.
+    let mut home_seen = false;
     for kv in env.iter().rev() {
-        let key = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
-        if !seen.insert(key) || kv == "HOME=" {
+        let k = key(kv);
+        if out.iter().any(|o| key(o) == k) || (k == "HOME" && home_seen) {
             continue;
         }
-        out.push(kv.clone());
+        if k == "HOME" {
+            home_seen = true;
+            if kv == "HOME=" {
+                continue;
+            }
+        }
+        out.push(kv);
     }
     out.reverse();
     out

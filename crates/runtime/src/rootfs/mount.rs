@@ -143,10 +143,15 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
     if typ == "cgroup" || typ == "cgroup2" {
         return mount_cgroup(ctx, dest, &opts).map_err(|e| e.context(what()));
     }
-    if typ == "proc" || typ == "sysfs" {
-        refuse_symlink_target(ctx, dest, typ).map_err(|e| e.context(what()))?;
-    }
-    let (target, existed) = ensure_in_root_existed(ctx.rootfs_fd, dest, false)?;
+    let checked = if typ == "proc" || typ == "sysfs" {
+        ordinary_target(ctx, dest, typ).map_err(|e| e.context(what()))?
+    } else {
+        None
+    };
+    let (target, existed) = match checked {
+        Some(fd) => (fd, true),
+        None => ensure_in_root_existed(ctx.rootfs_fd, dest, false)?,
+    };
     let src = cstr_s(m.source().as_ref().and_then(|s| s.to_str()).unwrap_or(typ));
     let fstype = cstr_s(typ);
     let mut opts = opts;
@@ -204,16 +209,16 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
 
 /// As runc: procfs and sysfs go only on an ordinary directory. A symlink planted at the
 /// destination (e.g. the image's /proc pointing elsewhere) would put them where the symlink
-/// points while the container's path still names the link.
-fn refuse_symlink_target(ctx: &MountCtx, dest: &Path, typ: &str) -> Result<()> {
-    let fd = match open_in_root(
+/// points while the container's path still names the link. The O_NOFOLLOW open is also the
+/// mount target when it exists (no second lookup); `None`: missing, made by the caller.
+fn ordinary_target(ctx: &MountCtx, dest: &Path, typ: &str) -> Result<Option<OwnedFd>> {
+    let Ok(fd) = open_in_root(
         ctx.rootfs_fd.as_raw_fd(),
         dest,
         libc::O_PATH | libc::O_NOFOLLOW,
         0,
-    ) {
-        Ok(fd) => fd,
-        Err(_) => return Ok(()), // missing: made as a directory below; other errors there
+    ) else {
+        return Ok(None); // missing: made as a directory; other errors show there
     };
     let st = crate::sys::fstat(fd.as_raw_fd())
         .map_err(|e| Error::os(format!("{typ} mount point"), e))?;
@@ -223,5 +228,5 @@ fn refuse_symlink_target(ctx: &MountCtx, dest: &Path, typ: &str) -> Result<()> {
             dest.display()
         )));
     }
-    Ok(())
+    Ok(Some(fd))
 }

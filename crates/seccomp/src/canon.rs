@@ -217,3 +217,78 @@ pub fn key_bytes(profile: &LinuxSeccomp) -> [u8; 32] {
 pub fn key(profile: &LinuxSeccomp) -> String {
     hex(&key_bytes(profile))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The key of `profile` with a fixed libseccomp version, so that the test does not depend
+    /// on the host's libseccomp.
+    fn pinned_key(profile: &LinuxSeccomp) -> String {
+        let h = hash_environment(Sha256::new(), (2, 5, 4));
+        hex(&hash_profile(h, profile).finish())
+    }
+
+    fn small_profile() -> LinuxSeccomp {
+        serde_json::from_value(serde_json::json!({
+            "defaultAction": "SCMP_ACT_ERRNO",
+            "defaultErrnoRet": 1,
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [
+                {"names": ["read", "write"], "action": "SCMP_ACT_ALLOW"},
+                {"names": ["kill"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13, "args": [
+                    {"index": 1, "value": 9, "op": "SCMP_CMP_EQ"}]}
+            ]
+        }))
+        .unwrap()
+    }
+
+    /// Cache entries written by an earlier build stay valid only if the key of a profile keeps
+    /// its exact bytes: this pins them (computed with the hand-written SHA-256 that sprout used
+    /// until 2026-11-25, before the `sha2` crate). A deliberate change of the canonical form
+    /// bumps KEY_FORMAT and updates these values; the crate version and the architecture are
+    /// part of the key, hence the pinned values hold for this version on x86_64.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn key_of_fixed_profiles_is_pinned() {
+        assert_eq!(env!("CARGO_PKG_VERSION"), "0.1.0", "update the pinned keys");
+        assert_eq!(
+            pinned_key(&small_profile()),
+            "02003db06f3f5b72b6d7a23ae9b10cb9ee3469a76da998d904f702b099c57e32"
+        );
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/podman-default.json");
+        let spec: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let podman: LinuxSeccomp =
+            serde_json::from_value(spec["linux"]["seccomp"].clone()).unwrap();
+        assert_eq!(
+            pinned_key(&podman),
+            "1eed105456e0448d6b5d1ea003c24ea3d2186bfd7c83a26ff9cb357d82cd0eae"
+        );
+    }
+
+    /// A cache entry's checksum (SHA-256 of its header and payload) keeps its bytes too, or
+    /// every entry written by an earlier build would be a miss.
+    #[test]
+    fn entry_checksum_is_pinned() {
+        let payload: Vec<u8> = (0u8..64).collect();
+        let entry = crate::cache::encode(&[7; 32], 0, &payload);
+        let sum: [u8; 32] = entry[56..88].try_into().unwrap();
+        assert_eq!(
+            hex(&sum),
+            "6e3a5866e94882afb53ba30c66d23fbe347a754e9e034371154924bba9506567"
+        );
+        assert!(crate::cache::decode(&entry, &[7; 32]).is_some());
+    }
+
+    /// The public key is the pinned computation with the host's libseccomp version.
+    #[test]
+    fn key_is_the_environment_then_the_profile() {
+        let p = small_profile();
+        let h = hash_environment(Sha256::new(), crate::compile::libseccomp_version());
+        assert_eq!(key(&p), hex(&hash_profile(h, &p).finish()));
+        assert_eq!(key(&p), key(&small_profile()));
+        assert_eq!(key_bytes(&p).len(), 32);
+    }
+}

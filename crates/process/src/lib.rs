@@ -33,6 +33,7 @@ use oci_spec::runtime::{
 };
 
 pub mod caps;
+pub mod fdpass;
 pub mod identity;
 pub mod lsm;
 pub mod rlimits;

@@ -218,81 +218,20 @@ pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
     Ok(st)
 }
 
-/// msghdr.msg_controllen and cmsghdr.cmsg_len: size_t on glibc, socklen_t on musl.
-#[cfg(target_env = "musl")]
-type CmsgLen = libc::socklen_t;
-#[cfg(not(target_env = "musl"))]
-type CmsgLen = usize;
-
-/// Send `fd` over a unix socket with SCM_RIGHTS, with `data` as the payload.
+/// Send `fd` over a unix socket with SCM_RIGHTS, with `data` (at least one byte) as the
+/// payload: sprout-process's [`fdpass`](sprout_process::fdpass), shared with sprout-serve.
 pub fn send_fd(sock: RawFd, data: &[u8], fd: RawFd) -> io::Result<()> {
-    // SAFETY: the iovec points at `data` (the kernel only reads through it, so the *mut is
-    // never written through); an all-zero msghdr is valid. msg_controllen is CMSG_SPACE(4)
-    // (24) <= the 64 bytes of `cbuf`, so CMSG_FIRSTHDR returns a non-null header inside
-    // `cbuf`, and its CMSG_DATA has room for one fd; the fd is written unaligned since `cbuf`
-    // is a byte array. `iov` and `cbuf` outlive the sendmsg that reads them.
-    unsafe {
-        let mut iov = libc::iovec {
-            iov_base: data.as_ptr() as *mut _,
-            iov_len: data.len(),
-        };
-        let space = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
-        let mut cbuf = [0u8; 64];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = space as CmsgLen;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as CmsgLen;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
-        cvt(libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) as libc::c_int)?;
-    }
-    Ok(())
+    sprout_process::fdpass::send_all(sock, data, &[fd])
 }
 
-/// Receive a message and at most one fd.
+/// Receive a message and at most one fd (close-on-exec); any further fd that came with it is
+/// closed.
 pub fn recv_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
-    // SAFETY: the iovec covers the caller's `buf` (the kernel writes at most buf.len() bytes),
-    // the control buffer is the live 64-byte `cbuf` with msg_controllen = its length, and an
-    // all-zero msghdr is valid. After recvmsg the CMSG_* walk stays within msg_controllen as
-    // the kernel set it; an SCM_RIGHTS payload is read unaligned (a byte buffer), and with
-    // MSG_CMSG_CLOEXEC each fd received is new, close-on-exec and ours alone to own.
-    unsafe {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        let mut cbuf = [0u8; 64];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = cbuf.len() as CmsgLen;
-        let n = loop {
-            let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC);
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
-                return Err(e);
-            }
-            break n as usize;
-        };
-        let mut fd = None;
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const RawFd);
-                fd = Some(OwnedFd::from_raw_fd(raw));
-            }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-        }
-        Ok((n, fd))
-    }
+    let mut fd = [-1];
+    let got = sprout_process::fdpass::recv_into(sock, buf, &mut fd)?;
+    // SAFETY: recv_into installed this fd in this process for us alone (nfds == 1).
+    let fd = (got.nfds == 1).then(|| unsafe { OwnedFd::from_raw_fd(fd[0]) });
+    Ok((got.len, fd))
 }
 
 /// Field 22 of /proc/PID/stat: the process's start time in clock ticks. Stored with the pid so a

@@ -7,6 +7,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+use sprout_process::fdpass;
+
 /// Largest message we accept from a sandbox or zygote (a reply is further capped by the
 /// config's `max_reply_bytes`).
 pub const MAX_REPLY: usize = 64 << 20;
@@ -28,44 +30,9 @@ pub fn send(sock: &UnixStream, body: &[u8], fds: &[RawFd]) -> io::Result<()> {
     if fds.is_empty() {
         return (&*sock).write_all(&msg);
     }
-    // First byte with the fds, then the rest.
-    // SAFETY: CMSG_SPACE is arithmetic on its argument only.
-    let space = unsafe { libc::CMSG_SPACE((fds.len() * 4) as u32) } as usize;
-    // u64s, not bytes: the cmsghdr written at its start needs 8-byte alignment.
-    let mut cbuf = vec![0u64; space.div_ceil(8)];
-    let mut iov = libc::iovec {
-        iov_base: msg.as_ptr() as *mut _,
-        iov_len: 1,
-    };
-    // SAFETY: msghdr is plain C data (integers and pointers): all-zero is a valid value.
-    let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
-    mh.msg_iov = &mut iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf.as_mut_ptr().cast();
-    mh.msg_controllen = space;
-    // SAFETY: msg_controllen (`space`) >= CMSG_LEN(fds.len() * 4), so CMSG_FIRSTHDR returns a
-    // non-null, 8-aligned header at the start of `cbuf` (space bytes, live and exclusively
-    // ours), and its data area holds the fds.len() * 4 bytes copied from `fds` (a different
-    // allocation: no overlap).
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&mh);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN((fds.len() * 4) as u32) as usize;
-        std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(c), fds.len() * 4);
-    }
-    loop {
-        // SAFETY: `mh` points at the live `iov` (1 byte of the non-empty `msg`; the kernel
-        // only reads it, whatever the *mut) and the live `cbuf` of `space` bytes.
-        let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &mh, libc::MSG_NOSIGNAL) };
-        if r == 1 {
-            break;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    // The fds on the first byte alone (sprout-process's SCM_RIGHTS helper, shared with the
+    // runtime), then the rest: the zygote reads that byte with recv_fds.
+    fdpass::send_all(sock.as_raw_fd(), &msg[..1], fds)?;
     (&*sock).write_all(&msg[1..])
 }
 

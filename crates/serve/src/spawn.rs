@@ -188,51 +188,18 @@ pub fn assign_cold_spare(
 /// the caller (no `OwnedFd`, whose destructor must not run there).
 unsafe fn wait_assignment(sock: RawFd) -> Option<(RawFd, i32, RawFd)> {
     let mut buf = [0u8; 8];
-    let mut cbuf = [0u64; 8];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: 8,
-    };
-    // SAFETY: msghdr is plain C data (integers and pointers): all-zero is a valid value.
-    let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
-    mh.msg_iov = &mut iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf.as_mut_ptr().cast();
-    mh.msg_controllen = std::mem::size_of_val(&cbuf);
-    let n = loop {
-        // SAFETY: `mh` points at the live `iov` (8 bytes of `buf`) and the live 64-byte,
-        // 8-aligned `cbuf` (the lengths given), none moved or dropped before the loop ends.
-        let n = unsafe { libc::recvmsg(sock, &mut mh, libc::MSG_CMSG_CLOEXEC) };
-        // SAFETY: __errno_location returns this thread's errno slot, valid and aligned.
-        if n < 0 && unsafe { *libc::__errno_location() } == libc::EINTR {
-            continue;
+    let mut fds = [-1; 2];
+    // sprout-process's SCM_RIGHTS receive: no allocation, no lock, the fds close-on-exec.
+    let got = sprout_process::fdpass::recv_into(sock, &mut buf, &mut fds).ok()?;
+    if got.len == 0 || got.nfds == 0 {
+        for &fd in &fds[..got.nfds] {
+            // SAFETY: an fd recv_into just installed for this child alone.
+            unsafe { libc::close(fd) };
         }
-        break n;
-    };
-    if n <= 0 {
         return None;
     }
-    // SAFETY: `mh` was filled by recvmsg: CMSG_FIRSTHDR returns null or a header inside
-    // `cbuf` (msg_controllen bytes, as the kernel set it).
-    let c = unsafe { libc::CMSG_FIRSTHDR(&mh) };
-    // SAFETY: `c` is non-null (checked first), so it points at a cmsghdr inside `cbuf`.
-    if c.is_null() || unsafe { (*c).cmsg_type } != libc::SCM_RIGHTS {
-        return None;
-    }
-    // SAFETY: an SCM_RIGHTS header from the kernel carries at least one int after it (inside
-    // `cbuf`); a second is read only when cmsg_len says two are there. read_unaligned: the
-    // data need not be 4-aligned.
-    let (fd, log) = unsafe {
-        let data = libc::CMSG_DATA(c).cast::<i32>().cast_const();
-        let fd = std::ptr::read_unaligned(data);
-        let log = if (*c).cmsg_len as usize >= libc::CMSG_LEN(8) as usize {
-            std::ptr::read_unaligned(data.add(1))
-        } else {
-            -1
-        };
-        (fd, log)
-    };
-    let mut got = n as usize;
+    let (fd, log) = (fds[0], if got.nfds > 1 { fds[1] } else { -1 });
+    let mut got = got.len;
     while got < 8 {
         // SAFETY: got < 8, so buf[got..8] is in bounds and 8 - got bytes are writable there.
         let k = unsafe { libc::read(sock, buf.as_mut_ptr().add(got).cast(), 8 - got) };

@@ -384,7 +384,6 @@ pub fn create(
     send_or_init_error(&parent_chan, sync::GO, b"")?;
     trace.mark("cgroup_join");
 
-    let mut listener: Option<OwnedFd> = None;
     let mut trampoline_follows = false;
     loop {
         let (tag, payload, fd) = parent_chan
@@ -415,7 +414,13 @@ pub fn create(
                     .map_err(|e| Error::os("resuming the init", e))?;
                 trace.reset_last();
             }
-            sync::LISTENER => listener = fd,
+            // Forwarded at once: the init's next syscalls may be ones its filter notifies, and
+            // they wait for the agent (runc's seccomp-notify "important syscalls").
+            sync::LISTENER => {
+                if let Some(l) = fd {
+                    send_listener(spec, &st, Status::Creating, l)?;
+                }
+            }
             sync::READY => {
                 trace.mark("init");
                 trace.add_remote("init.", &payload);
@@ -429,9 +434,6 @@ pub fn create(
                 )))
             }
         }
-    }
-    if let Some(l) = listener {
-        send_listener(spec, &st, Status::Creating, l)?;
     }
 
     std::fs::write(dir.join(state::CONFIG_FILE), &config.raw)
@@ -503,9 +505,12 @@ fn apply_resources(
     Ok(())
 }
 
-/// Devices every container may use whatever its rules say (runc's list): the default devices,
-/// the pty devices, mknod of anything (access still needs a rule), and the config's own devices.
-/// They go after the config's rules, so a leading deny-all doesn't shadow them.
+/// Devices every container may use whatever its rules say (runc's list): mknod of anything
+/// (access still needs a rule), the default devices and the pty devices. They go after the
+/// config's rules, so a leading deny-all doesn't shadow them. The config's `linux.devices` get
+/// no rule of their own: `resources.devices` decides (a deny-all denies them, as with runc), and
+/// a default device the config lists by path loses its default rule too. No rule for
+/// /dev/console's 5:1: the container's console is a bind of its pty.
 pub fn with_default_device_rules(
     res: &oci_spec::runtime::LinuxResources,
     devices: &[oci_spec::runtime::LinuxDevice],
@@ -523,27 +528,21 @@ pub fn with_default_device_rules(
     let mut rules = res.devices().clone().unwrap_or_default();
     rules.push(rule(LinuxDeviceType::C, None, None, "m"));
     rules.push(rule(LinuxDeviceType::B, None, None, "m"));
-    for (maj, min) in [
-        (1, 3),
-        (1, 5),
-        (1, 7),
-        (1, 8),
-        (1, 9),
-        (5, 0),
-        (5, 1),
-        (5, 2),
-        (10, 200),
+    for (path, maj, min) in [
+        ("/dev/null", 1, Some(3)),
+        ("/dev/random", 1, Some(8)),
+        ("/dev/full", 1, Some(7)),
+        ("/dev/tty", 5, Some(0)),
+        ("/dev/zero", 1, Some(5)),
+        ("/dev/urandom", 1, Some(9)),
+        ("", 136, None),     // /dev/pts/*
+        ("", 5, Some(2)),    // /dev/ptmx
+        ("", 10, Some(200)), // /dev/net/tun (kept by runc for old clients)
     ] {
-        rules.push(rule(LinuxDeviceType::C, Some(maj), Some(min), "rwm"));
-    }
-    rules.push(rule(LinuxDeviceType::C, Some(136), None, "rwm"));
-    for d in devices {
-        let t = match d.typ() {
-            LinuxDeviceType::B => LinuxDeviceType::B,
-            LinuxDeviceType::P => continue,
-            _ => LinuxDeviceType::C,
-        };
-        rules.push(rule(t, Some(d.major()), Some(d.minor()), "rwm"));
+        if !path.is_empty() && devices.iter().any(|d| d.path().as_os_str() == path) {
+            continue;
+        }
+        rules.push(rule(LinuxDeviceType::C, Some(maj), min, "rwm"));
     }
     let mut out = res.clone();
     out.set_devices(Some(rules));

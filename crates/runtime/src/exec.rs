@@ -363,7 +363,6 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     // Until EOF (every copy of the channel closed: the helper exited and the process exec'd):
     // the process's pid from the trampoline, or an error from the helper or the process.
     let mut child: Option<(i32, OwnedFd)> = None;
-    let mut listener: Option<OwnedFd> = None;
     let mut err: Option<Error> = None;
     let path = process
         .args()
@@ -381,7 +380,15 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         };
         match tag {
             0 => break,
-            sync::LISTENER => listener = fd,
+            // Forwarded at once: the process's next syscalls may be ones its filter notifies,
+            // and they wait for the agent.
+            sync::LISTENER => {
+                if let Some(l) = fd {
+                    if let Err(e) = crate::create::send_listener(&spec, &st, Status::Running, l) {
+                        err.get_or_insert(e);
+                    }
+                }
+            }
             sync::ERROR => {
                 err.get_or_insert(Error::from_wire(&payload));
             }
@@ -413,10 +420,6 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     let Some((pid, child_pidfd)) = child else {
         return Err(Error::msg("exec: the process was not started"));
     };
-    if let Some(l) = listener {
-        // The process runs already (under its filter, whose notifications wait for the agent).
-        crate::create::send_listener(&spec, &st, Status::Running, l)?;
-    }
     trace.mark("exec");
     if let Some(p) = &o.pid_file {
         crate::create::write_pid_file(p, pid)?;

@@ -2090,3 +2090,310 @@ fn update_cpu_burst() {
     ctx.rt(&["update", "--cpu-burst", "0", &b.id]).assert_ok();
     assert_eq!(read_trim(&f), "0");
 }
+
+/// A tmpfs of the test's own, reconfigured per case as runc's mounts_sshfs.bats does (its
+/// fallback when sshfs is missing): per-mount flags set with a bind remount. Unmounted on drop.
+struct FlagSource(PathBuf);
+
+impl FlagSource {
+    fn new(ctx: &Ctx) -> Self {
+        let dir = ctx.scratch("flagsrc");
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "rw,suid,dev,exec,strictatime", "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount tmpfs on {}", dir.display());
+        FlagSource(dir)
+    }
+
+    fn set(&self, flags: &str) {
+        for o in [
+            "remount,diratime,atime,strictatime",
+            &format!("remount,{flags}"),
+        ] {
+            let ok = std::process::Command::new("mount")
+                .args(["--bind", "-o", o])
+                .arg(&self.0)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "mount --bind -o {o} {}", self.0.display());
+        }
+    }
+}
+
+impl Drop for FlagSource {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The flags of /mnt as the container sees them (the 4th field of /proc/self/mounts), after a
+/// bind of `src` (reconfigured to `src_flags`) with `bind_opts`.
+fn bind_flags_seen(
+    ctx: &Ctx,
+    src: &FlagSource,
+    src_flags: &str,
+    bind_opts: &[&str],
+    userns: bool,
+) -> Output {
+    src.set(src_flags);
+    let mut b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "awk '$2 == \"/mnt\" { print $4 }' /proc/self/mounts",
+    ]);
+    if userns {
+        b.in_user_namespace(100000, 100000);
+    }
+    b.add_mount(json!({"destination": "/mnt", "type": "bind",
+        "source": src.0.to_string_lossy(), "options": bind_opts}));
+    b.run()
+}
+
+fn flag_set(out: &Output) -> Vec<String> {
+    out.assert_ok();
+    out.stdout.trim().split(',').map(str::to_string).collect()
+}
+
+/// runc's mounts_sshfs.bats: a bind mount whose options name any flag gets exactly the flags
+/// named, the others of ro/nosuid/nodev/noexec/nosymfollow cleared, its atime kept unless one
+/// is named; with no flag it keeps all of its source's. In a user namespace the source's
+/// locked flags are kept when not named, and clearing one explicitly is an error. Before: the
+/// source's flags stayed unless an option cleared each one ("rw" on a ro source was ro).
+#[test]
+fn bind_mount_flags_replace_the_sources_as_runc() {
+    let ctx = Ctx::new("bindflags");
+    let src = FlagSource::new(&ctx);
+    let has = |v: &[String], f: &str| v.iter().any(|x| x == f);
+    // No flag named: everything kept.
+    let v = flag_set(&bind_flags_seen(
+        &ctx,
+        &src,
+        "ro,noexec,nodiratime",
+        &["bind"],
+        false,
+    ));
+    assert!(
+        has(&v, "ro") && has(&v, "noexec") && has(&v, "nodiratime"),
+        "{v:?}"
+    );
+    // A clearing flag alone: the rest is cleared too, the atime kept.
+    let v = flag_set(&bind_flags_seen(
+        &ctx,
+        &src,
+        "ro,noexec,nosymfollow,nodiratime",
+        &["bind", "dev"],
+        false,
+    ));
+    assert!(
+        has(&v, "rw") && !has(&v, "noexec") && !has(&v, "nosymfollow"),
+        "{v:?}"
+    );
+    assert!(has(&v, "nodiratime"), "{v:?}");
+    // Explicit rw over a ro source (no user namespace: nothing locked).
+    let v = flag_set(&bind_flags_seen(
+        &ctx,
+        &src,
+        "ro",
+        &["bind", "rw", "nosuid", "nodev", "rprivate"],
+        false,
+    ));
+    assert!(
+        has(&v, "rw") && has(&v, "nosuid") && has(&v, "nodev"),
+        "{v:?}"
+    );
+    let v = flag_set(&bind_flags_seen(
+        &ctx,
+        &src,
+        "nosuid,nodev,noexec,noatime",
+        &["bind", "dev", "suid", "exec", "atime"],
+        false,
+    ));
+    assert!(
+        !has(&v, "nosuid") && !has(&v, "nodev") && !has(&v, "noexec") && has(&v, "noatime"),
+        "{v:?}"
+    );
+    // A named atime mode replaces the source's.
+    let v = flag_set(&bind_flags_seen(
+        &ctx,
+        &src,
+        "noatime",
+        &["bind", "relatime"],
+        false,
+    ));
+    assert!(has(&v, "relatime") && !has(&v, "noatime"), "{v:?}");
+    // User namespace: unnamed locked flags are kept ("ro" stays), unlocked ones cleared.
+    let v = flag_set(&bind_flags_seen(
+        &ctx,
+        &src,
+        "ro",
+        &["bind", "nosuid", "nodev", "rprivate"],
+        true,
+    ));
+    assert!(
+        has(&v, "ro") && has(&v, "nosuid") && has(&v, "nodev"),
+        "{v:?}"
+    );
+    let v = flag_set(&bind_flags_seen(
+        &ctx,
+        &src,
+        "rw,nodev,nosymfollow",
+        &["bind", "ro", "symfollow"],
+        true,
+    ));
+    assert!(
+        has(&v, "ro") && has(&v, "nodev") && !has(&v, "nosymfollow"),
+        "{v:?}"
+    );
+    // ...and clearing a locked flag explicitly is refused.
+    let o = bind_flags_seen(&ctx, &src, "ro", &["bind", "rw", "nosuid"], true);
+    o.assert_fail().assert_one_line_error(&["locked"]);
+    let o = bind_flags_seen(&ctx, &src, "relatime", &["bind", "strictatime"], true);
+    o.assert_fail().assert_one_line_error(&["locked atime"]);
+}
+
+/// runc's dev.bats "device cgroup deny": `linux.devices` makes device nodes, `resources.devices`
+/// alone decides access. A deny-all denies a listed device (and a default device listed by
+/// path loses its default rule, as runc dedups it); an allow rule lets it through. Before: every
+/// `linux.devices` entry was allowed whatever the rules said (and /dev/console's 5:1 always).
+#[test]
+fn device_rules_alone_decide_access_to_linux_devices() {
+    let ctx = Ctx::new("devdeny");
+    let script = "echo x >/dev/full; echo full=$?; echo x >/dev/null; echo null=$?";
+    let full = json!([{"path": "/dev/full", "type": "c", "major": 1, "minor": 7}]);
+    let mut b = ctx.bundle(&["sh", "-c", script]);
+    b.set("/linux/devices", full.clone());
+    b.set(
+        "/linux/resources/devices",
+        json!([{"allow": false, "access": "rwm"}]),
+    );
+    let o = b.run();
+    o.assert_ok();
+    assert!(
+        o.stdout.contains("full=1") && o.stdout.contains("null=0"),
+        "{}",
+        o.describe()
+    );
+    assert!(
+        o.stderr.contains("Operation not permitted"),
+        "{}",
+        o.describe()
+    );
+    let mut b = ctx.bundle(&["sh", "-c", script]);
+    b.set("/linux/devices", full);
+    b.set(
+        "/linux/resources/devices",
+        json!([{"allow": false, "access": "rwm"},
+               {"allow": true, "type": "c", "major": 1, "minor": 7, "access": "rw"}]),
+    );
+    let o = b.run();
+    o.assert_ok();
+    assert!(
+        o.stdout.contains("full=1") && o.stdout.contains("null=0"),
+        "{}",
+        o.describe()
+    );
+    assert!(
+        o.stderr.contains("No space left on device"),
+        "{}",
+        o.describe()
+    );
+}
+
+/// A seccomp agent on `l`: takes the listener fd (SCM_RIGHTS) of each connection and answers
+/// every notification with SECCOMP_USER_NOTIF_FLAG_CONTINUE until the filter's last user is
+/// gone (POLLHUP) or 30 s pass. Returns the number of notifications answered.
+fn continue_agent(l: std::os::unix::net::UnixListener) -> usize {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    const NOTIF_RECV: libc::c_ulong = 0xc050_2100; // _IOWR('!', 0, struct seccomp_notif)
+    const NOTIF_SEND: libc::c_ulong = 0xc018_2101; // _IOWR('!', 1, struct seccomp_notif_resp)
+    let (s, _) = l.accept().expect("accept on listenerPath");
+    let mut buf = [0u8; 8192];
+    let mut cmsg = [0u8; 64];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is integers and pointers: all-zero (null, 0) is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.as_mut_ptr().cast();
+    msg.msg_controllen = cmsg.len();
+    // SAFETY: `msg` points at the live `iov` (over `buf`) and the live 64-byte `cmsg` with
+    // msg_controllen = its length: the kernel writes only within them.
+    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    assert!(n > 0, "recvmsg: {}", std::io::Error::last_os_error());
+    // SAFETY: CMSG_FIRSTHDR reads `msg`, whose control length the kernel set (<= 64 bytes).
+    let c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    assert!(!c.is_null(), "no fd was passed");
+    // SAFETY: `c` is a non-null header inside `cmsg` whose SCM_RIGHTS payload holds an fd, read
+    // unaligned (a byte buffer); the fd was just received and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast())) };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut answered = 0;
+    while std::time::Instant::now() < deadline {
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd, count 1.
+        if unsafe { libc::poll(&mut p, 1, 100) } <= 0 {
+            continue;
+        }
+        if p.revents & libc::POLLIN == 0 {
+            break; // POLLHUP: no task uses the filter any more
+        }
+        // struct seccomp_notif: id u64, pid u32, flags u32, seccomp_data (64 bytes); zeroed.
+        let mut notif = [0u64; 10];
+        // SAFETY: NOTIF_RECV writes one 80-byte struct seccomp_notif into the live `notif`.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), NOTIF_RECV, notif.as_mut_ptr()) } != 0 {
+            continue; // ENOENT: the task went away meanwhile
+        }
+        // struct seccomp_notif_resp: id u64, val i64, error i32, flags u32 (CONTINUE = 1).
+        let resp: [u64; 3] = [notif[0], 0, 1u64 << 32];
+        // SAFETY: NOTIF_SEND reads one 24-byte struct seccomp_notif_resp from the live `resp`.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), NOTIF_SEND, resp.as_ptr()) } == 0 {
+            answered += 1;
+        }
+    }
+    answered
+}
+
+/// runc's seccomp-notify.bats "important syscalls": a filter that notifies the syscalls the
+/// runtime itself makes after loading it (execve, open, read, close, fcntl) works when an agent
+/// answers them: the listener fd reaches the agent before the init's next syscall. With and
+/// without noNewPrivileges. Before: the parent held the fd until the init was ready, and the
+/// init blocked in close(2) waiting for an agent that never got it.
+#[test]
+fn seccomp_notify_of_the_runtimes_own_syscalls_is_answered_by_the_agent() {
+    let ctx = Ctx::new("notifyimp");
+    for nnp in [false, true] {
+        let sock = ctx.scratch("agent").join("agent.sock");
+        let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let agent = std::thread::spawn(move || continue_agent(l));
+        let mut b = ctx.bundle(&["/bin/true"]);
+        b.set("/process/noNewPrivileges", json!(nnp));
+        b.set(
+            "/linux/seccomp",
+            json!({
+                "defaultAction": "SCMP_ACT_ALLOW",
+                "listenerPath": sock.display().to_string(),
+                "architectures": ["SCMP_ARCH_X86_64"],
+                "syscalls": [{"names": ["execve", "openat", "open", "read", "close", "fcntl"],
+                              "action": "SCMP_ACT_NOTIFY"}]
+            }),
+        );
+        let o = b.run();
+        o.assert_ok();
+        let answered = agent.join().unwrap();
+        assert!(
+            answered > 0,
+            "nnp {nnp}: the agent answered no notification"
+        );
+    }
+}

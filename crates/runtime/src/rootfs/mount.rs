@@ -8,7 +8,7 @@ use oci_spec::runtime::Mount;
 
 use super::{
     cgroup::{mount_cgroup, CgroupBinds},
-    mountapi::{attach_bind, open_tree},
+    mountapi::{attach_bind, attach_configured_bind, open_tree},
     options::{parse_options, MountOpts, MOUNT_ATTR_RDONLY},
     paths::ensure_in_root,
     paths::ensure_in_root_existed,
@@ -112,7 +112,7 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
                 .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
                 .map_err(|e| Error::os(format!("{}: source {}", what(), src.display()), e))?;
             let target = ensure_in_root(ctx.rootfs_fd, dest, !is_dir)?;
-            attach_bind(tree, &target, &opts)
+            attach_configured_bind(tree, &target, &opts)
                 .map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
             return Ok(());
         }
@@ -136,7 +136,7 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
             None => open_tree(libc::AT_FDCWD, &cstr(&src), opts.recursive),
         }
         .map_err(|e| Error::os(format!("{}: cloning {}", what(), src.display()), e))?;
-        attach_bind(tree, &target, &opts)
+        attach_configured_bind(tree, &target, &opts)
             .map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
         return Ok(());
     }

@@ -4,8 +4,11 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::options::{bind_attrs, MountOpts};
-use crate::sys::{cvt_l, fd_path, mount};
+use super::options::{
+    attr_from_flags, attr_names, bind_attrs, bind_replace_attrs, locked_attrs_from_statfs,
+    MountOpts, MOUNT_ATTR_NODIRATIME, MOUNT_ATTR__ATIME,
+};
+use crate::sys::{cvt, cvt_l, fd_path, mount};
 
 #[repr(C)]
 pub(super) struct MountAttr {
@@ -110,6 +113,79 @@ pub fn move_mount_to_fd(tree: RawFd, target: RawFd) -> io::Result<()> {
 pub(super) fn attach_bind(tree: OwnedFd, target: &OwnedFd, opts: &MountOpts) -> io::Result<()> {
     let (set, clr) = bind_attrs(opts);
     mount_setattr(tree.as_raw_fd(), false, set, clr)?;
+    attach_rest(tree, target, opts)
+}
+
+/// A bind mount of the config's `mounts`: `tree` gets the flags its options name and no others
+/// ([`bind_replace_attrs`], runc's semantics), then is attached to `target`.
+///
+/// In a user namespace the flags of an inherited mount are locked: clearing one fails (EPERM).
+/// Then, as runc: a locked flag the options clear explicitly (`rw` on a read-only source) or an
+/// atime they name that differs from the source's is an error; the other locked flags of the
+/// source are kept and the attributes applied again.
+pub(super) fn attach_configured_bind(
+    tree: OwnedFd,
+    target: &OwnedFd,
+    opts: &MountOpts,
+) -> io::Result<()> {
+    if let Some((set, clr)) = bind_replace_attrs(opts) {
+        match mount_setattr(tree.as_raw_fd(), false, set, clr) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                let locked = source_locked_attrs(&tree)?;
+                let (set, clr) = keep_locked(set, clr, opts, locked)?;
+                mount_setattr(tree.as_raw_fd(), false, set, clr).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "with the source's locked flags ({}) kept: {e}",
+                            attr_names(locked)
+                        ),
+                    )
+                })?;
+            }
+            r => r?,
+        }
+    }
+    attach_rest(tree, target, opts)
+}
+
+/// The attributes of the mount `tree` that a user namespace locks (statvfs's ST_* flags).
+fn source_locked_attrs(tree: &OwnedFd) -> io::Result<u64> {
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatvfs writes one statvfs into `st`, a live exclusive borrow; `tree` is open.
+    cvt(unsafe { libc::fstatvfs(tree.as_raw_fd(), &mut st) })?;
+    Ok(locked_attrs_from_statfs(st.f_flag as u64))
+}
+
+/// `set`/`clr` with the source's locked attributes `locked` kept, or the error runc gives when
+/// the options clear one of them or name an atime other than the source's.
+fn keep_locked(set: u64, clr: u64, opts: &MountOpts, locked: u64) -> io::Result<(u64, u64)> {
+    const ATIME: u64 = MOUNT_ATTR__ATIME | MOUNT_ATTR_NODIRATIME;
+    let cleared = attr_from_flags(opts.clear) & locked;
+    if cleared != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "cannot clear the source's locked flags {} in this user namespace: Operation not permitted",
+                attr_names(cleared)
+            ),
+        ));
+    }
+    if clr & MOUNT_ATTR__ATIME != 0 && set & ATIME != locked & ATIME {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "cannot change the source's locked atime flags ({}) in this user namespace: Operation not permitted",
+                attr_names(locked & ATIME)
+            ),
+        ));
+    }
+    let keep = locked & !ATIME;
+    Ok((set | keep, clr & !keep))
+}
+
+fn attach_rest(tree: OwnedFd, target: &OwnedFd, opts: &MountOpts) -> io::Result<()> {
     if opts.rec_attr_set != 0 || opts.rec_attr_clr != 0 {
         mount_setattr(tree.as_raw_fd(), true, opts.rec_attr_set, opts.rec_attr_clr)?;
     }

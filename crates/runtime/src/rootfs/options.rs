@@ -230,6 +230,88 @@ pub(super) fn bind_attrs(opts: &MountOpts) -> (u64, u64) {
     (set | atime, clr)
 }
 
+/// A configured bind mount's own attributes, as runc applies them (the intent of mount(8)'s
+/// `--bind -o FLAGS`): when the options name any mount flag, set or clear, the mount gets exactly
+/// the flags named, and every other one of ro, nosuid, nodev, noexec and nosymfollow is cleared
+/// ("rw" is the default). Its atime stays the source's unless an atime mode or `nodiratime` is
+/// named (then, as mount(2): relatime unless noatime, strictatime over both, nodiratime only when
+/// named). `None`: no flag named, the mount keeps every flag of its source.
+pub(super) fn bind_replace_attrs(opts: &MountOpts) -> Option<(u64, u64)> {
+    const PLAIN: u64 = MOUNT_ATTR_RDONLY
+        | MOUNT_ATTR_NOSUID
+        | MOUNT_ATTR_NODEV
+        | MOUNT_ATTR_NOEXEC
+        | MOUNT_ATTR_NOSYMFOLLOW;
+    const ATIME_SET: libc::c_ulong =
+        libc::MS_NOATIME | libc::MS_NODIRATIME | libc::MS_RELATIME | libc::MS_STRICTATIME;
+    if opts.flags & !libc::MS_REMOUNT == 0 && opts.clear == 0 {
+        return None;
+    }
+    let mut set = attr_from_flags(opts.flags) & PLAIN;
+    let mut clr = PLAIN & !set;
+    if opts.flags & ATIME_SET != 0 {
+        if opts.flags & libc::MS_STRICTATIME != 0 {
+            set |= MOUNT_ATTR_STRICTATIME;
+        } else if opts.flags & libc::MS_NOATIME != 0 {
+            set |= MOUNT_ATTR_NOATIME;
+        }
+        if opts.flags & libc::MS_NODIRATIME != 0 {
+            set |= MOUNT_ATTR_NODIRATIME;
+        }
+        clr |= (MOUNT_ATTR__ATIME | MOUNT_ATTR_NODIRATIME) & !set;
+        clr |= MOUNT_ATTR__ATIME; // the mode is an enum: changing it clears the whole field
+    }
+    Some((set, clr))
+}
+
+/// statfs(2) `f_flags` of a mount as mount_setattr attributes: the flags a user namespace locks
+/// on the mounts it inherits (ro, nosuid, nodev, noexec, the atime mode and nodiratime).
+pub(super) fn locked_attrs_from_statfs(f_flags: u64) -> u64 {
+    const ST_RDONLY: u64 = 1;
+    const ST_NOSUID: u64 = 2;
+    const ST_NODEV: u64 = 4;
+    const ST_NOEXEC: u64 = 8;
+    const ST_NOATIME: u64 = 1024;
+    const ST_NODIRATIME: u64 = 2048;
+    const ST_RELATIME: u64 = 4096;
+    let mut a = 0;
+    for (st, attr) in [
+        (ST_RDONLY, MOUNT_ATTR_RDONLY),
+        (ST_NOSUID, MOUNT_ATTR_NOSUID),
+        (ST_NODEV, MOUNT_ATTR_NODEV),
+        (ST_NOEXEC, MOUNT_ATTR_NOEXEC),
+        (ST_NODIRATIME, MOUNT_ATTR_NODIRATIME),
+        (ST_NOATIME, MOUNT_ATTR_NOATIME),
+    ] {
+        if f_flags & st != 0 {
+            a |= attr;
+        }
+    }
+    if f_flags & (ST_NOATIME | ST_RELATIME) == 0 {
+        a |= MOUNT_ATTR_STRICTATIME;
+    }
+    a
+}
+
+/// The names of mount_setattr attributes, for messages ("ro, nodev").
+pub(super) fn attr_names(a: u64) -> String {
+    [
+        (MOUNT_ATTR_RDONLY, "ro"),
+        (MOUNT_ATTR_NOSUID, "nosuid"),
+        (MOUNT_ATTR_NODEV, "nodev"),
+        (MOUNT_ATTR_NOEXEC, "noexec"),
+        (MOUNT_ATTR_NOATIME, "noatime"),
+        (MOUNT_ATTR_STRICTATIME, "strictatime"),
+        (MOUNT_ATTR_NODIRATIME, "nodiratime"),
+        (MOUNT_ATTR_NOSYMFOLLOW, "nosymfollow"),
+    ]
+    .iter()
+    .filter(|(b, _)| a & b != 0)
+    .map(|(_, n)| *n)
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +361,74 @@ mod tests {
         assert_eq!(bind_attrs(&o), (0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID));
         let o = parse_options(&s(&["bind", "noatime"])).unwrap();
         assert_eq!(bind_attrs(&o), (MOUNT_ATTR_NOATIME, MOUNT_ATTR__ATIME));
+    }
+
+    #[test]
+    fn bind_flags_replace_the_sources_as_runc() {
+        let plain = MOUNT_ATTR_RDONLY
+            | MOUNT_ATTR_NOSUID
+            | MOUNT_ATTR_NODEV
+            | MOUNT_ATTR_NOEXEC
+            | MOUNT_ATTR_NOSYMFOLLOW;
+        let r = |v: &[&str]| bind_replace_attrs(&parse_options(&s(v)).unwrap());
+        // No flag: the source's flags stay (propagation is no flag).
+        assert_eq!(r(&["bind"]), None);
+        assert_eq!(r(&["rbind", "rprivate"]), None);
+        // A clearing flag alone: everything else is cleared too, the atime stays.
+        assert_eq!(r(&["bind", "dev"]), Some((0, plain)));
+        // The named flags, the rest cleared ("implied rw").
+        assert_eq!(
+            r(&["bind", "nosuid", "nodev", "rprivate"]),
+            Some((
+                MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSYMFOLLOW
+            ))
+        );
+        // "atime"/"norelatime" name no mode: the atime is left alone (mount(8) does the same).
+        assert_eq!(r(&["bind", "atime"]), Some((0, plain)));
+        // A mode: the whole enum and nodiratime are replaced.
+        assert_eq!(
+            r(&["bind", "relatime"]),
+            Some((0, plain | MOUNT_ATTR__ATIME | MOUNT_ATTR_NODIRATIME))
+        );
+        assert_eq!(
+            r(&["bind", "nodiratime"]),
+            Some((MOUNT_ATTR_NODIRATIME, plain | MOUNT_ATTR__ATIME))
+        );
+        assert_eq!(
+            r(&["bind", "noatime", "strictatime"]),
+            Some((
+                MOUNT_ATTR_STRICTATIME,
+                plain | MOUNT_ATTR__ATIME | MOUNT_ATTR_NODIRATIME
+            ))
+        );
+        assert_eq!(
+            r(&["bind", "ro", "symfollow"]),
+            Some((MOUNT_ATTR_RDONLY, plain & !MOUNT_ATTR_RDONLY))
+        );
+    }
+
+    #[test]
+    fn statfs_flags_to_locked_attrs() {
+        // ro,nosuid,relatime
+        assert_eq!(
+            locked_attrs_from_statfs(1 | 2 | 4096),
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID
+        );
+        // noatime,nodiratime
+        assert_eq!(
+            locked_attrs_from_statfs(1024 | 2048),
+            MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODIRATIME
+        );
+        // neither noatime nor relatime: strictatime
+        assert_eq!(
+            locked_attrs_from_statfs(8),
+            MOUNT_ATTR_NOEXEC | MOUNT_ATTR_STRICTATIME
+        );
+        assert_eq!(
+            attr_names(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV),
+            "ro, nodev"
+        );
     }
 
     /// `features` lists what the parser knows: each name is an option (no fs data), none twice.

@@ -562,6 +562,24 @@ fn raisable_ambient(m: &CapMasks) -> u64 {
     m.ambient & m.permitted & m.inheritable
 }
 
+/// The ambient capabilities of `caps` (those the kernel supports) that cannot be raised because
+/// they are not also permitted and inheritable, by name: the container starts without them and
+/// the caller warns, as runc does ("can't raise ambient capability CAP_X"). Empty when the
+/// inheritable set is: that is the config every generator wrote before CVE-2022-29162 (ambient
+/// capabilities without inheritable ones, which can never be raised), and runc 1.5's own
+/// default has no ambient set; a warning on every such start would say nothing.
+pub fn unraisable_ambient(caps: &LinuxCapabilities) -> Vec<String> {
+    let m = CapMasks::from_spec(Some(caps)).supported();
+    if m.inheritable == 0 {
+        return Vec::new();
+    }
+    let left = m.ambient & !raisable_ambient(&m);
+    (0..64)
+        .filter(|n| left & (1u64 << n) != 0)
+        .map(name_or_number)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

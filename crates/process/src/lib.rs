@@ -41,7 +41,7 @@ pub mod sched;
 
 pub use caps::{
     all_cap_names, cap_from_name, cap_name, cap_number, classify_cap_name, last_cap,
-    unsupported_caps, validate_capabilities, CapMasks, CapNameKind,
+    unraisable_ambient, unsupported_caps, validate_capabilities, CapMasks, CapNameKind,
 };
 pub use identity::{set_identity, set_umask, setgroups_allowed};
 pub use rlimits::{rlimit_name, validate_rlimits};

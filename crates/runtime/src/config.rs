@@ -177,6 +177,7 @@ impl Config {
             .map_err(|e| Error::os(format!("config.json ({})", path.display()), e))?;
         let mut spec = parse_spec(&raw, "config.json")?;
         absolute_mount_destinations(&mut spec);
+        explicit_zero_pids_limit(&mut spec, &raw);
         let rootfs = validate(&spec, &bundle)?;
         Ok(Config {
             spec,
@@ -184,6 +185,32 @@ impl Config {
             bundle,
             rootfs,
         })
+    }
+}
+
+/// `linux.resources.pids.limit: 0` given explicitly means a limit of 1, as in runc ≥ 1.2
+/// (runtime-spec 1.3 makes the limit optional; systemd has no TasksMax=0, and runc maps 0 to 1 for
+/// both cgroup managers); -1 is unlimited and an absent limit changes nothing. The typed config
+/// cannot tell an absent limit from 0, so only a 0 looks at the raw JSON (off the usual path).
+fn explicit_zero_pids_limit(spec: &mut Spec, raw: &[u8]) {
+    let Some(res) = spec.linux().as_ref().and_then(|l| l.resources().as_ref()) else {
+        return;
+    };
+    if res.pids().is_none_or(|p| p.limit() != 0) {
+        return;
+    }
+    let explicit = serde_json::from_slice::<serde_json::Value>(raw)
+        .ok()
+        .and_then(|v| v.pointer("/linux/resources/pids/limit").cloned())
+        .is_some_and(|l| l.as_i64() == Some(0));
+    if explicit {
+        let mut res = res.clone();
+        let mut pids = oci_spec::runtime::LinuxPids::default();
+        pids.set_limit(1);
+        res.set_pids(Some(pids));
+        if let Some(linux) = spec.linux_mut() {
+            linux.set_resources(Some(res));
+        }
     }
 }
 
@@ -286,6 +313,11 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
                 crate::log::warn(&format!(
                     "process.capabilities: ignoring capabilities the running kernel does not support: {}",
                     unsupported.join(", ")
+                ));
+            }
+            for name in sprout_process::unraisable_ambient(c) {
+                crate::log::warn(&format!(
+                    "can't raise ambient capability {name}: process.capabilities.ambient needs it in the permitted and inheritable sets too; left out"
                 ));
             }
         }

@@ -2397,3 +2397,61 @@ fn seccomp_notify_of_the_runtimes_own_syscalls_is_answered_by_the_agent() {
         );
     }
 }
+
+/// runc's cgroups.bats "pids.limit=0 means 1" and update.bats "update pids.limit": an explicit
+/// limit of 0 is a limit of 1 (runc ≥ 1.2; systemd has no TasksMax=0), -1 is unlimited, `{}`
+/// changes nothing. Before: 0 left pids.max at "max".
+#[test]
+fn explicit_pids_limit_zero_means_one() {
+    let ctx = Ctx::new("pidszero");
+    let mut b = ctx.bundle(SLEEP);
+    b.set("/linux/resources/pids", json!({"limit": 0}));
+    b.create().assert_ok();
+    let Some(f) = cgroup_file(&b.id, "pids.max") else {
+        eprintln!("skipped: no pids controller for the container's cgroup");
+        return;
+    };
+    assert_eq!(read_trim(&f), "1");
+    ctx.rt(&["update", "--pids-limit", "-1", &b.id]).assert_ok();
+    assert_eq!(read_trim(&f), "max");
+    ctx.rt(&["update", "--pids-limit", "0", &b.id]).assert_ok();
+    assert_eq!(read_trim(&f), "1");
+    let empty = ctx.scratch("res").join("pids-empty.json");
+    fs::write(&empty, r#"{"pids": {}}"#).unwrap();
+    ctx.rt(&["update", "--resources", empty.to_str().unwrap(), &b.id])
+        .assert_ok();
+    assert_eq!(read_trim(&f), "1", "an empty pids object changes nothing");
+}
+
+/// runc's capabilities.bats "ambient caps not set in inheritable result in a warning": an
+/// ambient capability outside inheritable is left out with the warning runc gives, the others
+/// are raised. With no inheritable set at all (the pre-CVE-2022-29162 default this suite's
+/// config has) nothing is raised and nothing is said. Before: left out silently.
+#[test]
+fn ambient_caps_outside_inheritable_are_left_out_with_a_warning() {
+    let ctx = Ctx::new("ambwarn");
+    let mut b = ctx.bundle(&["sh", "-c", "grep CapAmb /proc/self/status"]);
+    b.set("/process/capabilities/inheritable", json!(["CAP_KILL"]));
+    b.set(
+        "/process/capabilities/ambient",
+        json!(["CAP_KILL", "CAP_CHOWN"]),
+    );
+    let o = b.run();
+    o.assert_ok();
+    assert!(
+        o.stdout.contains("CapAmb:\t0000000000000020"),
+        "{}",
+        o.describe()
+    );
+    assert!(
+        o.stderr
+            .contains("can't raise ambient capability CAP_CHOWN: "),
+        "{}",
+        o.describe()
+    );
+    assert!(!o.stderr.contains("CAP_KILL"), "{}", o.describe());
+    let b = ctx.bundle(&["true"]);
+    let o = b.run();
+    o.assert_ok();
+    assert!(!o.stderr.contains("ambient"), "{}", o.describe());
+}

@@ -168,6 +168,13 @@ pub fn run(store: &Store, a: UpdateArgs) -> Result<i32> {
     if let Some(v) = blkio_weight {
         set("blockIO", "weight", v.into());
     }
+    // An explicit pids limit of 0 is 1, as in runc ≥ 1.2 (-1 is unlimited); `{}` changes nothing.
+    if let Some(l) = res
+        .pointer_mut("/pids/limit")
+        .filter(|l| l.as_i64() == Some(0))
+    {
+        *l = 1.into();
+    }
     let r: oci_spec::runtime::LinuxResources =
         serde_json::from_value(res).map_err(|e| Error::msg(format!("--resources: {e}")))?;
     st.cgroup

@@ -295,13 +295,11 @@ pub fn create(
     }
     let pidfd = pidfd.expect("pidfd");
     // v1/hybrid: the parent's cgroup work and the init's set-up overlap only if the init gets
-    // a CPU of its own now; its inherited affinity is given back before it joins its cgroups
-    // (cpuset), long before it runs anything of the container.
-    let moved = if cgroup_first {
-        None
-    } else {
-        sys::start_on_other_cpu(pid)
-    };
+    // a CPU of its own now; its affinity is reset before it joins its cgroups (cpuset), long
+    // before it runs anything of the container.
+    if !cgroup_first {
+        sys::start_on_other_cpu(pid);
+    }
     drop(child_chan);
     drop(console);
     trace.mark("clone");
@@ -374,10 +372,10 @@ pub fn create(
         apply_resources(&cg, linux)?;
         trace.mark("cgroup");
     }
-    if let Some(mask) = &moved {
-        sys::restore_affinity(pid, mask)
-            .map_err(|e| Error::os("restoring the init's CPU affinity", e))?;
-    }
+    // As runc: the init may run on every CPU (the kernel clamps the mask to its cpuset), not only
+    // on the one it was started on (`start_on_other_cpu`) nor on the runtime's own (a `taskset`
+    // caller's). Before the join, so the cpuset decides.
+    crate::numa::reset_affinity(pid);
     if !joined {
         cg.add_pid(pid)?;
     }

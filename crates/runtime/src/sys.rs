@@ -324,39 +324,35 @@ pub fn loopback_up() -> io::Result<()> {
 /// waiting for us to block: some kernels (this project's VM hosts among them) place a forked
 /// child on its parent's CPU even when another one idles, which serialises the parent's
 /// post-clone work (cgroups) and the init's set-up. Restricts `pid` to the next CPU after ours
-/// in our affinity mask and returns that mask, which [`restore_affinity`] gives back to the
-/// child; `None` (nothing changed) with a single allowed CPU or on any error.
-pub fn start_on_other_cpu(pid: i32) -> Option<libc::cpu_set_t> {
+/// in our affinity mask (the caller resets it later, `numa::reset_affinity`); false (nothing
+/// changed) with a single allowed CPU or on any error.
+pub fn start_on_other_cpu(pid: i32) -> bool {
     // SAFETY: cpu_set_t is a bit array: all-zero is the empty set.
     let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::cpu_set_t>();
     // SAFETY: the kernel writes at most `size` bytes, the size of the live local `mask`.
     if unsafe { libc::sched_getaffinity(0, size, &mut mask) } < 0 {
-        return None;
+        return false;
     }
     // SAFETY: sched_getcpu takes nothing and touches no memory of ours.
     let cur = unsafe { libc::sched_getcpu() };
     if cur < 0 {
-        return None;
+        return false;
     }
     let n = 8 * size;
-    let other = (1..n)
+    let Some(other) = (1..n)
         .map(|i| (cur as usize + i) % n)
         // SAFETY: c < n = 8 * size_of::<cpu_set_t>(): the bit tested is inside `mask`.
-        .find(|&c| unsafe { libc::CPU_ISSET(c, &mask) })?;
+        .find(|&c| unsafe { libc::CPU_ISSET(c, &mask) })
+    else {
+        return false;
+    };
     // SAFETY: as above, all-zero is the empty set.
     let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `other` < n, a bit inside `one`.
     unsafe { libc::CPU_SET(other, &mut one) };
     // SAFETY: the kernel reads `size` bytes, the size of the live local `one`.
-    (unsafe { libc::sched_setaffinity(pid, size, &one) } == 0).then_some(mask)
-}
-
-/// Give `pid` back the affinity [`start_on_other_cpu`] took from it (the one it inherited).
-pub fn restore_affinity(pid: i32, mask: &libc::cpu_set_t) -> io::Result<()> {
-    // SAFETY: the kernel reads size_of::<cpu_set_t>() bytes from the borrowed `mask`.
-    cvt(unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), mask) })
-        .map(drop)
+    unsafe { libc::sched_setaffinity(pid, size, &one) == 0 }
 }
 
 #[repr(C)]

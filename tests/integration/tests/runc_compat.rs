@@ -2455,3 +2455,70 @@ fn ambient_caps_outside_inheritable_are_left_out_with_a_warning() {
     o.assert_ok();
     assert!(!o.stderr.contains("ambient"), "{}", o.describe());
 }
+
+/// Cpus_allowed_list of the calling thread.
+fn thread_cpus_allowed() -> String {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    status_line(
+        &fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap(),
+        "Cpus_allowed_list",
+    )
+}
+
+/// Pin the calling thread to `cpu` (its children inherit it, as under `taskset -c CPU`);
+/// returns the mask to give back.
+fn pin_thread(cpu: usize) -> libc::cpu_set_t {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: cpu_set_t is a bit array: all-zero is the empty set.
+    let mut old: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most `size` bytes into the live local `old`.
+    assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut old) }, 0);
+    // SAFETY: as above.
+    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is an online CPU number, well inside the set.
+    unsafe { libc::CPU_SET(cpu, &mut one) };
+    // SAFETY: the kernel reads `size` bytes of the live local `one`.
+    assert_eq!(unsafe { libc::sched_setaffinity(0, size, &one) }, 0);
+    old
+}
+
+/// runc's cpu_affinity.bats "CPU affinity should reset" (+ "to cgroup cpuset"): a runtime
+/// started under `taskset -c CPU` gives the container every CPU, or its cgroup's cpuset, not its
+/// own affinity. Before: the container kept the caller's single CPU.
+#[test]
+fn init_affinity_is_reset_not_the_callers() {
+    let cpus = online_cpus();
+    if cpus.len() < 2 {
+        eprintln!("skipped: needs 2 online CPUs");
+        return;
+    }
+    let ctx = Ctx::new("affreset");
+    let all = thread_cpus_allowed();
+    let (first, second) = (cpus[0], cpus[1]);
+    let old = pin_thread(first);
+    let b = ctx.bundle(&["grep", "-F", "Cpus_allowed_list:", "/proc/self/status"]);
+    let o1 = b.run();
+    let mut b = ctx.bundle(&["grep", "-F", "Cpus_allowed_list:", "/proc/self/status"]);
+    b.set(
+        "/linux/resources/cpu",
+        json!({"cpus": second.to_string(), "mems": "0"}),
+    );
+    let o2 = b.run();
+    // SAFETY: gives the thread back the mask read above (`old`, a live local).
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &old) };
+    o1.assert_ok();
+    assert_eq!(
+        status_line(&o1.stdout, "Cpus_allowed_list"),
+        all,
+        "{}",
+        o1.describe()
+    );
+    o2.assert_ok();
+    assert_eq!(
+        status_line(&o2.stdout, "Cpus_allowed_list"),
+        second.to_string(),
+        "{}",
+        o2.describe()
+    );
+}

@@ -1,8 +1,8 @@
 //! cgroup management for sprout on v1, v2 and hybrid hosts, with cgroupfs or systemd.
 //!
 //! Used by sprout-runtime (a container's cgroups), the sprout CLI (`events`, rootless
-//! detection) and sprout-serve (its sandbox pool, `crates/serve/src/cgpool.rs`); nothing
-//! outside this workspace.
+//! detection) and sprout-serve (its sandbox pool: [`ResidentPool`]); nothing outside this
+//! workspace.
 //!
 //! What the API does:
 //!
@@ -24,8 +24,10 @@
 //!   [`Manager::v1_path`], [`Manager::unified_path`], [`Manager::created`].
 //! - [`Pool`] with [`Manager::create_pooled`] / [`Manager::destroy_pooled`]: v1 cgroups renamed
 //!   into place from pre-made slots. Measured and not adopted by the runtime (docs/performance.md,
-//!   "Evaluated and not adopted"); sprout-serve has its own pool. Only this crate's test and
-//!   `examples/pool_bench.rs` use it.
+//!   "Evaluated and not adopted"). Only this crate's test and `examples/pool_bench.rs` use it.
+//! - [`ResidentPool`] / [`PoolCgroup`]: live cgroups one long-lived process keeps and reuses
+//!   (v1, hybrid and pure v2; `cgroup.procs` fds kept open, a record file for cleanup after a
+//!   crash, shrinking after a burst, bulk kill at shutdown): sprout-serve's sandbox pool.
 //!
 //! Known limits:
 //! - cgroup v2 device rules are enforced by an eBPF program ([`ebpf`]) on pure v2 hosts; on
@@ -48,10 +50,10 @@
 //! - `resources.rs` (shared validation and conversions), `resources_v1.rs`, `resources_v2.rs`:
 //!   `apply`.
 //! - `ebpf.rs`: the v2 device filter (`BPF_PROG_TYPE_CGROUP_DEVICE`).
-//! - `systemd/`: the systemd driver (`mod.rs`) and its D-Bus client (`dbus.rs`), with its tests
+//! - `systemd/`: the systemd driver (`mod.rs`) and its D-Bus client (`dbus/`), with its tests
 //!   (`tests.rs`).
 //! - `events.rs`: OOM notifications. `stats.rs`: resource usage. `rootless.rs`: whether sprout
-//!   runs rootless. `pool.rs`: the pool above.
+//!   runs rootless. `pool.rs`: the two pools above.
 //! - `tests.rs` (unit tests on a fake cgroupfs tree) and `testutil.rs` (its helpers).
 //!
 //! Cost on the start path (hybrid host, relative path, 9 v1 hierarchies): `new` = 2 statfs +
@@ -84,7 +86,7 @@ mod v1;
 mod v2;
 
 pub use events::{OomEvents, OomWait};
-pub use pool::{Pool, POOL_PREFIX};
+pub use pool::{Pool, PoolCgroup, ResidentPool, POOL_PREFIX};
 pub use rootless::running_rootless;
 pub use stats::{
     BlkioEntry, BlkioStats, CpuStats, CpuUsage, HugetlbStats, MemoryEntry, MemoryStats, PidsStats,

@@ -2,7 +2,6 @@
 //! See docs/serve.md.
 
 mod admission;
-mod cgpool;
 mod config;
 mod engine;
 mod http;
@@ -96,7 +95,7 @@ fn main() {
             }
         }
         ["cleanup"] => {
-            let n = cgpool::CgPool::clean_recorded(&cfg).unwrap_or_else(|e| die(e));
+            let n = engine::clean_recorded(&cfg).unwrap_or_else(|e| die(e));
             let m = rootfs::mounts_under(&cfg.run_dir).len();
             rootfs::teardown_run_dir(&cfg.run_dir);
             println!("removed {n} cgroups, {m} mounts");

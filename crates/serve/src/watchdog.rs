@@ -19,7 +19,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::cgpool;
 use crate::config::Config;
 
 /// Fork the watchdog. The engine keeps the write end (close-on-exec: no sandbox, zygote or
@@ -138,7 +137,7 @@ fn watch(r: OwnedFd, cfg: &Config, engine: i32) -> ! {
         // SAFETY: as below.
         unsafe { libc::_exit(0) }
     }
-    if let Ok(n) = cgpool::CgPool::clean_recorded(cfg) {
+    if let Ok(n) = crate::engine::clean_recorded(cfg) {
         if n > 0 {
             eprintln!("sprout-serve: watchdog: the engine is gone; killed and removed its {n} pool cgroups");
         }

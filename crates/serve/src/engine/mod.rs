@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::cgpool::{self, CgPool, PoolCg};
+use sprout_cgroups::{PoolCgroup as PoolCg, ResidentPool};
+
 use crate::config::{Config, HandlerConfig};
 use crate::install::{self, InstallCache};
 use crate::locked::Locked;
@@ -33,6 +34,44 @@ mod request;
 mod start;
 mod status;
 mod zygote;
+
+/// The v1 hierarchies a sandbox joins (the others stay the engine's).
+const JOIN_V1: &[&str] = &["memory", "pids", "cpu", "cpuacct", "freezer"];
+
+/// The sandbox cgroup pool (sprout-cgroups' [`ResidentPool`]): `<own cgroup>/<cgroup_name>/sb<N>`
+/// in the hierarchies a sandbox joins, its record `<run_dir>/cgroups`.
+fn new_pool(
+    layout: sprout_cgroups::Layout,
+    cfg: &Config,
+    limits: oci_spec::runtime::LinuxResources,
+) -> ResidentPool {
+    ResidentPool::new(
+        layout,
+        &cfg.cgroup_name,
+        limits,
+        &cfg.run_dir.join("cgroups"),
+    )
+    .joining_v1(JOIN_V1)
+}
+
+/// A sandbox's (or a zygote's) cgroup limits.
+pub fn pool_resources(mem_mb: u64, pids: i64, cpu_milli: u64) -> oci_spec::runtime::LinuxResources {
+    let mut v = serde_json::json!({
+        "memory": {"limit": (mem_mb as i64) << 20},
+        "pids": {"limit": pids},
+    });
+    if cpu_milli > 0 {
+        v["cpu"] = serde_json::json!({"quota": (cpu_milli as i64) * 100, "period": 100000u64});
+    }
+    serde_json::from_value(v).expect("static resources shape")
+}
+
+/// Kill and remove what an engine with this config recorded (`cleanup`, the watchdog): the
+/// number of pool cgroups removed.
+pub fn clean_recorded(cfg: &Config) -> Result<usize, String> {
+    let layout = sprout_cgroups::Layout::detect().map_err(|e| e.to_string())?;
+    Ok(new_pool(layout, cfg, pool_resources(1, 1, 0)).cleanup_previous())
+}
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -151,7 +190,7 @@ pub struct Engine {
     pub cfg: Config,
     /// Who runs now, who waits (per handler, bounded), who is turned away.
     pub admission: crate::admission::Admission,
-    pool: CgPool,
+    pool: ResidentPool,
     seccomp: Option<sprout_seccomp::Prepared>,
     bpf_hex: String,
     base: PathBuf,
@@ -328,11 +367,10 @@ impl Engine {
         crate::reaper::start();
         let layout = sprout_cgroups::Layout::detect().map_err(|e| e.to_string())?;
         let sb = &cfg.sandbox;
-        let pool = CgPool::new(
+        let pool = new_pool(
             layout,
-            &cfg.cgroup_name,
-            cgpool::resources(sb.memory_mb, sb.pids, sb.cpu_milli),
-            &run,
+            &cfg,
+            pool_resources(sb.memory_mb, sb.pids, sb.cpu_milli),
         )
         .with_parent_shares(match cfg.pool_cpu_shares {
             Some(s) => Some(s),

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::cgpool::PoolCg;
 use crate::locked::Locked;
 use crate::{proto, rootfs, spawn};
+use sprout_cgroups::PoolCgroup as PoolCg;
 
 use super::{monotonic_s, open_dir_path, ApiError, Engine, HandlerInfo, Job, Sandbox};
 
@@ -269,7 +269,7 @@ impl Engine {
         let cg = self
             .pool
             .get()
-            .map_err(|e| ApiError::new(500, "engine", e))?;
+            .map_err(|e| ApiError::new(500, "engine", e.to_string()))?;
         let (a, b) = match proto::pair() {
             Ok(p) => p,
             Err(e) => {

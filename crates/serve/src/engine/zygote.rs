@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::cgpool::{self, PoolCg};
 use crate::install;
 use crate::locked::Locked;
 use crate::{proto, rootfs, spawn};
+use sprout_cgroups::PoolCgroup as PoolCg;
 
 use super::policy;
 use super::{open_dir_path, Engine, HandlerInfo, Sandbox, ZSlot, Zygote};
@@ -134,11 +134,11 @@ impl Engine {
         parent: Option<Arc<Zygote>>,
     ) -> Result<Zygote, String> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut cg = self.pool.get()?;
+        let mut cg = self.pool.get().map_err(|e| e.to_string())?;
         // A zygote's cgroup also carries what its children are charged before they move to
         // their own (page tables, the first copy-on-write pages): it gets the zygote limit.
         let sb = &self.cfg.sandbox;
-        let zres = cgpool::resources(
+        let zres = super::pool_resources(
             self.cfg.zygote_memory_mb.max(sb.memory_mb),
             sb.pids.max(1024),
             0,

@@ -407,16 +407,57 @@ pub fn drop_bounding(keep: u64) -> Result<()> {
 }
 
 fn drop_bounding_from(current: u64, keep: u64) -> Result<()> {
+    drop_bounding_bits(current, keep).map_err(|(n, errno)| Error::Sys {
+        what: format!(
+            "process.capabilities.bounding: dropping {} from the bounding set",
+            name_or_number(n)
+        ),
+        source: std::io::Error::from_raw_os_error(errno),
+    })
+}
+
+/// Drop each capability of `current` not in `keep`; the error is the capability and errno.
+/// No allocation.
+fn drop_bounding_bits(current: u64, keep: u64) -> std::result::Result<(), (u32, i32)> {
     for n in 0..=last_cap() {
         if keep & (1u64 << n) != 0 || current & (1u64 << n) == 0 {
             continue;
         }
         if prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(n), 0) != 0 {
-            return Err(Error::last_os(format!(
-                "process.capabilities.bounding: dropping {} from the bounding set",
-                name_or_number(n)
-            )));
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            return Err((n, errno));
         }
+    }
+    Ok(())
+}
+
+/// The step of [`drop_all_privileges`] that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropStep {
+    /// Emptying the bounding set (the capability that could not be dropped).
+    Bounding(u32),
+    /// The identity change ([`identity::set_ids`]).
+    Identity(identity::IdStep),
+    NoNewPrivs,
+}
+
+/// The whole privilege drop of a process that keeps no capability (sprout-serve's
+/// sandboxes): the bounding set emptied (as [`drop_bounding`], with CAP_SETPCAP still held),
+/// then [`identity::set_ids`] (leaving uid 0 clears the permitted, effective and ambient sets;
+/// without PR_SET_KEEPCAPS nothing survives), then no_new_privs. The pieces are the ones
+/// [`finalize_privileges`] uses. No allocation, no lock, no /proc: for a child between a raw
+/// clone of a multi-threaded process and exec. The error is the step and its errno (also
+/// left in `errno`).
+pub fn drop_all_privileges(
+    uid: u32,
+    gid: u32,
+    groups: Option<&[libc::gid_t]>,
+) -> std::result::Result<(), (DropStep, i32)> {
+    drop_bounding_bits(bounding_set(), 0).map_err(|(n, e)| (DropStep::Bounding(n), e))?;
+    identity::set_ids(uid, gid, groups).map_err(|(s, e)| (DropStep::Identity(s), e))?;
+    if prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0) != 0 {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        return Err((DropStep::NoNewPrivs, errno));
     }
     Ok(())
 }
@@ -752,6 +793,59 @@ mod tests {
     const NET_BIND: u64 = 1 << 10;
     const NET_RAW: u64 = 1 << 13;
     const AUDIT_WRITE: u64 = 1 << 29;
+
+    /// sprout-serve's sandbox drop: nothing left in any set, the ids and no groups, nnp on.
+    #[test]
+    fn drop_all_privileges_leaves_nothing() {
+        in_child(|| {
+            drop_all_privileges(65534, 65533, Some(&[]))
+                .map_err(|e| format!("drop_all_privileges: {e:?}"))?;
+            let st = proc_status();
+            for key in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+                check_eq(key, status_mask(&st, key), 0)?;
+            }
+            check_eq(
+                "Uid",
+                status_field(&st, "Uid"),
+                "65534\t65534\t65534\t65534".into(),
+            )?;
+            check_eq(
+                "Gid",
+                status_field(&st, "Gid"),
+                "65533\t65533\t65533\t65533".into(),
+            )?;
+            check_eq("Groups", status_field(&st, "Groups"), String::new())?;
+            check_eq("NoNewPrivs", status_field(&st, "NoNewPrivs"), "1".into())?;
+            Ok(())
+        });
+    }
+
+    /// A step that fails is named, with its errno: without CAP_SETGID (dropped from the
+    /// effective set first) setresgid is refused with EPERM, and no_new_privs is not set.
+    #[test]
+    fn drop_all_privileges_names_the_failed_step() {
+        in_child(|| {
+            let mut st = capget().map_err(|e| e.to_string())?;
+            st.effective &= !(SETGID | 1 << CAP_SETPCAP);
+            capset(&st).map_err(|e| e.to_string())?;
+            // Without CAP_SETPCAP the bounding drop is the step that fails.
+            match drop_all_privileges(65534, 65534, None) {
+                Err((DropStep::Bounding(_), libc::EPERM)) => {}
+                other => return Err(format!("without CAP_SETPCAP: {other:?}")),
+            }
+            st.effective |= 1 << CAP_SETPCAP;
+            capset(&st).map_err(|e| e.to_string())?;
+            match drop_all_privileges(65534, 65534, None) {
+                Err((DropStep::Identity(identity::IdStep::Setresgid), libc::EPERM)) => {}
+                other => return Err(format!("without CAP_SETGID: {other:?}")),
+            }
+            check_eq(
+                "NoNewPrivs",
+                status_field(&proc_status(), "NoNewPrivs"),
+                "0".into(),
+            )
+        });
+    }
 
     #[test]
     fn finalize_root_default_caps() {

@@ -84,8 +84,41 @@ pub fn set_identity(user: &User) -> Result<()> {
 /// [`set_identity`] after [`precheck`].
 pub(crate) fn apply(user: &User, setgroups_allowed: bool) -> Result<()> {
     let gids = user.additional_gids().as_deref().unwrap_or(&[]);
-    if setgroups_allowed {
-        // SAFETY: pointer/length of a live slice of gid_t (u32).
+    let (uid, gid) = (user.uid(), user.gid());
+    set_ids(uid, gid, setgroups_allowed.then_some(gids)).map_err(|(step, errno)| {
+        let what = match step {
+            IdStep::Setgroups => format!("process.user.additionalGids: setgroups({gids:?})"),
+            IdStep::Setresgid => format!("process.user.gid: setresgid({gid})"),
+            IdStep::Setresuid => format!("process.user.uid: setresuid({uid})"),
+        };
+        Error::Sys {
+            what,
+            source: std::io::Error::from_raw_os_error(errno),
+        }
+    })
+}
+
+/// The call of [`set_ids`] that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdStep {
+    Setgroups,
+    Setresgid,
+    Setresuid,
+}
+
+/// setgroups(`groups`) (skipped when None; `Some(&[])` clears the supplementary groups),
+/// setresgid(gid), setresuid(uid), as raw syscalls: the one identity change of the runtime's
+/// init ([`set_identity`]) and of sprout-serve's sandboxes. No allocation and no lock (the
+/// error is the step and its errno, not a message), so it may run in a child between a raw
+/// clone of a multi-threaded process and exec.
+pub fn set_ids(
+    uid: u32,
+    gid: u32,
+    groups: Option<&[libc::gid_t]>,
+) -> std::result::Result<(), (IdStep, i32)> {
+    let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    if let Some(gids) = groups {
+        // SAFETY: pointer/length of a live slice of gid_t (u32); the kernel only reads it.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_setgroups,
@@ -94,26 +127,16 @@ pub(crate) fn apply(user: &User, setgroups_allowed: bool) -> Result<()> {
             )
         };
         if r != 0 {
-            return Err(Error::last_os(format!(
-                "process.user.additionalGids: setgroups({gids:?})"
-            )));
+            return Err((IdStep::Setgroups, errno()));
         }
     }
-    let gid = user.gid();
     // SAFETY: integer arguments.
-    let r = unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) };
-    if r != 0 {
-        return Err(Error::last_os(format!(
-            "process.user.gid: setresgid({gid})"
-        )));
+    if unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) } != 0 {
+        return Err((IdStep::Setresgid, errno()));
     }
-    let uid = user.uid();
     // SAFETY: integer arguments.
-    let r = unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) };
-    if r != 0 {
-        return Err(Error::last_os(format!(
-            "process.user.uid: setresuid({uid})"
-        )));
+    if unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) } != 0 {
+        return Err((IdStep::Setresuid, errno()));
     }
     Ok(())
 }

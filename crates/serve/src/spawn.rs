@@ -4,8 +4,9 @@
 //! engine is multi-threaded): join the pool cgroup (write "0" to the pre-opened cgroup.procs
 //! fds), chroot, unshare the mount (and network) namespace, a private
 //! /proc (with the mount namespace), hostname,
-//! drop the capability bounding set, setgroups/setresgid/setresuid, no_new_privs, seccomp
-//! (from the BPF cache), then exec `python3 -I -S /.sprout/sprout_init.py sandbox 3` (sprout_zygote.py from its .pyc).
+//! drop the capability bounding set, setgroups/setresgid/setresuid, no_new_privs (one call:
+//! sprout-process's `caps::drop_all_privileges`, the runtime's pieces), seccomp (from the BPF
+//! cache), then exec `python3 -I -S /.sprout/sprout_init.py sandbox 3` (sprout_zygote.py from its .pyc).
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, RawFd};
@@ -340,26 +341,27 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
         {
             child_fail(sock, b"mount /proc");
         }
-        for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
-                break;
-            }
-        }
-        // Raw syscalls, not glibc's wrappers: those broadcast the id change to every thread
-        // glibc believes exists (SIGSETXID + futex wait), and after a raw clone of the
-        // multi-threaded engine the child still has the parent's thread list: it would
-        // wait forever.
-        if libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) != 0 {
-            child_fail(sock, b"setgroups");
-        }
-        if libc::syscall(libc::SYS_setresgid, s.gid, s.gid, s.gid) != 0 {
-            child_fail(sock, b"setresgid");
-        }
-        if libc::syscall(libc::SYS_setresuid, s.uid, s.uid, s.uid) != 0 {
-            child_fail(sock, b"setresuid");
-        }
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            child_fail(sock, b"no_new_privs");
+        // The privilege drop is sprout-process's (the runtime's pieces): bounding set
+        // emptied, setgroups/setresgid/setresuid as raw syscalls (glibc's wrappers broadcast
+        // the id change to every thread glibc believes exists, SIGSETXID + futex wait, and
+        // after a raw clone of the multi-threaded engine the child still has the parent's
+        // thread list: it would wait forever), no_new_privs. No allocation.
+        if let Err((step, errno)) =
+            sprout_process::caps::drop_all_privileges(s.uid, s.gid, Some(&[][..]))
+        {
+            use sprout_process::caps::DropStep;
+            use sprout_process::identity::IdStep;
+            *libc::__errno_location() = errno;
+            child_fail(
+                sock,
+                match step {
+                    DropStep::Bounding(_) => b"dropping the bounding set",
+                    DropStep::Identity(IdStep::Setgroups) => b"setgroups",
+                    DropStep::Identity(IdStep::Setresgid) => b"setresgid",
+                    DropStep::Identity(IdStep::Setresuid) => b"setresuid",
+                    DropStep::NoNewPrivs => b"no_new_privs",
+                },
+            );
         }
         if log_fd >= 0 {
             libc::dup2(log_fd, 2);

@@ -14,7 +14,8 @@
  *
  *   sprout-init  FIFO PATH ARG0 ARG...
  *       The container's init. FIFO is the exec fifo's fd ("-" for none): block until `start`
- *       writes to it, then execve(PATH, ARG0..., envp). The fifo stays open until that execve
+ *       writes to it (a terminating signal meanwhile ends it, see exit_on_signals), then
+ *       execve(PATH, ARG0..., envp). The fifo stays open until that execve
  *       (close-on-exec), so `start` sees the hang-up only once the program runs.
  *   sprout-spawn CHAN TTY PATH ARG0 ARG...
  *       `exec`: the caller has joined the container's pid namespace for its children only, so
@@ -38,6 +39,7 @@
 #define NR_exit_group 231
 #define NR_fcntl 72
 #define NR_setsid 112
+#define NR_rt_sigaction 13
 
 static long sys6(long n, long a, long b, long c, long d, long e, long f)
 {
@@ -72,6 +74,7 @@ __asm__(".text\n"
 #define NR_exit_group 94
 #define NR_fcntl 25
 #define NR_setsid 157
+#define NR_rt_sigaction 134
 
 static long sys6(long n, long a, long b, long c, long d, long e, long f)
 {
@@ -118,6 +121,36 @@ static __attribute__((noreturn)) void die(int code)
 {
 	for (;;)
 		sys3(NR_exit_group, code, 0, 0);
+}
+
+/*
+ * While the init waits for `start`, it is the container's pid 1, and the kernel drops a signal
+ * whose action is the default at a namespace's init: `kill TERM` (or SIGTERM through a pidfd) of
+ * a created container would do nothing. runc's waiting init exits on them (the Go runtime's
+ * handlers), so the usual terminating signals get a handler here that exits with 128 + the
+ * signal. execve resets caught signals to the default, so the container's program starts with
+ * the dispositions it inherited.
+ */
+struct ksigaction {
+	void (*handler)(int);
+	unsigned long flags;
+	void (*restorer)(void);
+	unsigned long mask;
+};
+
+static void on_signal(int sig)
+{
+	die(128 + sig);
+}
+
+static void exit_on_signals(void)
+{
+	static const int sigs[] = { 1 /* HUP */, 2 /* INT */, 3 /* QUIT */,
+				    10 /* USR1 */, 12 /* USR2 */, 15 /* TERM */ };
+	struct ksigaction sa = { on_signal, 0, 0, ~0UL };
+	unsigned i;
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sys6(NR_rt_sigaction, sigs[i], (long)&sa, 0, sizeof(sa.mask), 0, 0);
 }
 
 static int streq(const char *a, const char *b)
@@ -191,6 +224,7 @@ __attribute__((used, noreturn)) void tramp_main(long *sp)
 		int fifo = parse_fd(argv[1]);
 		if (fifo >= 0) {
 			char b;
+			exit_on_signals();
 			do
 				r = sys3(NR_read, fifo, (long)&b, 1);
 			while (r == -EINTR);

@@ -2522,3 +2522,19 @@ fn init_affinity_is_reset_not_the_callers() {
         o2.describe()
     );
 }
+
+/// runc's pidfd-socket.bats "runc create [ --pidfd-socket ]" (SIGTERM through the pidfd) and
+/// `kill TERM` of a created container: the init waiting for `start` is the container's pid 1,
+/// where the kernel drops signals whose action is the default; runc's waiting init exits on
+/// them. The trampoline exits with 128 + the signal. Before: the container stayed created.
+#[test]
+fn term_stops_a_created_container() {
+    let ctx = Ctx::new("termcreated");
+    for sig in ["TERM", "INT", "HUP"] {
+        let b = ctx.bundle(SLEEP);
+        b.create().assert_ok();
+        ctx.rt(&["kill", &b.id, sig]).assert_ok();
+        ctx.wait_status(&b.id, "stopped");
+        ctx.rt(&["delete", &b.id]).assert_ok();
+    }
+}

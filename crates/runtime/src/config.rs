@@ -179,6 +179,7 @@ impl Config {
         absolute_mount_destinations(&mut spec);
         explicit_zero_pids_limit(&mut spec, &raw);
         let rootfs = validate(&spec, &bundle)?;
+        rootfs_prefixed_destinations(&mut spec, &rootfs);
         Ok(Config {
             spec,
             raw,
@@ -212,6 +213,33 @@ fn explicit_zero_pids_limit(spec: &mut Spec, raw: &[u8]) {
             linux.set_resources(Some(res));
         }
     }
+}
+
+/// A destination that names a path inside the rootfs by its host path (`<rootfs>/mnt/x`) means
+/// that path in the container (`/mnt/x`), as runc has always read it; otherwise it would be made
+/// under the rootfs again (`<rootfs><rootfs>/mnt/x`). The usual case copies nothing.
+fn rootfs_prefixed_destinations(spec: &mut Spec, rootfs: &Path) {
+    let inside = |d: &Path| d.starts_with(rootfs) && d != rootfs;
+    if !spec
+        .mounts()
+        .iter()
+        .flatten()
+        .any(|m| inside(m.destination()))
+    {
+        return;
+    }
+    let Some(mut mounts) = spec.mounts().clone() else {
+        return;
+    };
+    for m in mounts.iter_mut().filter(|m| inside(m.destination())) {
+        let rel = m
+            .destination()
+            .strip_prefix(rootfs)
+            .map(|r| Path::new("/").join(r))
+            .unwrap_or_else(|_| m.destination().clone());
+        m.set_destination(rel);
+    }
+    spec.set_mounts(Some(mounts));
 }
 
 /// runtime-spec (Linux): a mount destination MAY be relative, for old configurations, and is

@@ -345,7 +345,7 @@ pub fn create(
         let both = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS) as u64;
         if plan.clone_flags & both == both {
             if let (Some(pfd), Some(mounts)) = (cleanup.child.as_ref(), spec.mounts().as_deref()) {
-                for (i, fd) in crate::rootfs::open_bind_sources(pfd, &config.bundle, mounts) {
+                for (i, fd) in crate::rootfs::open_bind_sources(pfd, &config.bundle, &config.rootfs, mounts) {
                     parent_chan
                         .send_fd_payload(sync::SOURCE, i.to_string().as_bytes(), fd.as_raw_fd())
                         .map_err(|e| Error::os("sending a bind source to the init", e))?;

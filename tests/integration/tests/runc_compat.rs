@@ -2538,3 +2538,55 @@ fn term_stops_a_created_container() {
         ctx.rt(&["delete", &b.id]).assert_ok();
     }
 }
+
+/// runc's mounts.bats "mount order, container bind-mount source" (+ "(userns)"): binds whose
+/// source is a path inside the rootfs (given by its host path) see the mounts earlier entries
+/// made there, and a destination given as `<rootfs>/path` means `/path` in the container. The
+/// final tree is a bind of a bind of binds. Before: the destination was made under the rootfs
+/// again and the sources were looked up before the earlier mounts (`cat` found no file).
+#[test]
+fn bind_sources_inside_the_rootfs_see_earlier_mounts() {
+    use std::os::unix::fs::PermissionsExt;
+    let ctx = Ctx::new("mntorder");
+    for userns in [false, true] {
+        let src = ctx.scratch("bindsrc");
+        for sub in ["a/x", "b/y", "c/z"] {
+            fs::create_dir_all(src.join(sub)).unwrap();
+            fs::write(src.join(sub).join("file"), sub).unwrap();
+            let top = sub.split('/').next().unwrap();
+            std::os::unix::fs::symlink(top, src.join(format!("sym-{top}"))).unwrap();
+        }
+        // Not reachable by the container's root in a user namespace: the runtime opens these.
+        fs::set_permissions(&src, fs::Permissions::from_mode(0o750)).unwrap();
+        let mut b = ctx.bundle(&["cat", "/final/x/y/z/z/x/y/z/x/file"]);
+        if userns {
+            b.in_user_namespace(100000, 100000);
+        }
+        let rootfs = fs::canonicalize(b.rootfs()).unwrap();
+        fs::create_dir_all(rootfs.join("mnt")).unwrap();
+        fs::create_dir_all(rootfs.join("final")).unwrap();
+        let r = |p: &str| format!("{}{p}", rootfs.display());
+        let s = |p: &str| src.join(p).display().to_string();
+        for (source, dest, kind) in [
+            (s("a"), "/mnt".to_string(), "bind"),
+            (s("sym-b"), "/mnt/x".to_string(), "bind"),
+            (s("c"), "/mnt/x/y".to_string(), "bind"),
+            (s("sym-a"), "/mnt/x/y/z".to_string(), "bind"),
+            (r("/mnt/x"), r("/mnt/x/y/z/x"), "rbind"),
+            (r("/mnt/x/y"), r("/mnt/x/y/z"), "rbind"),
+            (r("/mnt"), r("/final"), "rbind"),
+        ] {
+            b.add_mount(
+                json!({"source": source, "destination": dest, "type": "bind",
+                "options": [kind, "rprivate"]}),
+            );
+        }
+        let o = b.run();
+        o.assert_ok();
+        assert!(
+            o.stdout.contains("a/x"),
+            "userns {userns}: {}",
+            o.describe()
+        );
+    }
+}

@@ -47,9 +47,13 @@ pub fn bind_source(bundle: &Path, m: &Mount) -> Option<PathBuf> {
 /// Best effort: an entry whose source cannot be opened here is left out, and the init resolves
 /// it itself (and reports it). A thread does the work: `setns(CLONE_NEWNS)` needs a private
 /// fs_struct (`unshare(CLONE_FS)`), and this process keeps its own mount namespace and cwd.
+///
+/// A source inside the rootfs (`<rootfs>/mnt/x`) is left to the init too: it may lie on a mount
+/// an earlier entry makes, so it is looked up when its turn comes (runc's "mount order" tests).
 pub fn open_bind_sources(
     pidfd: &OwnedFd,
     bundle: &Path,
+    rootfs: &Path,
     mounts: &[Mount],
 ) -> Vec<(usize, OwnedFd)> {
     let wanted: Vec<(usize, CString)> = mounts
@@ -63,7 +67,9 @@ pub fn open_bind_sources(
         })
         // Id-mapped binds come as whole trees instead (crate::idmap).
         .filter(|(_, m)| !crate::idmap::is_idmapped(m))
-        .filter_map(|(i, m)| Some((i, cstr(bind_source(bundle, m)?))))
+        .filter_map(|(i, m)| Some((i, bind_source(bundle, m)?)))
+        .filter(|(_, src)| !src.starts_with(rootfs))
+        .map(|(i, src)| (i, cstr(src)))
         .collect();
     if wanted.is_empty() {
         return Vec::new();

@@ -2590,3 +2590,62 @@ fn bind_sources_inside_the_rootfs_see_earlier_mounts() {
         );
     }
 }
+
+/// runc's mounts.bats "bind mount through a dangling symlink component" and "... trailing
+/// dangling symlink": a destination whose symlinks point at missing paths inside the rootfs
+/// gets what they point at made there (a file for a file source, a directory for a directory),
+/// and the bind lands on it. Before: `resolving /etc/hosts in the rootfs: No such file`.
+#[test]
+fn bind_through_dangling_symlinks_makes_their_target_in_the_rootfs() {
+    let ctx = Ctx::new("dangling");
+    let host_file = ctx.scratch("src").join("hosts");
+    fs::write(&host_file, "bound-hosts\n").unwrap();
+    let host_dir = ctx.scratch("srcdir");
+    fs::write(host_dir.join("inner"), "bound-dir\n").unwrap();
+    // (link to make, its target, source, where the bind must land)
+    for (links, source, want, check) in [
+        (
+            vec![("jump", "/tmp/foo/bar"), ("etc/hosts", "/jump/baz/hosts")],
+            &host_file,
+            "/tmp/foo/bar/baz/hosts",
+            "cat /etc/hosts",
+        ),
+        (
+            vec![("etc/hosts", "/tmp/hosts")],
+            &host_file,
+            "/tmp/hosts",
+            "cat /etc/hosts",
+        ),
+        (
+            vec![("etc/hosts", "/tmp/hosts")],
+            &host_dir,
+            "/tmp/hosts",
+            "cat /etc/hosts/inner",
+        ),
+    ] {
+        let script = format!("{check}; grep -c ' {want} ' /proc/self/mountinfo");
+        let mut b = ctx.bundle(&["sh", "-c", &script]);
+        let rootfs = b.rootfs();
+        let _ = fs::remove_file(rootfs.join("etc/hosts"));
+        let _ = fs::remove_dir_all(rootfs.join("tmp/foo"));
+        for (link, target) in links {
+            std::os::unix::fs::symlink(target, rootfs.join(link)).unwrap();
+        }
+        b.add_mount(
+            json!({"source": source.display().to_string(), "destination": "/etc/hosts",
+            "type": "bind", "options": ["bind"]}),
+        );
+        let o = b.run();
+        o.assert_ok();
+        assert!(o.stdout.contains("bound-"), "{want}: {}", o.describe());
+        assert!(
+            o.stdout.trim_end().ends_with('1'),
+            "{want}: {}",
+            o.describe()
+        );
+        assert!(
+            rootfs.join(want.trim_start_matches('/')).exists(),
+            "{want} not made"
+        );
+    }
+}

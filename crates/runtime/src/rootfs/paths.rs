@@ -14,7 +14,89 @@ pub fn ensure_in_root(root: &OwnedFd, path: &Path, file: bool) -> Result<OwnedFd
 }
 
 /// [`ensure_in_root`], and whether `path` existed already (false: this call made it).
+///
+/// A dangling symlink on the way (`/etc/hosts -> /tmp/hosts`, `/jump -> /tmp/foo/bar`) is
+/// followed inside the rootfs and what it points at is made, as runc does; only when the plain
+/// attempt failed with ENOENT, so the usual start costs nothing more.
 pub fn ensure_in_root_existed(root: &OwnedFd, path: &Path, file: bool) -> Result<(OwnedFd, bool)> {
+    match ensure_in_root_inner(root, path, file) {
+        Err(e) if e.errno() == Some(libc::ENOENT) => {
+            let real = follow_in_root(root, path)
+                .map_err(|e| Error::os(format!("resolving {} in the rootfs", path.display()), e))?;
+            if real.as_path() == path {
+                return Err(e);
+            }
+            ensure_in_root_inner(root, &real, file)
+        }
+        r => r,
+    }
+}
+
+/// `path` with every symlink on it followed inside `root` the way RESOLVE_IN_ROOT does (an
+/// absolute target starts at the root, `..` stops there), also where the target is missing.
+/// ELOOP past 40 links.
+fn follow_in_root(root: &OwnedFd, path: &Path) -> io::Result<PathBuf> {
+    let mut todo: Vec<std::ffi::OsString> = Vec::new();
+    let push = |todo: &mut Vec<std::ffi::OsString>, p: &Path| {
+        for c in p.components().rev() {
+            match c {
+                Component::Normal(n) => todo.push(n.to_os_string()),
+                Component::ParentDir => todo.push("..".into()),
+                _ => {}
+            }
+        }
+    };
+    push(&mut todo, path);
+    let mut done = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(c) = todo.pop() {
+        if c == ".." {
+            done.pop();
+            continue;
+        }
+        let link = open_in_root(root.as_raw_fd(), &done, libc::O_PATH | libc::O_DIRECTORY, 0)
+            .ok()
+            .and_then(|dir| readlink_at(&dir, &c));
+        match link {
+            Some(target) => {
+                links += 1;
+                if links > 40 {
+                    return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                }
+                if target.is_absolute() {
+                    done = PathBuf::from("/");
+                }
+                push(&mut todo, &target);
+            }
+            None => done.push(&c),
+        }
+    }
+    Ok(done)
+}
+
+/// The target of the symlink `name` in `dir`; None if it is no symlink (or missing).
+fn readlink_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let cname = cstr(name);
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: readlinkat reads the NUL-terminated `cname` and writes at most buf.len() bytes into
+    // the live `buf`; `dir` is borrowed (open).
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            cname.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n <= 0 {
+        return None;
+    }
+    buf.truncate(n as usize);
+    Some(PathBuf::from(std::ffi::OsString::from_vec(buf)))
+}
+
+fn ensure_in_root_inner(root: &OwnedFd, path: &Path, file: bool) -> Result<(OwnedFd, bool)> {
     match open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0) {
         Ok(fd) => return Ok((fd, true)),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}

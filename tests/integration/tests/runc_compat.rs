@@ -2649,3 +2649,48 @@ fn bind_through_dangling_symlinks_makes_their_target_in_the_rootfs() {
         );
     }
 }
+
+/// runc's mounts.bats "tmpcopyup" (podman's `--tmpfs` asks for it): a tmpfs over a directory of
+/// the image starts with a copy of it: subdirectories with their modes, files with their
+/// content, mode and owner, symlinks; `ro` applies after the copy; without the option the
+/// tmpfs is empty. Before: the option was accepted and the tmpfs was empty.
+#[test]
+fn tmpcopyup_fills_the_tmpfs_with_the_covered_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let ctx = Ctx::new("copyup");
+    let script = "ls -ld /dir1/dir2 | cut -c1-10; cat /dir1/f; stat -c '%a %u:%g' /dir1/f; \
+                  readlink /dir1/l; touch /dir1/new 2>&1; ls /dir3 | wc -l";
+    let mut b = ctx.bundle(&["sh", "-c", script]);
+    let r = b.rootfs();
+    fs::create_dir_all(r.join("dir1/dir2")).unwrap();
+    fs::set_permissions(r.join("dir1/dir2"), fs::Permissions::from_mode(0o777)).unwrap();
+    fs::write(r.join("dir1/f"), "copied\n").unwrap();
+    fs::set_permissions(r.join("dir1/f"), fs::Permissions::from_mode(0o604)).unwrap();
+    std::os::unix::fs::chown(r.join("dir1/f"), Some(7), Some(8)).unwrap();
+    std::os::unix::fs::symlink("/elsewhere", r.join("dir1/l")).unwrap();
+    fs::create_dir_all(r.join("dir3")).unwrap();
+    fs::write(r.join("dir3/hidden"), "x").unwrap();
+    b.add_mount(
+        json!({"source": "tmpfs", "destination": "/dir1", "type": "tmpfs",
+        "options": ["tmpcopyup", "ro"]}),
+    );
+    b.add_mount(json!({"source": "tmpfs", "destination": "/dir3", "type": "tmpfs"}));
+    let o = b.run();
+    o.assert_ok();
+    let l: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(l[0], "drwxrwxrwx", "{}", o.describe());
+    assert_eq!(l[1], "copied", "{}", o.describe());
+    assert_eq!(l[2], "604 7:8", "{}", o.describe());
+    assert_eq!(l[3], "/elsewhere", "{}", o.describe());
+    assert!(
+        o.stdout.contains("Read-only file system"),
+        "{}",
+        o.describe()
+    );
+    assert_eq!(
+        l.last().unwrap().trim(),
+        "0",
+        "no copy without the option: {}",
+        o.describe()
+    );
+}

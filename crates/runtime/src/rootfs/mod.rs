@@ -8,6 +8,7 @@
 //! detached tree before it is attached, which needs no remount and leaves no window.
 
 mod cgroup;
+mod copyup;
 mod device;
 mod masks;
 mod mount;

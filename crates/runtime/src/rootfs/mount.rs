@@ -172,13 +172,27 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
             format!("{mode},{}", opts.data)
         };
     }
+    // tmpcopyup: the covered directory, read before the tmpfs hides it; the tmpfs stays writable
+    // until the copy is in.
+    let copyup = if typ == "tmpfs" && existed && opts.copyup {
+        Some(
+            super::copyup::open_dir(&target)
+                .map_err(|e| Error::os(format!("{}: tmpcopyup", what()), e))?,
+        )
+    } else {
+        None
+    };
+    let mut flags = opts.flags & !libc::MS_REMOUNT;
+    if copyup.is_some() {
+        flags &= !libc::MS_RDONLY;
+    }
     let data = cstr_s(&opts.data);
     let tp = fd_path(&target);
     let r = mount(
         Some(&src),
         &tp,
         Some(&fstype),
-        opts.flags & !libc::MS_REMOUNT,
+        flags,
         if opts.data.is_empty() {
             None
         } else {
@@ -201,6 +215,22 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
             return Ok(());
         }
         return Err(Error::os(format!("{}: mount {typ}", what()), e));
+    }
+    if let Some(lower) = copyup {
+        let copy = || -> std::io::Result<()> {
+            let upper = open_in_root(
+                ctx.rootfs_fd.as_raw_fd(),
+                dest,
+                libc::O_RDONLY | libc::O_DIRECTORY,
+                0,
+            )?;
+            super::copyup::copy_tree(&lower, &upper)?;
+            if opts.flags & libc::MS_RDONLY != 0 {
+                super::mountapi::mount_setattr(upper.as_raw_fd(), false, MOUNT_ATTR_RDONLY, 0)?;
+            }
+            Ok(())
+        };
+        copy().map_err(|e| Error::os(format!("{}: tmpcopyup", what()), e))?;
     }
     if !opts.propagation.is_empty() {
         let fd = open_in_root(ctx.rootfs_fd.as_raw_fd(), dest, libc::O_PATH, 0)

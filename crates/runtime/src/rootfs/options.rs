@@ -24,6 +24,8 @@ pub struct MountOpts {
     /// "rro", "rnosuid"...: attributes applied to every mount of a recursive bind.
     pub rec_attr_set: u64,
     pub rec_attr_clr: u64,
+    /// `tmpcopyup`: a tmpfs starts with a copy of the directory it covers (`notmpcopyup`: not).
+    pub copyup: bool,
 }
 
 pub(super) const MOUNT_ATTR_RDONLY: u64 = 0x1;
@@ -47,8 +49,10 @@ enum Effect {
     RecAttr(u64, u64),
     /// Mount propagation (mount(2) flags of its own call).
     Propagation(libc::c_ulong),
+    /// `tmpcopyup` / `notmpcopyup` (rootfs/copyup.rs).
+    CopyUp(bool),
     /// Accepted, done elsewhere: `idmap`/`ridmap` (the runtime id-maps the tree,
-    /// crate::idmap), `tmpcopyup` (crun's copy-up; not needed for correctness here).
+    /// crate::idmap).
     Elsewhere,
 }
 
@@ -62,7 +66,7 @@ const OPTIONS: &[(&str, Effect)] = {
         MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_RELATIME, MS_REMOUNT, MS_SHARED,
         MS_SILENT, MS_SLAVE, MS_STRICTATIME, MS_SYNCHRONOUS, MS_UNBINDABLE,
     };
-    use Effect::{Bind, Elsewhere, Flags, Propagation, RecAttr};
+    use Effect::{Bind, CopyUp, Elsewhere, Flags, Propagation, RecAttr};
     &[
         ("defaults", Flags(0, 0)),
         ("ro", Flags(MS_RDONLY, 0)),
@@ -131,8 +135,8 @@ const OPTIONS: &[(&str, Effect)] = {
         ("runbindable", Propagation(MS_UNBINDABLE | MS_REC)),
         ("idmap", Elsewhere),
         ("ridmap", Elsewhere),
-        ("tmpcopyup", Elsewhere),
-        ("notmpcopyup", Elsewhere),
+        ("tmpcopyup", CopyUp(true)),
+        ("notmpcopyup", CopyUp(false)),
     ]
 };
 
@@ -164,6 +168,7 @@ pub fn parse_options(opts: &[String]) -> Result<MountOpts> {
                 o.rec_attr_clr |= clr;
             }
             Some(Effect::Propagation(p)) => o.propagation.push(p),
+            Some(Effect::CopyUp(on)) => o.copyup = on,
             Some(Effect::Elsewhere) => {}
             None => {
                 if !o.data.is_empty() {

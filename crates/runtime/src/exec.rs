@@ -303,6 +303,8 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             console_rx.is_some(),
             seccomp.as_ref(),
             mpol.as_ref(),
+            linux.and_then(|l| l.personality().as_ref()),
+            init::cpus_restricted(linux),
             &child_chan,
             o.preserve_fds,
         );
@@ -458,6 +460,8 @@ fn exec_child(
     console_is_ours: bool,
     seccomp: Option<&sprout_seccomp::Prepared>,
     mpol: Option<&crate::numa::MemPolicy>,
+    personality: Option<&oci_spec::runtime::LinuxPersonality>,
+    cpus_restricted: bool,
     chan: &Channel,
     preserve_fds: u32,
 ) -> Error {
@@ -480,7 +484,8 @@ fn exec_child(
         };
         // Everything that goes through /proc/self happens before the joins: this helper stays in
         // the host's pid namespace, so the container's /proc has no entry for it.
-        init::apply_process_attrs(process, None)?;
+        // linux.personality too: a process's own, kept by the trampoline's fork and the execve.
+        init::apply_process_attrs(process, personality, cpus_restricted)?;
         if types.contains(&LinuxNamespaceType::User) {
             let sg = std::fs::read_to_string(format!("/proc/{init_pid}/setgroups"))
                 .map_err(|e| Error::os("reading the container's setgroups policy", e))?;

@@ -524,7 +524,11 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     }
 
     let exec = prepare_exec(process)?;
-    apply_process_attrs(process, linux.and_then(|l| l.personality().as_ref()))?;
+    apply_process_attrs(
+        process,
+        linux.and_then(|l| l.personality().as_ref()),
+        cpus_restricted(linux),
+    )?;
     if let Some(mp) = linux.and_then(|l| l.memory_policy().as_ref()) {
         crate::numa::MemPolicy::from_spec(mp)?.apply()?;
     }
@@ -607,10 +611,12 @@ pub fn lock_down(
     Ok(())
 }
 
-/// Process attributes from the config (personality is container-wide: the init only).
+/// Process attributes from the config, for the init and each `exec` (linux.personality is
+/// per process: every process of the container gets it, as with runc).
 pub fn apply_process_attrs(
     process: &Process,
     personality: Option<&oci_spec::runtime::LinuxPersonality>,
+    cpus_restricted: bool,
 ) -> Result<()> {
     if let Some(p) = personality {
         sprout_process::set_personality(p)?;
@@ -625,13 +631,34 @@ pub fn apply_process_attrs(
         sprout_process::set_io_priority(p)?;
     }
     if let Some(s) = process.scheduler() {
-        sprout_process::set_scheduler(s)?;
+        sprout_process::set_scheduler(s).map_err(|e| match e {
+            // sched_setattr(2): EPERM when the task's affinity does not cover every CPU (a
+            // deadline task on a cpuset); runc's message.
+            sprout_process::Error::Sys { ref source, .. }
+                if cpus_restricted && source.raw_os_error() == Some(libc::EPERM) =>
+            {
+                Error::field(
+                    "process.scheduler",
+                    "process scheduler can't be used together with AllowedCPUs (linux.resources.cpu.cpus)",
+                )
+            }
+            e => e.into(),
+        })?;
     }
     sprout_process::set_exec_lsm_labels(
         process.apparmor_profile().as_deref(),
         process.selinux_label().as_deref(),
     )?;
     Ok(())
+}
+
+/// Whether linux.resources.cpu.cpus restricts the container to some CPUs.
+pub fn cpus_restricted(linux: Option<&oci_spec::runtime::Linux>) -> bool {
+    linux
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.cpu().as_ref())
+        .and_then(|c| c.cpus().as_deref())
+        .is_some_and(|c| !c.trim().is_empty())
 }
 
 fn load_seccomp(chan: &Channel, sc: &sprout_seccomp::Prepared) -> Result<()> {

@@ -2694,3 +2694,50 @@ fn tmpcopyup_fills_the_tmpfs_with_the_covered_directory() {
         o.describe()
     );
 }
+
+/// runc's personality.bats "personality with exec for i686": linux.personality applies to
+/// every process of the container, `exec`'d ones too. Before: only the init got it.
+#[test]
+fn personality_applies_to_exec_too() {
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipped: LINUX32 on x86_64 only");
+        return;
+    }
+    let ctx = Ctx::new("persexec");
+    let mut b = ctx.bundle(SLEEP);
+    b.set("/linux/personality", json!({"domain": "LINUX32"}));
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let o = b.exec(&[], &["uname", "-m"]);
+    o.assert_ok();
+    assert_eq!(o.stdout.trim(), "i686", "{}", o.describe());
+}
+
+/// runc's scheduler.bats "scheduler vs cpus": SCHED_DEADLINE with linux.resources.cpu.cpus is
+/// refused by the kernel (EPERM: the affinity must cover every CPU); the error says why, in
+/// runc's words, naming the field. Before: `sched_setattr(SCHED_DEADLINE): Operation not
+/// permitted`.
+#[test]
+fn deadline_scheduler_with_a_cpuset_says_why() {
+    if online_cpus().len() < 2 {
+        eprintln!("skipped: needs 2 online CPUs");
+        return;
+    }
+    let ctx = Ctx::new("dlcpus");
+    let mut b = ctx.bundle(&["true"]);
+    b.set("/linux/resources/cpu", json!({"cpus": "0", "mems": "0"}));
+    b.set(
+        "/process/scheduler",
+        json!({"policy": "SCHED_DEADLINE", "nice": 19, "runtime": 42000,
+               "deadline": 1000000, "period": 1000000}),
+    );
+    let o = b.run();
+    o.assert_fail()
+        .assert_one_line_error(&["process.scheduler"]);
+    assert!(
+        o.stderr
+            .contains("process scheduler can't be used together with AllowedCPUs"),
+        "{}",
+        o.describe()
+    );
+}

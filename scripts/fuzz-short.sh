@@ -23,7 +23,7 @@ mkdir -p "$ART"
 WORK=$(mktemp -d /tmp/sprout-fuzz.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 fail=0
-for t in config_json process_json seccomp_key seccomp_cache; do
+for t in config_json process_json seccomp_key seccomp_cache dbus_decode; do
     mkdir -p "$WORK/$t"
     dirs=("$WORK/$t")
     for d in "$REPO/fuzz/seeds/$t" "$REPO/fuzz/corpus/$t"; do [ -d "$d" ] && dirs+=("$d"); done

@@ -33,6 +33,11 @@
 
 pub(crate) mod dbus;
 
+/// The D-Bus decoder's checks on arbitrary bytes, for the fuzz target (fuzz/, not part of the
+/// API): see `dbus::check_decode`.
+#[doc(hidden)]
+pub use self::dbus::check_decode as fuzz_dbus_decode;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -716,7 +716,12 @@ impl Manager {
             }
         }
         if frozen {
-            self.thaw()?;
+            match self.thaw() {
+                // The signalled tasks died and whoever reaped them removed the cgroup meanwhile
+                // (a foreground `run`): nothing is left to thaw.
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                r => r?,
+            }
         }
         res
     }

@@ -294,13 +294,18 @@ pub fn create(
         init::run(&ctx);
     }
     let pidfd = pidfd.expect("pidfd");
+    drop(child_chan);
+    let (pid, pidfd) = if plan.fork_for_pid {
+        adopt_pid1(&parent_chan, pid, pidfd)?
+    } else {
+        (pid, pidfd)
+    };
     // v1/hybrid: the parent's cgroup work and the init's set-up overlap only if the init gets
     // a CPU of its own now; its affinity is reset before it joins its cgroups (cpuset), long
     // before it runs anything of the container.
     if !cgroup_first {
         sys::start_on_other_cpu(pid);
     }
-    drop(child_chan);
     drop(console);
     trace.mark("clone");
     let pid_start = sys::proc_start_time(pid).map(|s| s.0).unwrap_or(0);
@@ -345,7 +350,9 @@ pub fn create(
         let both = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS) as u64;
         if plan.clone_flags & both == both {
             if let (Some(pfd), Some(mounts)) = (cleanup.child.as_ref(), spec.mounts().as_deref()) {
-                for (i, fd) in crate::rootfs::open_bind_sources(pfd, &config.bundle, &config.rootfs, mounts) {
+                for (i, fd) in
+                    crate::rootfs::open_bind_sources(pfd, &config.bundle, &config.rootfs, mounts)
+                {
                     parent_chan
                         .send_fd_payload(sync::SOURCE, i.to_string().as_bytes(), fd.as_raw_fd())
                         .map_err(|e| Error::os("sending a bind source to the init", e))?;
@@ -456,6 +463,30 @@ pub fn create(
         config,
         console_rx,
     })
+}
+
+/// `Plan::fork_for_pid`: the process we cloned forks the container's pid 1 (our child too,
+/// CLONE_PARENT), reports its pid and exits. Reap it and go on with pid 1 and a pidfd on it (our
+/// unreaped child: its pid cannot be reused meanwhile).
+fn adopt_pid1(chan: &Channel, first: i32, first_fd: OwnedFd) -> Result<(i32, OwnedFd)> {
+    let r = match chan.recv() {
+        Ok((sync::PID1, payload, _)) => payload
+            .trim()
+            .parse::<i32>()
+            .map_err(|_| Error::msg(format!("bad pid {payload:?} from the init"))),
+        Ok((sync::ERROR, payload, _)) => Err(Error::from_wire(&payload)),
+        Ok(_) => Err(Error::msg("the container's init exited during setup")),
+        Err(e) => Err(Error::os("waiting for the init", e)),
+    };
+    if r.is_err() {
+        let _ = sys::pidfd_send_signal(&first_fd, libc::SIGKILL);
+    }
+    // SAFETY: waitpid on our own child `first` (just exited or killed); null status is allowed.
+    unsafe { libc::waitpid(first, std::ptr::null_mut(), 0) };
+    let pid = r?;
+    let fd =
+        sys::pidfd_open(pid).map_err(|e| Error::os("pidfd_open of the container's pid 1", e))?;
+    Ok((pid, fd))
 }
 
 /// Send to the init; when it is gone already, its own message says why.

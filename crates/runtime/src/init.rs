@@ -239,6 +239,25 @@ pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
     )))
 }
 
+/// `Plan::fork_for_pid`: make the pid namespace now (owned by the user namespace just joined;
+/// unshare(CLONE_NEWPID) applies to children only) and fork its pid 1, a child of the runtime
+/// (CLONE_PARENT) like this process, which carries on as the init. This process reports its pid
+/// (sync::PID1) and exits; the runtime reaps it. Single-threaded here, as after any fork.
+fn fork_pid1(ctx: &InitCtx) -> Result<()> {
+    // SAFETY: unshare takes a flag only and touches no memory of ours.
+    cvt(unsafe { libc::unshare(libc::CLONE_NEWPID) })
+        .map_err(|e| Error::os("unshare pid namespace", e))?;
+    let pid =
+        crate::sys::clone_parent().map_err(|e| Error::os("forking the container's pid 1", e))?;
+    if pid == 0 {
+        return Ok(());
+    }
+    let _ = ctx.chan.send(sync::PID1, pid.to_string().as_bytes());
+    // SAFETY: _exit takes an integer; this process leaves without unwinding or atexit handlers
+    // (the child carries on with everything).
+    unsafe { libc::_exit(0) }
+}
+
 fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, Option<OwnedFd>)> {
     let spec = ctx.spec;
     let plan = ctx.plan;
@@ -248,10 +267,28 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         .as_ref()
         .ok_or_else(|| Error::msg("process: missing"))?;
 
+    plan.join_and_unshare(false)?;
+    if !plan.new_user
+        && plan
+            .joins
+            .iter()
+            .any(|(t, _)| *t == oci_spec::runtime::LinuxNamespaceType::User)
+    {
+        // Joined a user namespace: its root, as runc's nsexec becomes, so that what the init
+        // makes (mount points, /dev nodes) has mapped owners (EOVERFLOW otherwise).
+        // SAFETY: setresgid/setresuid take integers only.
+        cvt(unsafe { libc::setresgid(0, 0, 0) })
+            .map_err(|e| Error::os("becoming root in the joined user namespace (gid)", e))?;
+        // SAFETY: as above.
+        cvt(unsafe { libc::setresuid(0, 0, 0) })
+            .map_err(|e| Error::os("becoming root in the joined user namespace (uid)", e))?;
+    }
+    if plan.fork_for_pid {
+        fork_pid1(ctx)?;
+    }
     if spec.hooks().is_some() {
         let _ = HOST_PID.set(host_pid());
     }
-    plan.join_and_unshare(false)?;
     if let Some(off) = linux
         .and_then(|l| l.time_offsets().as_ref())
         .filter(|o| !o.is_empty())

@@ -47,6 +47,10 @@ pub struct Plan {
     pub new_cgroup: bool,
     pub new_time: bool,
     pub join_mount: bool,
+    /// A new pid namespace for a container that joins a user namespace by path: it must be
+    /// owned by that user namespace, so the init makes it after the joins (unshare applies to
+    /// children only) and forks once; the child is the container's pid 1.
+    pub fork_for_pid: bool,
 }
 
 impl Plan {
@@ -132,11 +136,18 @@ impl Plan {
             // Namespaces created after joining a user namespace must be owned by it, and
             // namespaces joined after creating one would be owned by the host: both mean creating
             // them with unshare(2) after the joins instead of at clone time.
-            if p.new_pid && (p.new_user || joins_user) {
-                bail!("linux.namespaces: a new pid namespace together with joining namespaces by path and a user namespace is not supported");
+            if p.new_pid && p.new_user {
+                bail!("linux.namespaces: a new pid namespace together with a new user namespace and namespaces joined by path is not supported");
             }
             p.unshare_flags |= (p.clone_flags as libc::c_int) & !libc::CLONE_NEWPID;
             p.clone_flags &= libc::CLONE_NEWPID as u64;
+            if p.new_pid {
+                // Joining a user namespace (Kubernetes' hostUsers: false, a podman pod's shared
+                // user namespace): the pid namespace must be the joined one's, made after the
+                // joins.
+                p.fork_for_pid = true;
+                p.clone_flags &= !(libc::CLONE_NEWPID as u64);
+            }
         }
         if p.clone_flags & libc::CLONE_NEWNET as u64 != 0 {
             // A new network namespace costs ~0.5 ms of kernel set-up (setup_net: every pernet

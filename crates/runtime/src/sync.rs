@@ -8,6 +8,8 @@ use crate::sys::cvt;
 
 /// child → parent: please write the uid/gid maps (payload empty).
 pub const MAPS: u8 = b'U';
+/// child → parent: the init forked the container's pid 1 (`Plan::fork_for_pid`); payload: its pid.
+pub const PID1: u8 = b'I';
 /// parent → child: continue (maps written, cgroup joined, hooks run).
 pub const GO: u8 = b'G';
 /// parent → child: the cgroup directories exist (not yet joined); payload = the binds of the

@@ -15,7 +15,7 @@
 //! `containerID + n` is seen as `hostID + n`.
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use oci_spec::runtime::{Linux, LinuxIdMapping, LinuxNamespaceType, Mount};
@@ -147,15 +147,21 @@ fn mapping_userns(uid: &[LinuxIdMapping], gid: &[LinuxIdMapping], i: usize) -> R
     }
     let pidfd = pidfd.expect("clone3 gives a pidfd");
     let r = (|| {
-        for (kind, field, maps) in [
-            ("uid_map", "uidMappings", uid),
-            ("gid_map", "gidMappings", gid),
+        // Root only (id-mapped mounts are refused otherwise): the direct write, never the
+        // newuidmap fallback.
+        for (kind, field, helper, maps) in [
+            ("uid_map", "uidMappings", "newuidmap", uid),
+            ("gid_map", "gidMappings", "newgidmap", gid),
         ] {
-            std::fs::write(
-                format!("/proc/{pid}/{kind}"),
-                crate::namespaces::map_text(maps),
-            )
-            .map_err(|e| Error::os(format!("mounts[{i}].{field}: writing {kind}"), e))?;
+            crate::namespaces::write_one_map(
+                pid,
+                kind,
+                &format!("mounts[{i}].{field}"),
+                helper,
+                0,
+                0,
+                maps,
+            )?;
         }
         open_ns(&format!("/proc/{pid}/ns/user")).map_err(|e| {
             Error::os(
@@ -173,14 +179,7 @@ fn mapping_userns(uid: &[LinuxIdMapping], gid: &[LinuxIdMapping], i: usize) -> R
 }
 
 fn open_ns(path: &str) -> std::io::Result<OwnedFd> {
-    let p = cstr(path);
-    // SAFETY: `p` is NUL-terminated; a successful open returns a new fd that nothing else owns.
-    let fd = unsafe { libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just opened and is owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    std::fs::File::open(path).map(OwnedFd::from)
 }
 
 /// The id-mapped trees of `mounts`, by index, for the init `init_pid` (whose user namespace,

@@ -255,7 +255,9 @@ fn run_id_helper(
 
 /// Write one map: directly, or with the setuid helper when [`needs_id_helper`] says so or
 /// the direct write is refused (EPERM) to a non-root caller.
-fn write_one_map(
+/// One of /proc/PID/{uid,gid}_map (`kind`); errors name `field`. With `euid` 0 the direct
+/// write only (newuidmap/newgidmap are an unprivileged caller's fallback).
+pub(crate) fn write_one_map(
     pid: i32,
     kind: &str,
     field: &str,

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use oci_spec::runtime::{LinuxNamespace, LinuxNamespaceType, Spec};
 
 use crate::bail_field;
 use crate::error::{Error, Kind, Result};
@@ -178,6 +178,7 @@ impl Config {
         let mut spec = parse_spec(&raw, "config.json")?;
         absolute_mount_destinations(&mut spec);
         explicit_zero_pids_limit(&mut spec, &raw);
+        empty_namespace_paths(&mut spec);
         let rootfs = validate(&spec, &bundle)?;
         rootfs_prefixed_destinations(&mut spec, &rootfs);
         Ok(Config {
@@ -240,6 +241,24 @@ fn rootfs_prefixed_destinations(spec: &mut Spec, rootfs: &Path) {
         m.set_destination(rel);
     }
     spec.set_mounts(Some(mounts));
+}
+
+/// A namespace whose `path` is "" is a new one, as runc reads it (its run.bats joins every
+/// namespace of another container but the mount one, given as `"path": ""`).
+fn empty_namespace_paths(spec: &mut Spec) {
+    let Some(linux) = spec.linux_mut() else {
+        return;
+    };
+    let empty = |n: &LinuxNamespace| n.path().as_ref().is_some_and(|p| p.as_os_str().is_empty());
+    if !linux.namespaces().iter().flatten().any(empty) {
+        return;
+    }
+    if let Some(mut ns) = linux.namespaces().clone() {
+        for n in ns.iter_mut().filter(|n| empty(n)) {
+            n.set_path(None);
+        }
+        linux.set_namespaces(Some(ns));
+    }
 }
 
 /// runtime-spec (Linux): a mount destination MAY be relative, for old configurations, and is

@@ -2801,3 +2801,45 @@ fn joining_a_user_namespace_with_a_new_pid_namespace() {
     b.wait_status("stopped");
     b.delete().assert_ok();
 }
+
+/// runc's run.bats "joining existing container namespaces": every namespace of a running
+/// container joined by path (user, pid, ipc, uts, net, cgroup, time), the mount namespace
+/// given as `"path": ""`, which means a new one. Before: `linux.namespaces[N].path: "" must be
+/// absolute`.
+#[test]
+fn empty_namespace_path_is_a_new_namespace() {
+    let ctx = Ctx::new("nsemptypath");
+    let mut first = ctx.bundle(SLEEP);
+    first.in_user_namespace(100000, 200000);
+    first.create().assert_ok();
+    let target = first.state()["pid"].as_i64().unwrap();
+    let mut b = ctx.bundle(SLEEP);
+    b.chown_rootfs(100000, 200000);
+    let ns = b.config["linux"]["namespaces"].as_array_mut().unwrap();
+    for n in ns.iter_mut() {
+        let t = n["type"].as_str().unwrap().to_string();
+        let file = match t.as_str() {
+            "network" => "net",
+            "mount" => "",
+            other => other,
+        };
+        n["path"] = if file.is_empty() {
+            json!("")
+        } else {
+            json!(format!("/proc/{target}/ns/{file}"))
+        };
+    }
+    ns.push(json!({"type": "user", "path": format!("/proc/{target}/ns/user")}));
+    b.create().assert_ok();
+    let pid = b.state()["pid"].as_i64().unwrap();
+    for (f, same) in [
+        ("user", true),
+        ("pid_for_children", true),
+        ("net", true),
+        ("mnt", false),
+    ] {
+        let ours = fs::read_link(format!("/proc/{pid}/ns/{f}")).unwrap();
+        let theirs = fs::read_link(format!("/proc/{target}/ns/{f}")).unwrap();
+        assert_eq!(ours == theirs, same, "{f}: {ours:?} vs {theirs:?}");
+    }
+}

@@ -228,7 +228,7 @@ fn full_lifecycle_on_real_v1_controllers() {
         "thawed after kill_all"
     );
     wait_for("cgroup to empty", Duration::from_secs(5), || {
-        m.pids().unwrap().is_empty()
+        m.pids().unwrap().is_empty().then_some(())
     });
 
     // --- destroy: exactly what create made, including the intermediate dir ---
@@ -264,7 +264,7 @@ fn kill_all_sigkill_reaches_every_descendant() {
     use std::io::Write;
     stdin.write_all(b"go\n").unwrap();
     wait_for("3 processes", Duration::from_secs(5), || {
-        m.pids().unwrap().len() == 3
+        (m.pids().unwrap().len() == 3).then_some(())
     });
     let sleeps: Vec<i32> = m
         .pids()
@@ -276,14 +276,14 @@ fn kill_all_sigkill_reaches_every_descendant() {
     assert_eq!(sh.0.wait().unwrap().signal(), Some(libc::SIGKILL));
     // The sleeps were reparented (to init) and are gone once reaped there.
     wait_for("cgroup to empty", Duration::from_secs(5), || {
-        m.pids().unwrap().is_empty()
+        m.pids().unwrap().is_empty().then_some(())
     });
     for p in sleeps {
         wait_for(
             "sleep to be gone",
             Duration::from_secs(5),
             // SAFETY: kill(p, 0) only probes for existence: integers in, no memory touched.
-            || unsafe { libc::kill(p, 0) } != 0 || is_zombie(p),
+            || (unsafe { libc::kill(p, 0) } != 0 || is_zombie(p)).then_some(()),
         );
     }
     m.destroy().unwrap();
@@ -585,7 +585,7 @@ fn freeze_a_forking_workload_repeatedly() {
     m.kill_all(libc::SIGKILL).unwrap();
     assert_eq!(sh.0.wait().unwrap().signal(), Some(libc::SIGKILL));
     wait_for("empty", Duration::from_secs(5), || {
-        m.pids().unwrap().is_empty()
+        m.pids().unwrap().is_empty().then_some(())
     });
     m.destroy().unwrap();
     assert_gone(m.created());

@@ -117,7 +117,7 @@ fn pool_take_give_back_reset_and_drain() {
     m.kill_all(libc::SIGKILL).unwrap();
     child.0.wait().unwrap();
     wait_for("empty", Duration::from_secs(5), || {
-        m.pids().unwrap().is_empty()
+        m.pids().unwrap().is_empty().then_some(())
     });
 
     // give back: reset and renamed to the free slot 0

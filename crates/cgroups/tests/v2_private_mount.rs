@@ -236,7 +236,7 @@ fn v2_lifecycle_on_a_private_cgroup2_mount() {
         m.kill_all(libc::SIGKILL).unwrap();
         assert_eq!(child.0.wait().unwrap().signal(), Some(libc::SIGKILL));
         wait_for("empty", Duration::from_secs(5), || {
-            m.pids().unwrap().is_empty()
+            m.pids().unwrap().is_empty().then_some(())
         });
 
         m.destroy().unwrap();
@@ -288,7 +288,7 @@ fn v2_freeze_a_forking_workload_repeatedly() {
         m.kill_all(libc::SIGKILL).unwrap();
         assert_eq!(sh.0.wait().unwrap().signal(), Some(libc::SIGKILL));
         wait_for("empty", Duration::from_secs(5), || {
-            m.pids().unwrap().is_empty()
+            m.pids().unwrap().is_empty().then_some(())
         });
         m.destroy().unwrap();
         assert!(!m.unified_path().unwrap().exists());
@@ -355,7 +355,7 @@ fn v2_apply_devices_attaches_an_ebpf_program() {
             .unwrap()
             .is_empty());
         wait_for("empty", Duration::from_secs(5), || {
-            m.pids().unwrap().is_empty()
+            m.pids().unwrap().is_empty().then_some(())
         });
         m.destroy().unwrap();
     });

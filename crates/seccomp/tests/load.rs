@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{exit_code, in_child, profile, sys};
+use common::{exit_code, in_nnp_child, profile, sys};
 use serde_json::json;
 use sprout_seccomp::{compile, compile_profile, prepare, Prepared};
 
@@ -13,7 +13,7 @@ fn pid() -> libc::c_long {
 
 /// Loads `p` in a child, runs `check` there, returns the child's exit code.
 fn run(p: &Prepared, check: fn() -> i32) -> i32 {
-    exit_code(in_child(|| match p.load() {
+    exit_code(in_nnp_child(|| match p.load() {
         Ok(None) => check(),
         Ok(Some(_)) => 101,
         Err(_) => 102,
@@ -124,7 +124,7 @@ fn default_errno_ret() {
 }
 
 fn killed_by(p: &Prepared) -> Option<i32> {
-    let st = in_child(|| match p.load() {
+    let st = in_nnp_child(|| match p.load() {
         Ok(_) => {
             let _ = sys(libc::SYS_getppid, 0, 0, 0);
             0
@@ -216,7 +216,7 @@ fn notify_returns_a_listener_fd() {
     assert!(prep.wants_listener());
     assert_ne!(prep.flags() & compile::SECCOMP_FILTER_FLAG_NEW_LISTENER, 0);
     // WAIT_KILLABLE_RECV needs kernel 5.19; run the load with and without it.
-    let code = exit_code(in_child(|| match prep.load() {
+    let code = exit_code(in_nnp_child(|| match prep.load() {
         Ok(Some(fd)) => {
             use std::os::fd::AsRawFd;
             let fd = fd.as_raw_fd();
@@ -262,14 +262,14 @@ fn notify_round_trip() {
     let prep: &'static Prepared = Box::leak(Box::new(prep));
     // The child is single-threaded at load time; the agent runs in a forked grandchild that
     // inherits the listener fd.
-    let code = exit_code(in_child(|| {
+    let code = exit_code(in_nnp_child(|| {
         let fd = match prep.load() {
             Ok(Some(fd)) => fd,
             _ => return 10,
         };
         use std::os::fd::AsRawFd;
         let raw = fd.as_raw_fd();
-        // SAFETY: this child of the test process is single-threaded (in_child forked only the
+        // SAFETY: this child of the test process is single-threaded (in_nnp_child forked only the
         // calling thread), so the grandchild may run any code; it ends with _exit.
         let agent = unsafe { libc::fork() };
         if agent == 0 {

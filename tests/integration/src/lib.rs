@@ -29,29 +29,6 @@ impl sprout_test_support::Suite for Integration {
 
 sprout_test_support::suite_api!(Integration);
 
-/// All mountinfo lines now (without the mount ids), to compare before/after
-/// a failing command.
-pub fn mount_snapshot() -> Vec<String> {
-    let mut m: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .map(|l| l.splitn(3, ' ').nth(2).unwrap_or("").to_string())
-        .collect();
-    m.sort();
-    m
-}
-
-/// mountinfo lines present now but not in `before` that mention any of
-/// `needles` (mount point, mount root or source). Other engineers' and other
-/// tests' mounts on a shared host are not this test's business.
-pub fn new_mounts_since(before: &[String], needles: &[&str]) -> Vec<String> {
-    mount_snapshot()
-        .into_iter()
-        .filter(|m| !before.contains(m))
-        .filter(|m| needles.iter().any(|n| !n.is_empty() && m.contains(n)))
-        .collect()
-}
-
 /// Receive one fd over a unix stream with SCM_RIGHTS (the console socket's pty master).
 pub fn recv_fd(sock: std::os::fd::RawFd) -> std::os::fd::RawFd {
     // SAFETY: the iovec covers the live local `data` (the kernel writes at most its 4096 bytes)

@@ -36,20 +36,12 @@ impl sprout_test_support::Suite for Security {
 
 sprout_test_support::suite_api!(Security);
 
-/// All mount points now, to compare before/after a failing command.
-pub fn mount_snapshot() -> Vec<String> {
-    let mut m = mount_points();
-    m.sort();
-    m
-}
-
-/// Mount points present now but not in `before`, ignoring those below the
-/// per-run directories of the test harness (other tests' bundles/roots,
-/// checked separately per test).
-pub fn new_mounts_since(before: &[String]) -> Vec<String> {
-    mount_snapshot()
+/// Places where something is mounted now that were not in the [`mount_snapshot`] `before`
+/// ([`new_mount_points_since`]), except below the per-run directories of the test harness
+/// (other tests' bundles and roots, checked separately per test).
+pub fn new_host_mount_points(before: &[String]) -> Vec<String> {
+    new_mount_points_since(before)
         .into_iter()
-        .filter(|m| !before.contains(m))
         .filter(|m| {
             !m.starts_with("/tmp/sprout-sectest/")
                 && !m.starts_with("/var/tmp/sprout-sectest/")

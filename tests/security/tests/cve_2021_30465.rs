@@ -267,7 +267,7 @@ fn root_path_dotdot_and_symlink() {
             format!("refused: {}", o.stderr.trim())
         }
     );
-    assert!(new_mounts_since(&before).is_empty());
+    assert!(new_host_mount_points(&before).is_empty());
     // Undo so the Bundle guard removes a normal tree.
     fs::remove_file(b2.dir.join("rootfs")).unwrap();
     fs::rename(&real, b2.rootfs()).unwrap();
@@ -284,7 +284,7 @@ fn root_path_dotdot_and_symlink() {
         let before = mount_snapshot();
         let o = b3.run();
         let _ = fs::remove_file(b3.dir.join("hostroot"));
-        let new = new_mounts_since(&before);
+        let new = new_host_mount_points(&before);
         assert!(
             new.is_empty(),
             "root.path {label}: host mounts appeared: {new:?}"

@@ -36,7 +36,7 @@ fn leaks(ctx: &Ctx, b: &Bundle, markers: &[String], mounts_before: &[String]) ->
             }
         }
     }
-    let new: Vec<String> = new_mounts_since(mounts_before)
+    let new: Vec<String> = new_host_mount_points(mounts_before)
         .into_iter()
         .filter(|m| !m.starts_with("/tmp/") && !m.starts_with("/run/"))
         .collect();
@@ -253,7 +253,7 @@ fn parallel(n: usize, threads: usize) {
     }
     done.store(true, Ordering::Relaxed);
     let lists = lister.join().unwrap();
-    let new: Vec<String> = new_mounts_since(&mounts_before)
+    let new: Vec<String> = new_host_mount_points(&mounts_before)
         .into_iter()
         .filter(|m| !m.starts_with("/tmp/") && !m.starts_with("/run/"))
         .collect();
@@ -579,7 +579,7 @@ fn root_on_full_tmpfs() {
                 left.push(format!("process {p:?}"));
             }
         }
-        let newm: Vec<String> = new_mounts_since(&mounts_before)
+        let newm: Vec<String> = new_host_mount_points(&mounts_before)
             .into_iter()
             .filter(|m| !m.starts_with("/tmp/") && !m.starts_with("/run/"))
             .collect();

@@ -39,6 +39,9 @@ use std::time::{Duration, Instant};
 
 pub use serde_json;
 
+mod child;
+pub use child::{exec_in_child, exit_code, in_child, in_child_status, PANICKED};
+
 /// Default deadline for a single runtime invocation.
 pub const CMD_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -109,6 +112,55 @@ pub fn mount_points() -> Vec<String> {
         .lines()
         .filter_map(|l| l.split(' ').nth(4).map(unescape_mountinfo))
         .collect()
+}
+
+/// The mount table of this process's mount namespace at one moment, to compare before and
+/// after a command: /proc/self/mountinfo's lines without their first two fields (the mount id
+/// and the parent's id, which change on every mount), sorted. A line still says where
+/// (`mount_point`), what (major:minor, root, source, fs type) and how (options) something is
+/// mounted, so a remount or a mount stacked on an existing mount point is a new line too.
+pub fn mount_snapshot() -> Vec<String> {
+    let mut m: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.splitn(3, ' ').nth(2).unwrap_or("").to_string())
+        .collect();
+    m.sort();
+    m
+}
+
+/// The mount point (unescaped) of a [`mount_snapshot`] line.
+pub fn mount_point(line: &str) -> String {
+    line.split(' ')
+        .nth(2)
+        .map(unescape_mountinfo)
+        .unwrap_or_default()
+}
+
+/// [`mount_snapshot`] lines present now but not in `before` that mention any of `needles`
+/// (mount point, mount root or source); the others (other tests', other users' mounts on a
+/// shared host) are not the caller's business.
+pub fn new_mounts_since(before: &[String], needles: &[&str]) -> Vec<String> {
+    mount_snapshot()
+        .into_iter()
+        .filter(|m| !before.contains(m))
+        .filter(|m| needles.iter().any(|n| !n.is_empty() && m.contains(n)))
+        .collect()
+}
+
+/// Mount points of the [`mount_snapshot`] now that no line of `before` had, unescaped: a new
+/// place where something is mounted (unlike [`new_mounts_since`], a remount or a mount stacked
+/// on a mount point that was there is not one), whatever mentions it.
+pub fn new_mount_points_since(before: &[String]) -> Vec<String> {
+    let old: std::collections::HashSet<String> = before.iter().map(|l| mount_point(l)).collect();
+    let mut new: Vec<String> = mount_snapshot()
+        .iter()
+        .map(|l| mount_point(l))
+        .filter(|p| !old.contains(p))
+        .collect();
+    new.sort();
+    new.dedup();
+    new
 }
 
 fn unescape_mountinfo(s: &str) -> String {
@@ -1289,7 +1341,7 @@ impl<S: Suite> Drop for Bundle<'_, S> {
                         libc::kill(*pid, libc::SIGKILL);
                     }
                 }
-                let _ = wait_for_quiet(Duration::from_secs(5), || find().is_empty());
+                let _ = poll(Duration::from_secs(5), || find().is_empty().then_some(()));
             }
         }
         rmdir_leaked_cgroups::<S>(&self.id);
@@ -1297,32 +1349,27 @@ impl<S: Suite> Drop for Bundle<'_, S> {
     }
 }
 
-/// Poll `f` until it returns true or `timeout` passes; returns the last result.
-pub fn wait_for_quiet(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+/// Polls `f` every 10 ms until it returns `Some` (its value) or `timeout` has passed (`None`;
+/// `f` has then run at least once after the deadline). The one polling loop of the test
+/// crates: [`wait_for`] is this with a panic, for test bodies; clean-up code, which must not
+/// panic (a `Drop`), calls this directly. A condition that is a `bool` is `cond.then_some(())`.
+pub fn poll<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + timeout;
     loop {
-        if f() {
-            return true;
+        if let Some(v) = f() {
+            return Some(v);
         }
         if Instant::now() > deadline {
-            return false;
+            return None;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
 }
 
-/// Poll `f` until it returns Some, or panic after `timeout`.
-pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() > deadline {
-            panic!("timed out waiting for {what}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// [`poll`]s `f` until it returns `Some` and returns that value; panics with "timed out
+/// waiting for {what}" after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    poll(timeout, f).unwrap_or_else(|| panic!("timed out waiting for {what}"))
 }
 
 /// Wait (up to the suite's poll deadline) until a file exists and is
@@ -1361,9 +1408,9 @@ macro_rules! suite_api {
     ($suite:ty) => {
         pub use $crate::{
             build_busybox_rootfs, busybox_applets, cap_mask, has_mounts_below, is_zombie, json_set,
-            mount_points, os, pid_alive, relative_base, runtime_bin, runtime_name, safe_remove_dir,
-            serde_json, status_field, wait_for, wait_for_quiet, CmdOpts, Output, Spawned,
-            CMD_TIMEOUT,
+            mount_point, mount_points, mount_snapshot, new_mount_points_since, new_mounts_since,
+            os, pid_alive, poll, relative_base, runtime_bin, runtime_name, safe_remove_dir,
+            serde_json, status_field, wait_for, CmdOpts, Output, Spawned, CMD_TIMEOUT,
         };
 
         /// Per-test context: its own `--root`, scratch directory and id prefix.

@@ -4,7 +4,6 @@
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 /// A cgroup name no other test run can collide with.
 pub fn unique(tag: &str) -> String {
@@ -73,13 +72,9 @@ impl Drop for Reap {
     }
 }
 
-pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+/// The test crates' one polling helper (tests/support): `wait_for(what, timeout, || cond.then_some(()))`.
+#[allow(unused_imports)]
+pub use sprout_test_support::wait_for;
 
 /// The line of /proc/<pid>/cgroup for a hierarchy ("memory", or "" for cgroup2).
 pub fn proc_cgroup(pid: u32, ctrl: &str) -> Option<String> {

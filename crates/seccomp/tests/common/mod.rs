@@ -41,38 +41,21 @@ pub fn podman_profile() -> LinuxSeccomp {
     profile(spec["linux"]["seccomp"].clone())
 }
 
-/// Runs `f` in a forked child (which sets no_new_privs first) and returns its wait status.
-/// `f` must not allocate or take locks: the parent is multi-threaded.
-pub fn in_child(f: impl FnOnce() -> i32) -> libc::c_int {
-    // SAFETY: fork in the multi-threaded test harness: the child runs only prctl (integers
-    // only), `f` (which by this function's contract neither allocates nor takes a lock another
-    // thread might have held at the fork) and _exit, so it never returns into the harness.
-    // The parent waits for exactly its own child with a live `status` out-pointer.
-    unsafe {
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                libc::_exit(100);
-            }
-            let code = f();
-            libc::_exit(code);
-        }
-        let mut status = 0;
-        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
-        status
-    }
-}
+#[allow(unused_imports)]
+pub use sprout_test_support::exit_code;
 
-/// The child's exit code; panics (with the signal) if it was killed.
-pub fn exit_code(status: libc::c_int) -> i32 {
-    if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else if libc::WIFSIGNALED(status) {
-        panic!("child killed by signal {}", libc::WTERMSIG(status));
-    } else {
-        panic!("child status {status:#x}");
-    }
+/// Runs `f` in a forked child that sets no_new_privs first (exit code 100 if it cannot), as a
+/// container's init does before its filter; returns the child's wait status. The child is
+/// `sprout_test_support::in_child_status`'s: `f` may allocate, takes no lock another thread
+/// could hold, and nothing but `_exit` runs after it (so a filter `f` loads restricts only `f`).
+pub fn in_nnp_child(f: impl FnOnce() -> i32) -> libc::c_int {
+    sprout_test_support::in_child_status(|| {
+        // SAFETY: prctl(PR_SET_NO_NEW_PRIVS) takes integers only and affects this child alone.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return 100;
+        }
+        f()
+    })
 }
 
 /// A raw syscall's outcome: Ok(return value) or Err(errno). Allocation-free.

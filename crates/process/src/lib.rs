@@ -109,6 +109,11 @@ pub fn set_scheduler(sched: &Scheduler) -> Result<()> {
     sched::set_scheduler(sched)
 }
 
+/// `process.scheduler` for another process (an `exec`'d one, by the runtime).
+pub fn set_scheduler_of(pid: libc::pid_t, sched: &Scheduler) -> Result<()> {
+    sched::set_scheduler_of(pid, sched)
+}
+
 /// personality(2) for `linux.personality` (domain LINUX / LINUX32 plus known flag names).
 pub fn set_personality(p: &LinuxPersonality) -> Result<()> {
     sched::set_personality(p)

@@ -303,12 +303,17 @@ pub fn sched_attr(s: &Scheduler) -> Result<SchedAttr> {
 
 /// See [`crate::set_scheduler`].
 pub fn set_scheduler(s: &Scheduler) -> Result<()> {
+    set_scheduler_of(0, s)
+}
+
+/// sched_setattr(2) of `pid` (0: the calling thread).
+pub fn set_scheduler_of(pid: libc::pid_t, s: &Scheduler) -> Result<()> {
     let mut attr = sched_attr(s)?;
     // SAFETY: pointer to a live, correctly sized sched_attr.
     let r = unsafe {
         libc::syscall(
             libc::SYS_sched_setattr,
-            0,
+            pid,
             std::ptr::from_mut::<SchedAttr>(&mut attr),
             0,
         )

@@ -304,7 +304,6 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             seccomp.as_ref(),
             mpol.as_ref(),
             linux.and_then(|l| l.personality().as_ref()),
-            init::cpus_restricted(linux),
             &child_chan,
             o.preserve_fds,
         );
@@ -401,7 +400,15 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             tag => match crate::trampoline::parse_report(tag, &payload, &path) {
                 // Our child (CLONE_PARENT) and not yet reaped: its pid cannot be reused.
                 Ok(pid) => match sys::pidfd_open(pid) {
-                    Ok(fd) => child = Some((pid, fd)),
+                    Ok(fd) => {
+                        // process.scheduler on the process itself, as soon as it exists (its
+                        // execve may already be under way; runc sets it just before).
+                        let restricted = init::cpus_restricted(linux);
+                        if let Err(e) = init::apply_scheduler_of(pid, &process, restricted) {
+                            err.get_or_insert(e);
+                        }
+                        child = Some((pid, fd));
+                    }
                     Err(e) => {
                         err.get_or_insert(Error::os("pidfd_open", e));
                     }
@@ -461,7 +468,6 @@ fn exec_child(
     seccomp: Option<&sprout_seccomp::Prepared>,
     mpol: Option<&crate::numa::MemPolicy>,
     personality: Option<&oci_spec::runtime::LinuxPersonality>,
-    cpus_restricted: bool,
     chan: &Channel,
     preserve_fds: u32,
 ) -> Error {
@@ -485,7 +491,9 @@ fn exec_child(
         // Everything that goes through /proc/self happens before the joins: this helper stays in
         // the host's pid namespace, so the container's /proc has no entry for it.
         // linux.personality too: a process's own, kept by the trampoline's fork and the execve.
-        init::apply_process_attrs(process, personality, cpus_restricted)?;
+        // process.scheduler is set by the runtime on the process the trampoline forks: a
+        // SCHED_DEADLINE helper could not fork (EAGAIN), and RESET_ON_FORK would drop it.
+        init::apply_process_attrs(process, personality)?;
         if types.contains(&LinuxNamespaceType::User) {
             let sg = std::fs::read_to_string(format!("/proc/{init_pid}/setgroups"))
                 .map_err(|e| Error::os("reading the container's setgroups policy", e))?;

@@ -561,15 +561,14 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     }
 
     let exec = prepare_exec(process)?;
-    apply_process_attrs(
-        process,
-        linux.and_then(|l| l.personality().as_ref()),
-        cpus_restricted(linux),
-    )?;
+    apply_process_attrs(process, linux.and_then(|l| l.personality().as_ref()))?;
     if let Some(mp) = linux.and_then(|l| l.memory_policy().as_ref()) {
         crate::numa::MemPolicy::from_spec(mp)?.apply()?;
     }
     tr.waiting("go_wait", || go.wait(ctx))?;
+    // In its cgroups now (GO): the kernel judges SCHED_DEADLINE against the affinity the cpuset
+    // gives.
+    apply_scheduler(process, cpus_restricted(linux))?;
     // From here on a process exec'd into the container (or a pod sibling) can see us: hand over
     // to the trampoline before we report ready (CVE-2019-5736, trampoline.rs). startContainer
     // hooks run in this process after `start`, so with them the init stays the runtime until
@@ -653,7 +652,6 @@ pub fn lock_down(
 pub fn apply_process_attrs(
     process: &Process,
     personality: Option<&oci_spec::runtime::LinuxPersonality>,
-    cpus_restricted: bool,
 ) -> Result<()> {
     if let Some(p) = personality {
         sprout_process::set_personality(p)?;
@@ -667,8 +665,27 @@ pub fn apply_process_attrs(
     if let Some(p) = process.io_priority() {
         sprout_process::set_io_priority(p)?;
     }
+    sprout_process::set_exec_lsm_labels(
+        process.apparmor_profile().as_deref(),
+        process.selinux_label().as_deref(),
+    )?;
+    Ok(())
+}
+
+/// process.scheduler, once the process is in its cgroups (its cpuset decides whether the
+/// kernel accepts SCHED_DEADLINE).
+pub fn apply_scheduler(process: &Process, cpus_restricted: bool) -> Result<()> {
+    apply_scheduler_of(0, process, cpus_restricted)
+}
+
+/// [`apply_scheduler`] for `pid` (0: this process).
+pub fn apply_scheduler_of(
+    pid: libc::pid_t,
+    process: &Process,
+    cpus_restricted: bool,
+) -> Result<()> {
     if let Some(s) = process.scheduler() {
-        sprout_process::set_scheduler(s).map_err(|e| match e {
+        sprout_process::set_scheduler_of(pid, s).map_err(|e| match e {
             // sched_setattr(2): EPERM when the task's affinity does not cover every CPU (a
             // deadline task on a cpuset); runc's message.
             sprout_process::Error::Sys { ref source, .. }
@@ -682,10 +699,6 @@ pub fn apply_process_attrs(
             e => e.into(),
         })?;
     }
-    sprout_process::set_exec_lsm_labels(
-        process.apparmor_profile().as_deref(),
-        process.selinux_label().as_deref(),
-    )?;
     Ok(())
 }
 

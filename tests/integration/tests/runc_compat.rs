@@ -2843,3 +2843,56 @@ fn empty_namespace_path_is_a_new_namespace() {
         assert_eq!(ours == theirs, same, "{f}: {ours:?} vs {theirs:?}");
     }
 }
+
+/// runc's scheduler.bats "scheduler is applied": an `exec --process` with SCHED_DEADLINE and
+/// SCHED_FLAG_RESET_ON_FORK runs SCHED_DEADLINE with the given runtime/deadline/period. The
+/// runtime sets it on the process the trampoline forks (a deadline helper could not fork, and
+/// reset-on-fork would drop it). Before: the process ran SCHED_OTHER.
+#[test]
+fn exec_gets_a_deadline_scheduler() {
+    let ctx = Ctx::new("execdl");
+    let b = ctx.bundle(SLEEP);
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let pj = ctx.dir.join("dl-process.json");
+    fs::write(
+        &pj,
+        json!({"args": ["sleep", "600"], "cwd": "/", "env": ["PATH=/bin:/usr/bin"],
+               "scheduler": {"policy": "SCHED_DEADLINE", "flags": ["SCHED_FLAG_RESET_ON_FORK"],
+                             "nice": 19, "priority": 0, "runtime": 42000,
+                             "deadline": 100000, "period": 1000000}})
+        .to_string(),
+    )
+    .unwrap();
+    let pidf = ctx.dir.join("dl.pid");
+    b.exec(
+        &[
+            "-d",
+            "--pid-file",
+            pidf.to_str().unwrap(),
+            "--process",
+            pj.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .assert_ok();
+    let pid: i32 = fs::read_to_string(&pidf).unwrap().trim().parse().unwrap();
+    // SAFETY: sched_getscheduler has no memory arguments.
+    let pol = unsafe { libc::sched_getscheduler(pid) };
+    assert_eq!(
+        pol,
+        6 | libc::SCHED_RESET_ON_FORK,
+        "SCHED_DEADLINE | RESET_ON_FORK"
+    );
+    // struct sched_attr (56 bytes): size/policy, flags, nice/priority, runtime, deadline,
+    // period, util clamps.
+    let mut attr = [0u64; 7];
+    // SAFETY: sched_getattr writes at most 56 bytes (the size passed) into the live `attr`.
+    let r = unsafe { libc::syscall(libc::SYS_sched_getattr, pid, attr.as_mut_ptr(), 56, 0) };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    assert_eq!(
+        (attr[3], attr[4], attr[5]),
+        (42000, 100000, 1000000),
+        "runtime/deadline/period"
+    );
+}

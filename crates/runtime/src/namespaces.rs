@@ -164,12 +164,39 @@ impl Plan {
     }
 
     /// Child side: join the namespaces given by path, then create those left for unshare.
+    ///
+    /// As runc's nsexec: the namespaces other than the user one are joined first, with the
+    /// runtime's own privileges, which cover a namespace the joined user namespace does not own
+    /// (a host network namespace, runc's "wrong userns owner" test); one refused (EPERM) is
+    /// tried again once inside the user namespace, which may own it.
     pub fn join_and_unshare(&self, unshare_cgroup_now: bool) -> Result<()> {
-        for (t, fd) in &self.joins {
+        let join = |t: LinuxNamespaceType, fd: &OwnedFd| {
             // SAFETY: setns takes a borrowed (open) fd and a namespace flag; it changes the
             // namespaces of this single-threaded child only and touches no memory of ours.
-            cvt(unsafe { libc::setns(fd.as_raw_fd(), clone_flag(*t)) })
-                .map_err(|e| Error::os(format!("joining {} namespace", ns_name(*t)), e))?;
+            cvt(unsafe { libc::setns(fd.as_raw_fd(), clone_flag(t)) })
+                .map(drop)
+                .map_err(|e| Error::os(format!("joining {} namespace", ns_name(t)), e))
+        };
+        let mut later: Vec<&(LinuxNamespaceType, OwnedFd)> = Vec::new();
+        for j in self
+            .joins
+            .iter()
+            .filter(|(t, _)| *t != LinuxNamespaceType::User)
+        {
+            match join(j.0, &j.1) {
+                Err(e) if e.errno() == Some(libc::EPERM) => later.push(j),
+                r => r?,
+            }
+        }
+        for (t, fd) in self
+            .joins
+            .iter()
+            .filter(|(t, _)| *t == LinuxNamespaceType::User)
+        {
+            join(*t, fd)?;
+        }
+        for (t, fd) in later {
+            join(*t, fd)?;
         }
         let mut flags = self.unshare_flags;
         if !unshare_cgroup_now {

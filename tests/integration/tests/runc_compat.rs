@@ -2896,3 +2896,52 @@ fn exec_gets_a_deadline_scheduler() {
         "runtime/deadline/period"
     );
 }
+
+/// runc's userns.bats "userns join external namespaces [wrong userns owner]": a container that
+/// joins a user namespace by path and a network namespace the user namespace does not own (here
+/// one the test made, owned by the host's) joins the network namespace first, with the
+/// runtime's privileges, as runc's nsexec. Before: `joining network namespace: Operation not
+/// permitted` (setns after the user namespace).
+#[test]
+fn namespaces_not_owned_by_the_joined_user_namespace_are_joined_first() {
+    let ctx = Ctx::new("nsowner");
+    let mut first = ctx.bundle(SLEEP);
+    first.in_user_namespace(100000, 200000);
+    first.create().assert_ok();
+    let target = first.state()["pid"].as_i64().unwrap();
+    // A network namespace of the test's own, owned by the host's user namespace.
+    let mut netns_holder = std::process::Command::new("unshare")
+        .args(["-n", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    let holder = netns_holder.id();
+    let net = format!("/proc/{holder}/ns/net");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while fs::read_link(&net).ok() == fs::read_link("/proc/self/ns/net").ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "unshare -n did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut b = ctx.bundle(SLEEP);
+    b.chown_rootfs(100000, 200000);
+    let ns = b.config["linux"]["namespaces"].as_array_mut().unwrap();
+    for n in ns.iter_mut().filter(|n| n["type"] == "network") {
+        n["path"] = json!(net);
+    }
+    ns.push(json!({"type": "user", "path": format!("/proc/{target}/ns/user")}));
+    let o = b.create();
+    let seen = if o.ok() {
+        let pid = b.state()["pid"].as_i64().unwrap();
+        fs::read_link(format!("/proc/{pid}/ns/net")).ok()
+    } else {
+        None
+    };
+    let want = fs::read_link(&net).ok();
+    let _ = ctx.rt(&["delete", "-f", &b.id]);
+    let _ = netns_holder.kill();
+    let _ = netns_holder.wait();
+    o.assert_ok();
+    assert_eq!(seen, want, "the container is in the test's netns");
+}

@@ -57,9 +57,20 @@ pub fn run_hook(kind: &str, i: usize, hook: &Hook, state_json: &[u8]) -> Result<
     }
     let status = child.wait().map_err(|e| Error::os(what(), e))?;
     if !status.success() {
-        match status.code() {
-            Some(c) => bail!("{}: exited with status {c}", what()),
-            None => bail!("{}: killed by a signal", what()),
+        // runc's words after the field ("error running <kind> hook #<i>: ..."): its bats
+        // tests and scripts around it match them.
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(c), _) => bail!(
+                "{}: error running {kind} hook #{i}: exit status {c}",
+                what()
+            ),
+            (None, Some(sig)) => bail!(
+                "{}: error running {kind} hook #{i}: signal: {}",
+                what(),
+                signal_name(sig)
+            ),
+            _ => bail!("{}: error running {kind} hook #{i}: killed", what()),
         }
     }
     Ok(())
@@ -81,4 +92,18 @@ pub fn run_all_warn(kind: &str, hooks: Option<&Vec<Hook>>, state_json: &[u8]) {
             crate::log::warn(&e.to_string());
         }
     }
+}
+
+/// A signal's description in lower case, as Go prints it ("bad system call", "killed").
+fn signal_name(sig: i32) -> String {
+    // SAFETY: strsignal returns a pointer to a static or thread-local NUL-terminated string
+    // (never null in glibc or musl); it is copied at once.
+    let p = unsafe { libc::strsignal(sig) };
+    if p.is_null() {
+        return format!("signal {sig}");
+    }
+    // SAFETY: `p` is a valid NUL-terminated string (see above), read before any other call.
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .to_lowercase()
 }

@@ -2945,3 +2945,44 @@ fn namespaces_not_owned_by_the_joined_user_namespace_are_joined_first() {
     o.assert_ok();
     assert_eq!(seen, want, "the container is in the test's netns");
 }
+
+/// runc's hooks.bats "hook fails" and seccomp.bats "startContainer hook": a failing hook's
+/// error names the field and says runc's `error running <kind> hook #<i>: ...`, with the exit
+/// status or the signal by name (a startContainer hook killed by the container's seccomp filter:
+/// "bad system call"). Before: `hooks.<kind>[<i>] (<path>): exited with status 1`.
+#[test]
+fn failing_hooks_are_reported_in_runcs_words() {
+    let ctx = Ctx::new("hookwords");
+    let mut b = ctx.bundle(&["true"]);
+    b.set(
+        "/hooks",
+        json!({"createRuntime": [{"path": "/bin/true"}, {"path": "/bin/false"}]}),
+    );
+    let o = b.run();
+    o.assert_fail()
+        .assert_one_line_error(&["hooks.createRuntime[1]"]);
+    assert!(
+        o.stderr
+            .contains("error running createRuntime hook #1: exit status 1"),
+        "{}",
+        o.describe()
+    );
+    let mut b = ctx.bundle(&["true"]);
+    b.set(
+        "/linux/seccomp",
+        json!({"defaultAction": "SCMP_ACT_ALLOW",
+               "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_KILL"}]}),
+    );
+    b.set(
+        "/hooks",
+        json!({"startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "mkdir /tmp/x"]}]}),
+    );
+    let o = b.run();
+    o.assert_fail();
+    assert!(
+        o.stderr
+            .contains("error running startContainer hook #0: signal: bad system call"),
+        "{}",
+        o.describe()
+    );
+}

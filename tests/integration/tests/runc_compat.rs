@@ -2307,32 +2307,13 @@ fn device_rules_alone_decide_access_to_linux_devices() {
 /// every notification with SECCOMP_USER_NOTIF_FLAG_CONTINUE until the filter's last user is
 /// gone (POLLHUP) or 30 s pass. Returns the number of notifications answered.
 fn continue_agent(l: std::os::unix::net::UnixListener) -> usize {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::{AsRawFd, OwnedFd};
     const NOTIF_RECV: libc::c_ulong = 0xc050_2100; // _IOWR('!', 0, struct seccomp_notif)
     const NOTIF_SEND: libc::c_ulong = 0xc018_2101; // _IOWR('!', 1, struct seccomp_notif_resp)
     let (s, _) = l.accept().expect("accept on listenerPath");
     let mut buf = [0u8; 8192];
-    let mut cmsg = [0u8; 64];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: msghdr is integers and pointers: all-zero (null, 0) is a valid value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cmsg.as_mut_ptr().cast();
-    msg.msg_controllen = cmsg.len();
-    // SAFETY: `msg` points at the live `iov` (over `buf`) and the live 64-byte `cmsg` with
-    // msg_controllen = its length: the kernel writes only within them.
-    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    assert!(n > 0, "recvmsg: {}", std::io::Error::last_os_error());
-    // SAFETY: CMSG_FIRSTHDR reads `msg`, whose control length the kernel set (<= 64 bytes).
-    let c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
-    assert!(!c.is_null(), "no fd was passed");
-    // SAFETY: `c` is a non-null header inside `cmsg` whose SCM_RIGHTS payload holds an fd, read
-    // unaligned (a byte buffer); the fd was just received and nothing else owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast())) };
+    let got = sprout_process::fdpass::recv(s.as_raw_fd(), &mut buf).expect("recvmsg");
+    let fd: OwnedFd = got.fds.into_iter().next().expect("no fd was passed");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let mut answered = 0;
     while std::time::Instant::now() < deadline {

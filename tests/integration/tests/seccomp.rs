@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 use sprout_integration_tests::*;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::time::Duration;
@@ -51,33 +51,10 @@ fn recv_with_fd(l: &UnixListener) -> (Value, OwnedFd) {
     let (s, _) = l.accept().expect("accept on listenerPath");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut buf = vec![0u8; 65536];
-    let mut cmsg = [0u8; 64];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: msghdr is integers and pointers: all-zero (null, 0) is a valid value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cmsg.as_mut_ptr().cast();
-    msg.msg_controllen = cmsg.len();
-    // SAFETY: `msg` points at the live `iov` (over `buf`, 65536 bytes) and the live 64-byte
-    // `cmsg` with msg_controllen = its length: the kernel writes only within them.
-    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    assert!(n > 0, "recvmsg: {}", std::io::Error::last_os_error());
-    // SAFETY: CMSG_FIRSTHDR reads `msg`, whose control length the kernel set (<= 64 bytes).
-    let c = unsafe { libc::CMSG_FIRSTHDR(&msg) };
-    assert!(!c.is_null(), "no fd was passed");
-    // SAFETY: `c` is a non-null header inside `cmsg`; its SCM_RIGHTS payload holds at least one
-    // fd, read unaligned (a byte buffer).
-    let fd = unsafe {
-        assert_eq!((*c).cmsg_type, libc::SCM_RIGHTS);
-        std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<i32>())
-    };
-    let v: Value = serde_json::from_slice(&buf[..n as usize]).expect("listener message is JSON");
-    // SAFETY: the fd was just received (MSG_CMSG_CLOEXEC) and is owned by nothing else.
-    (v, unsafe { OwnedFd::from_raw_fd(fd) })
+    let got = sprout_process::fdpass::recv(s.as_raw_fd(), &mut buf).expect("recvmsg");
+    let fd = got.fds.into_iter().next().expect("no fd was passed");
+    let v: Value = serde_json::from_slice(&buf[..got.len]).expect("listener message is JSON");
+    (v, fd)
 }
 
 fn fd_target(fd: &OwnedFd) -> String {

@@ -135,17 +135,7 @@ fn copy_entry(from: &OwnedFd, to: &OwnedFd, name: &CStr, depth: u32) -> io::Resu
             let target = CString::new(buf).map_err(|_| io::ErrorKind::InvalidData)?;
             // SAFETY: symlinkat reads the two NUL-terminated strings, alive for the call.
             cvt(unsafe { libc::symlinkat(target.as_ptr(), t, name.as_ptr()) })?;
-            // SAFETY: fchownat reads `name`; AT_SYMLINK_NOFOLLOW changes the link itself.
-            cvt(unsafe {
-                libc::fchownat(
-                    t,
-                    name.as_ptr(),
-                    st.st_uid,
-                    st.st_gid,
-                    libc::AT_SYMLINK_NOFOLLOW,
-                )
-            })
-            .map(drop)
+            chown_entry(t, name, &st)
         }
         libc::S_IFIFO | libc::S_IFCHR | libc::S_IFBLK | libc::S_IFSOCK => {
             // SAFETY: mknodat reads `name`; type, mode and device are integers.
@@ -157,17 +147,7 @@ fn copy_entry(from: &OwnedFd, to: &OwnedFd, name: &CStr, depth: u32) -> io::Resu
                     st.st_rdev,
                 )
             })?;
-            // SAFETY: fchownat reads `name`; the node was just made (no symlink).
-            cvt(unsafe {
-                libc::fchownat(
-                    t,
-                    name.as_ptr(),
-                    st.st_uid,
-                    st.st_gid,
-                    libc::AT_SYMLINK_NOFOLLOW,
-                )
-            })
-            .map(drop)
+            chown_entry(t, name, &st)
         }
         _ => Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -184,4 +164,20 @@ fn set_owner_mode(fd: &OwnedFd, st: &libc::stat, mode: libc::mode_t) -> io::Resu
     cvt(unsafe { libc::fchown(fd.as_raw_fd(), st.st_uid, st.st_gid) })?;
     // SAFETY: as above.
     cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode) }).map(drop)
+}
+
+/// The owner of `name` in `dir` (never through a symlink: a link gets its own owner).
+fn chown_entry(dir: RawFd, name: &CStr, st: &libc::stat) -> io::Result<()> {
+    // SAFETY: fchownat reads the NUL-terminated `name`; AT_SYMLINK_NOFOLLOW changes the entry
+    // itself.
+    cvt(unsafe {
+        libc::fchownat(
+            dir,
+            name.as_ptr(),
+            st.st_uid,
+            st.st_gid,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(drop)
 }

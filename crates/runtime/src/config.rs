@@ -66,6 +66,19 @@ fn field_error<E: std::fmt::Display>(
     let inner = e.into_inner();
     if path == "." || path.is_empty() {
         Error::new(Kind::Config, format!("{what}: {no_path}{inner}"))
+    } else if let Some(rest) = path.strip_prefix("linux.memoryPolicy") {
+        // runc's words first ("invalid memory policy mode/flag"), which scripts match; the
+        // typed parse's own reason after them.
+        let part = if rest.starts_with(".mode") || inner.to_string().contains("`mode`") {
+            " mode"
+        } else if rest.starts_with(".flags") {
+            " flag"
+        } else if rest.starts_with(".nodes") {
+            " node"
+        } else {
+            ""
+        };
+        Error::field(path, format!("invalid memory policy{part}: {inner}")).context(what)
     } else {
         Error::field(path, inner).context(what)
     }

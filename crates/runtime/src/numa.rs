@@ -95,10 +95,18 @@ impl MemPolicy {
     /// any number. (An unknown mode or flag fails the parse, naming the field.)
     pub fn from_spec(mp: &LinuxMemoryPolicy) -> Result<MemPolicy> {
         use MemoryPolicyModeType as M;
+        // Messages carry runc's words ("invalid memory policy node", "mode requires 0 nodes but
+        // got N") after the field: scripts written against runc match them.
         let nodes = parse_list(
             mp.nodes().as_deref().unwrap_or(""),
             "linux.memoryPolicy.nodes",
-        )?;
+        )
+        .map_err(|e| {
+            Error::field(
+                "linux.memoryPolicy.nodes",
+                format!("invalid memory policy node: {}", e.message()),
+            )
+        })?;
         let n = count(&nodes);
         let (mode, name) = match mp.mode() {
             M::MpolDefault => (0, "MPOL_DEFAULT"),
@@ -113,13 +121,13 @@ impl MemPolicy {
             0 | 4 if n != 0 => {
                 bail_field!(
                     "linux.memoryPolicy.nodes",
-                    "mode {name} takes no nodes, got {n}"
+                    "invalid memory policy: mode {name}: mode requires 0 nodes but got {n}"
                 )
             }
             2 | 3 | 5 | 6 if n == 0 => {
                 bail_field!(
                     "linux.memoryPolicy.nodes",
-                    "mode {name} needs at least one node"
+                    "invalid memory policy: mode {name} requires at least one node"
                 )
             }
             _ => {}
@@ -135,7 +143,7 @@ impl MemPolicy {
         if flags & (3 << 14) == 3 << 14 {
             bail_field!(
                 "linux.memoryPolicy.flags",
-                "MPOL_F_STATIC_NODES and MPOL_F_RELATIVE_NODES exclude each other"
+                "invalid memory policy flag: MPOL_F_STATIC_NODES and MPOL_F_RELATIVE_NODES exclude each other"
             );
         }
         Ok(MemPolicy {

@@ -2967,3 +2967,38 @@ fn failing_hooks_are_reported_in_runcs_words() {
         o.describe()
     );
 }
+
+/// runc's memorypolicy.bats (the six refusals): the one-line error names the field and carries
+/// runc's words (`invalid memory policy`, `... mode`, `... flag`, `... node`, `mode requires 0
+/// nodes but got N`). Before: the typed parse's or sprout's own words only.
+#[test]
+fn memory_policy_errors_carry_runcs_words() {
+    let ctx = Ctx::new("mempolwords");
+    for (mp, words) in [
+        (json!({}), "invalid memory policy mode"),
+        (
+            json!({"mode": "INTERLEAVE", "nodes": "0"}),
+            "invalid memory policy mode",
+        ),
+        (
+            json!({"mode": "MPOL_INTERLEAVE", "nodes": "0", "flags": ["MPOL_F_NUMA_BALANCING", "badflag"]}),
+            "invalid memory policy flag",
+        ),
+        (json!({"nodes": "0-7"}), "invalid memory policy mode"),
+        (
+            json!({"mode": "MPOL_DEFAULT", "nodes": "0-7"}),
+            "mode requires 0 nodes but got 8",
+        ),
+        (
+            json!({"mode": "MPOL_BIND", "nodes": "0-9876543210"}),
+            "invalid memory policy node",
+        ),
+    ] {
+        let mut b = ctx.bundle(&["true"]);
+        b.set("/linux/memoryPolicy", mp.clone());
+        let o = b.run();
+        o.assert_fail()
+            .assert_one_line_error(&["linux.memoryPolicy"]);
+        assert!(o.stderr.contains(words), "{mp}: {}", o.describe());
+    }
+}

@@ -143,11 +143,20 @@ static void on_signal(int sig)
 	die(128 + sig);
 }
 
+/* Never reached (on_signal does not return), but given with SA_RESTORER: older x86_64 kernels
+ * refuse to deliver to a handler without one (the frame set-up fails with SIGSEGV). */
+static void no_return(void)
+{
+	die(127);
+}
+
+#define SA_RESTORER 0x04000000
+
 static void exit_on_signals(void)
 {
 	static const int sigs[] = { 1 /* HUP */, 2 /* INT */, 3 /* QUIT */,
 				    10 /* USR1 */, 12 /* USR2 */, 15 /* TERM */ };
-	struct ksigaction sa = { on_signal, 0, 0, ~0UL };
+	struct ksigaction sa = { on_signal, SA_RESTORER, no_return, ~0UL };
 	unsigned i;
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sys6(NR_rt_sigaction, sigs[i], (long)&sa, 0, sizeof(sa.mask), 0, 0);

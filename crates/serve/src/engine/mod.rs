@@ -215,6 +215,9 @@ pub struct Engine {
     /// it; the engine and every other request go on).
     panic_for: Option<String>,
     stopping: std::sync::atomic::AtomicBool,
+    /// Sandbox creations under way (`create`): shutdown waits for them, so that none mounts a
+    /// root after the run dir's teardown.
+    creating: std::sync::atomic::AtomicUsize,
     hk_tick: AtomicU64,
     /// Held for each housekeeping tick: shutdown waits for the tick in progress, so no freeze
     /// lands after its cleanup thawed and killed everything (a v1-frozen task does not die).
@@ -439,6 +442,7 @@ impl Engine {
                 .ok()
                 .and_then(|v| v.strip_prefix("panic:").map(str::to_string)),
             stopping: Default::default(),
+            creating: Default::default(),
             hk_tick: AtomicU64::new(0),
             hk_lock: Mutex::new(()),
             cold_spares: Mutex::new(Vec::new()),
@@ -493,6 +497,13 @@ impl Engine {
         // Requests still running may start sandboxes: from here on none gets a new cgroup, so
         // every cgroup is in the record that the cleanup reads.
         self.pool.close();
+        // A creation that began before `stopping` may be between its root mount and its
+        // cgroup: let it finish or fail (it removes its own root then), briefly, before the
+        // run dir is torn down and the process exits under it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while self.creating.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         // Cgroups first: the pool finds its directories through files in the run dir.
         self.pool.cleanup_previous();
         let _ = std::fs::remove_file(self.cfg.run_dir.join("engine.pid"));

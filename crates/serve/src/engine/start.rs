@@ -63,6 +63,23 @@ impl Engine {
     }
 
     pub(super) fn create(&self, h: &HandlerInfo) -> Result<(Sandbox, &'static str), ApiError> {
+        // Counted before `stopping` is read (both SeqCst): shutdown either sees this creation
+        // and waits for it, or this creation sees `stopping` and makes nothing.
+        struct Creating<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Creating<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.creating.fetch_add(1, Ordering::SeqCst);
+        let _creating = Creating(&self.creating);
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err(ApiError::new(
+                503,
+                "stopping",
+                "the engine is shutting down".to_string(),
+            ));
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let t0 = Instant::now();
         let root = self.roots.join(format!("s{id}"));

@@ -484,9 +484,18 @@ fn adopt_pid1(chan: &Channel, first: i32, first_fd: OwnedFd) -> Result<(i32, Own
     // SAFETY: waitpid on our own child `first` (just exited or killed); null status is allowed.
     unsafe { libc::waitpid(first, std::ptr::null_mut(), 0) };
     let pid = r?;
-    let fd =
-        sys::pidfd_open(pid).map_err(|e| Error::os("pidfd_open of the container's pid 1", e))?;
-    Ok((pid, fd))
+    match sys::pidfd_open(pid) {
+        Ok(fd) => Ok((pid, fd)),
+        Err(e) => {
+            // Our unreaped child (CLONE_PARENT): end it rather than leave it running.
+            // SAFETY: kill/waitpid on our own child `pid`; null status is allowed.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+            Err(Error::os("pidfd_open of the container's pid 1", e))
+        }
+    }
 }
 
 /// Send to the init; when it is gone already, its own message says why.

@@ -15,7 +15,9 @@ than being answered 503 (that limit is tested in crates/serve/tests):
               budget to match, or it measures LRU thrashing of a too-small cache)
 
 Per point: req/s, latency p50/p99/p99.9 (wrk, ms), non-2xx answers, the engine's CPU
-(utime+stime over the run, in CPUs) and RSS (VmRSS after, VmHWM). The warm path (a frozen
+(utime+stime over the run, in CPUs) and RSS (VmRSS after, VmHWM), and the engine's counters
+over the point (/metrics): sandboxes started, evicted, requests served hot / warm / by a new
+sandbox, and the sandboxes cached after it (/status). The warm path (a frozen
 sandbox thawed per request) is not in the sweep: under constant load nothing stays idle long
 enough to freeze; bench.py measures it.
 """
@@ -56,20 +58,43 @@ def wrk(port, clients, secs, env):
     return {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
 
 
+def counters(eng):
+    """The engine's own counters (/metrics): sandboxes started, sandboxes evicted, requests
+    served by each start path."""
+    c = {"starts": 0, "evictions": 0, "hot": 0, "warm": 0, "new": 0}
+    for l in eng.get("/metrics")[1].decode().splitlines():
+        if l.startswith("sprout_serve_sandboxes_started_total"):
+            c["starts"] += int(float(l.split()[-1]))
+        elif l.startswith("sprout_serve_evictions_total "):
+            c["evictions"] = int(float(l.split()[-1]))
+        elif l.startswith("sprout_serve_requests_total{") and 'status="200"' in l:
+            p = l.split('path="')[1].split('"')[0]
+            c[p if p in ("hot", "warm") else "new"] += int(float(l.split()[-1]))
+    return c
+
+
 def point(eng, path, clients, secs, env):
     pid = eng.proc.pid
+    k0 = counters(eng)
     c0, t0 = proc_cpu_s(pid), time.time()
     w = wrk(eng.port, clients, secs, env)
     c1, t1 = proc_cpu_s(pid), time.time()
+    k1 = counters(eng)
+    k = {n: k1[n] - k0[n] for n in k0}
+    total = eng.status()["sandboxes"]["total"]
     r = {"path": path, "clients": clients, "rps": w["requests"] / (w["duration_us"] / 1e6),
          "p50_ms": w["p50"] / 1e3, "p99_ms": w["p99"] / 1e3, "p999_ms": w["p999"] / 1e3,
          "non2xx": w["non2xx"], "timeouts": w["timeouts"],
          "engine_cpus": (c1 - c0) / (t1 - t0), "engine_rss_mib": proc_kib(pid, "VmRSS:") / 1024,
          "engine_hwm_mib": proc_kib(pid, "VmHWM:") / 1024,
-         "load1": os.getloadavg()[0]}
+         "load1": os.getloadavg()[0], "starts": k["starts"], "evictions": k["evictions"],
+         "served_hot": k["hot"], "served_warm": k["warm"], "served_new": k["new"],
+         "sandboxes_after": total}
     print("%-10s c=%-4d %9.0f req/s  p50 %7.2f  p99 %7.2f  p99.9 %7.2f ms  non2xx %-5d engine %.2f CPU, RSS %.1f MiB (peak %.1f)  load %.1f" % (
         path, clients, r["rps"], r["p50_ms"], r["p99_ms"], r["p999_ms"], r["non2xx"],
         r["engine_cpus"], r["engine_rss_mib"], r["engine_hwm_mib"], r["load1"]), flush=True)
+    print("%-10s c=%-4d   starts %d, evictions %d; served hot %d, warm %d, new sandbox %d; %d sandboxes after" % (
+        path, clients, k["starts"], k["evictions"], k["hot"], k["warm"], k["new"], total), flush=True)
     return r
 
 

@@ -2128,3 +2128,110 @@ fn a_panic_in_one_request_does_not_take_the_engine_down() {
     assert_eq!(unsafe { libc::kill(d.pid(), 0) }, 0, "the engine died");
     assert!(d.log().contains("SPROUT_SERVE_FAILPOINT"), "{}", d.log());
 }
+
+/// The engine's counters from /metrics: (sandboxes started on every path, sandboxes evicted).
+fn starts_and_evictions(d: &Daemon) -> (u64, u64) {
+    let m = d.get("/metrics").body;
+    let mut starts = 0;
+    let mut ev = 0;
+    for l in m.lines() {
+        let v = || {
+            l.rsplit(' ')
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap()
+        };
+        if l.starts_with("sprout_serve_sandboxes_started_total{") {
+            starts += v();
+        } else if l.starts_with("sprout_serve_evictions_total ") {
+            ev = v();
+        }
+    }
+    (starts, ev)
+}
+
+/// A new handler's first request at `max_sandboxes` evicts one idle sandbox (the least
+/// recently used), not every idle one: the sandboxes on their way out count against the cap
+/// until destroyed, and an eviction does not lower live + dying, so the engine used to evict
+/// again and again until no idle sandbox was left (every handler's next request a start).
+#[test]
+fn a_start_at_the_cap_evicts_one_sandbox_not_every_idle_one() {
+    need_root!();
+    let d = Daemon::start(
+        "capone",
+        "max_sandboxes = 3\nfreeze_after_ms = 60000\nmemory_budget_mb = 4096\n",
+    );
+    for h in ["a", "b", "c", "d"] {
+        d.add(h, ECHO, &[]);
+    }
+    for h in ["a", "b", "c"] {
+        assert_eq!(d.post(h, "1").status, 200);
+    }
+    assert_eq!(starts_and_evictions(&d), (3, 0), "{}", d.status());
+    let r = d.post("d", "1");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        starts_and_evictions(&d),
+        (4, 1),
+        "one start at the cap evicts one sandbox: {}",
+        d.status()
+    );
+    // a (the least recently used) went; b and c are still hot.
+    for h in ["b", "c"] {
+        assert_eq!(d.post(h, "2").header("x-sprout-path"), Some("hot"), "{h}");
+    }
+    assert_eq!(starts_and_evictions(&d), (4, 1));
+}
+
+/// More concurrent demand than `max_sandboxes` over handlers that each have a sandbox (the
+/// round-robin sweep's collapse, in small): once at the cap, a request whose handler's
+/// sandboxes are all busy waits for one of them instead of evicting another handler's
+/// recently used sandbox to start its own. Before, every such request evicted and started
+/// (a cyclic access pattern under LRU: each eviction made the victim's next request a start
+/// too), and throughput fell to the start rate.
+#[test]
+fn demand_past_the_cap_queues_on_busy_sandboxes_instead_of_thrashing() {
+    need_root!();
+    // Nothing freezes during the test: every cached sandbox stays recently used.
+    let d = Daemon::start(
+        "capq",
+        "max_sandboxes = 6\nfreeze_after_ms = 60000\nmemory_budget_mb = 4096\n",
+    );
+    let slow = "import time\ndef f(e):\n    time.sleep(0.02)\n    return e\n";
+    for i in 0..4 {
+        d.add(&format!("h{i}"), slow, &[]);
+    }
+    for i in 0..4 {
+        assert_eq!(d.post(&format!("h{i}"), "0").status, 200);
+    }
+    assert_eq!(starts_and_evictions(&d), (4, 0));
+    // 12 clients cycling over the 4 handlers: up to 3 requests per handler in flight,
+    // 12 wanted sandboxes against a cap of 6.
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..12)
+            .map(|t| {
+                let d = &d;
+                s.spawn(move || {
+                    (0..30)
+                        .map(|i| d.post(&format!("h{}", (t + i) % 4), "1").status)
+                        .collect::<Vec<u16>>()
+                })
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    let (starts, ev) = starts_and_evictions(&d);
+    assert_eq!(
+        ev,
+        0,
+        "{starts} starts, {ev} evictions for 360 requests: {}",
+        d.status()
+    );
+    assert!(
+        starts <= 6,
+        "{starts} starts for a cap of 6: {}",
+        d.status()
+    );
+    assert_eq!(d.status()["sandboxes"]["total"], 6, "{}", d.status());
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::locked::Locked;
 use crate::rootfs;
 
-use super::policy::{self, Victim, ZygoteView};
+use super::policy::{self, IdleView, Victim, ZygoteView};
 use super::{Engine, Job, Sandbox, State, ZSlot, Zygote};
 
 impl Engine {
@@ -24,15 +24,25 @@ impl Engine {
             .sum()
     }
 
-    /// Evict the least recently used of the idle sandboxes and (with `zygotes`) the leaf
-    /// zygotes: ready, not the root (empty package set), no child zygote ready or starting.
-    /// One LRU over both caches, as they share the memory budget. Returns whether something
+    /// Evict one of the idle sandboxes or (with `zygotes`) the leaf zygotes: ready, not the
+    /// root (empty package set), no child zygote ready or starting. The order is
+    /// [`policy::eviction_victim`]'s: surplus sandboxes (their handler keeps another) first,
+    /// then one LRU over both caches, as they share the memory budget; for a `growing`
+    /// handler (it has sandboxes, all busy) only a frozen sandbox. Returns whether something
     /// was evicted. Lock order: state, then zygotes.
-    pub(super) fn evict_lru(&self, st: &mut State, zygotes: bool) -> bool {
-        let idle: Vec<Instant> = st.idle.iter().map(|s| s.last_used).collect();
+    pub(super) fn evict_lru(&self, st: &mut State, zygotes: bool, growing: bool) -> bool {
+        let idle: Vec<IdleView<Instant>> = st
+            .idle
+            .iter()
+            .map(|s| IdleView {
+                t: s.last_used,
+                frozen: s.frozen,
+                surplus: st.live_per.get(&s.handler).copied().unwrap_or(0) > 1,
+            })
+            .collect();
         let mut zs = self.zygotes.locked();
         let victim = {
-            let views: Vec<ZygoteView<'_, Instant>> = if zygotes {
+            let views: Vec<ZygoteView<'_, Instant>> = if zygotes && !growing {
                 zs.iter()
                     .map(|(key, s)| match s {
                         ZSlot::Ready(z) => ZygoteView {
@@ -55,7 +65,7 @@ impl Engine {
             } else {
                 Vec::new()
             };
-            match policy::eviction_victim(&idle, &views) {
+            match policy::eviction_victim(&idle, &views, growing) {
                 Some(Victim::Sandbox(i)) => Some(Ok(i)),
                 Some(Victim::Zygote(j)) => Some(Err(views[j].key.to_string())),
                 None => None,
@@ -102,6 +112,15 @@ impl Engine {
         let _ = self.janitor.locked().send(Job::Destroy(Box::new(sb)));
     }
 
+    /// Wake every waiting request: room may have appeared (a sandbox destroyed or
+    /// discarded), or an evictable sandbox for a growing handler (one frozen).
+    pub(super) fn wake_all(&self, st: &State) {
+        self.cv.notify_all();
+        for (c, _) in st.waiters.values() {
+            c.notify_all();
+        }
+    }
+
     pub(super) fn release(&self, mut sb: Sandbox) {
         sb.last_used = Instant::now();
         // A zygote stays as recently used as the handlers of its package set.
@@ -109,17 +128,22 @@ impl Engine {
             *z.last_take.locked() = sb.last_used;
         }
         let mut st = self.st.locked();
+        // One waiter of its handler takes it; requests waiting for room may evict it.
+        if let Some((c, _)) = st.waiters.get(&sb.handler) {
+            c.notify_one();
+        }
+        if st.want > 0 {
+            self.cv.notify_all();
+        }
         st.idle.push(sb);
-        drop(st);
-        self.cv.notify_all();
     }
 
     pub(super) fn discard(&self, sb: Sandbox, why: &str) {
         self.metrics.killed(why);
         let mut st = self.st.locked();
         self.forget(&mut st, &sb);
+        self.wake_all(&st);
         drop(st);
-        self.cv.notify_all();
         self.to_janitor(sb);
     }
 
@@ -134,8 +158,7 @@ impl Engine {
         let mut st = self.st.locked();
         st.dying = st.dying.saturating_sub(1);
         st.dying_mem = st.dying_mem.saturating_sub(mem);
-        drop(st);
-        self.cv.notify_all();
+        self.wake_all(&st);
     }
 
     pub(super) fn housekeeping(&self) {
@@ -203,8 +226,7 @@ impl Engine {
             sb.mem = m;
             st.idle.push(sb);
         }
-        drop(st);
-        self.cv.notify_all();
+        self.wake_all(&st);
     }
 
     /// Refresh the zygotes' memory (their cgroup and their spares'), then evict LRU (idle
@@ -232,7 +254,7 @@ impl Engine {
         let budget = self.cfg.memory_budget_mb << 20;
         let mut st = self.st.locked();
         while st.mem + self.zygote_mem() > budget {
-            if !self.evict_lru(&mut st, true) {
+            if !self.evict_lru(&mut st, true, false) {
                 break;
             }
         }

@@ -176,6 +176,13 @@ struct State {
     /// memory budget until they are gone.
     dying: usize,
     dying_mem: u64,
+    /// Requests waiting for room for a new sandbox of a handler that has none: they may
+    /// evict (on `Engine::cv`).
+    want: usize,
+    /// Per handler: requests waiting for one of its own sandboxes (all busy, no room for
+    /// another without evicting a recently used one), and what they wait on: a sandbox of
+    /// the handler coming back wakes one of them, not every waiting request.
+    waiters: HashMap<String, (Arc<Condvar>, usize)>,
 }
 
 pub struct HandlerInfo {

@@ -1,6 +1,7 @@
 //! The request path: a request's turn, its sandbox (hot, warm, or a new one), the call.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -8,7 +9,11 @@ use serde_json::{json, Value};
 use crate::locked::Locked;
 use crate::proto;
 
-use super::{ApiError, Engine, HandlerInfo, RunOk, Sandbox};
+use super::policy::{self, Admit, Room};
+use super::{ApiError, Engine, HandlerInfo, RunOk, Sandbox, State};
+
+/// What a new sandbox is assumed to take until it is measured (bytes).
+const NEW_SANDBOX_ESTIMATE: u64 = 8 << 20;
 
 impl Engine {
     // ------------------------------------------------------------------ request path
@@ -199,13 +204,26 @@ impl Engine {
         }
     }
 
+    /// A sandbox for a request of `h`: an idle one of the handler (hot, then warm), else a
+    /// new one when [`policy::admit`] finds room (evicting what it needs), else wait. At the
+    /// cap a handler that already has sandboxes (all busy) waits for one of its own rather
+    /// than evict another handler's recently used one ([`policy::eviction_victim`],
+    /// `growing`): under a cyclic access pattern over more sandboxes than fit, evicting to
+    /// start turned every request into a start.
     pub(super) fn acquire(
         &self,
         h: &HandlerInfo,
         deadline: Instant,
     ) -> Result<(Sandbox, &'static str), ApiError> {
-        let budget = self.cfg.memory_budget_mb << 20;
         let mut st = self.st.locked();
+        // Counted in `st.want` (a handler without a sandbox, waiting for room).
+        let mut wanting = false;
+        let unwant = |st: &mut State, wanting: &mut bool| {
+            if std::mem::take(wanting) {
+                st.want -= 1;
+            }
+        };
+        let mut nothing_to_evict = false;
         loop {
             // Idle sandboxes of an older version of this handler go.
             while let Some(i) = st
@@ -226,6 +244,7 @@ impl Engine {
                 .max_by_key(|(_, s)| (!s.frozen, s.last_used))
                 .map(|(i, _)| i);
             if let Some(i) = pick {
+                unwant(&mut st, &mut wanting);
                 let mut sb = st.idle.swap_remove(i);
                 drop(st);
                 if !sb.frozen {
@@ -241,49 +260,103 @@ impl Engine {
                 continue;
             }
             let per = st.live_per.get(&h.name).copied().unwrap_or(0);
+            let growing = per > 0;
+            if growing {
+                // Its handler has sandboxes now: it waits for them, it no longer needs room.
+                unwant(&mut st, &mut wanting);
+            }
             if per < self.cfg.max_per_handler {
-                let est = 8 << 20;
-                // Dying sandboxes still hold what a live one does (processes, mounts, a
-                // cgroup): they count until the janitors are done with them.
-                if st.live + st.dying >= self.cfg.max_sandboxes {
-                    // LRU eviction among idle sandboxes (of any handler).
-                    if self.evict_lru(&mut st, false) {
+                let room = Room {
+                    live: st.live,
+                    dying: st.dying,
+                    max: self.cfg.max_sandboxes,
+                    mem: st.mem,
+                    dying_mem: st.dying_mem,
+                    zygote_mem: self.zygote_mem(),
+                    est: NEW_SANDBOX_ESTIMATE,
+                    budget: self.cfg.memory_budget_mb << 20,
+                    others_waiting: st.want - usize::from(wanting),
+                    growing,
+                    nothing_to_evict,
+                };
+                match policy::admit(&room) {
+                    Admit::Start => {
+                        unwant(&mut st, &mut wanting);
+                        st.live += 1;
+                        *st.live_per.entry(h.name.clone()).or_default() += 1;
+                        drop(st);
+                        return match self.create(h) {
+                            Ok((sb, path)) => {
+                                let mut st = self.st.locked();
+                                st.mem += sb.mem;
+                                Ok((sb, path))
+                            }
+                            Err(e) => {
+                                let mut st = self.st.locked();
+                                st.live -= 1;
+                                *st.live_per.entry(h.name.clone()).or_default() -= 1;
+                                self.wake_all(&st);
+                                Err(e)
+                            }
+                        };
+                    }
+                    Admit::Evict => {
+                        if !growing && !wanting {
+                            st.want += 1;
+                            wanting = true;
+                        }
+                        // Zygotes only for the memory budget (the cap counts sandboxes).
+                        let at_cap = st.live + st.dying >= self.cfg.max_sandboxes;
+                        nothing_to_evict = !self.evict_lru(&mut st, !at_cap, growing);
                         continue;
                     }
-                } else if st.mem + st.dying_mem + self.zygote_mem() + est > budget
-                    && self.evict_lru(&mut st, true)
-                {
-                    continue;
-                }
-                if st.live + st.dying < self.cfg.max_sandboxes {
-                    st.live += 1;
-                    *st.live_per.entry(h.name.clone()).or_default() += 1;
-                    drop(st);
-                    return match self.create(h) {
-                        Ok((sb, path)) => {
-                            let mut st = self.st.locked();
-                            st.mem += sb.mem;
-                            Ok((sb, path))
+                    Admit::Wait => {
+                        if !growing && !wanting {
+                            st.want += 1;
+                            wanting = true;
                         }
-                        Err(e) => {
-                            let mut st = self.st.locked();
-                            st.live -= 1;
-                            *st.live_per.entry(h.name.clone()).or_default() -= 1;
-                            self.cv.notify_all();
-                            Err(e)
-                        }
-                    };
+                    }
                 }
             }
+            nothing_to_evict = false;
             let now = Instant::now();
             if now >= deadline {
+                unwant(&mut st, &mut wanting);
                 return Err(ApiError::new(
                     503,
                     "busy",
                     format!("no sandbox for '{}' became free in time", h.name),
                 ));
             }
-            st = self.cv.wait_timeout(st, deadline - now).unwrap().0;
+            // A safety net only: every change that can let a waiter on is notified.
+            let wait = (deadline - now).min(Duration::from_millis(100));
+            if growing && !wanting {
+                // Wait for one of the handler's own sandboxes.
+                let c = {
+                    let e = st
+                        .waiters
+                        .entry(h.name.clone())
+                        .or_insert_with(|| (Arc::new(Condvar::new()), 0));
+                    e.1 += 1;
+                    e.0.clone()
+                };
+                st = c
+                    .wait_timeout(st, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                if let Some(e) = st.waiters.get_mut(&h.name) {
+                    e.1 -= 1;
+                    if e.1 == 0 {
+                        st.waiters.remove(&h.name);
+                    }
+                }
+            } else {
+                st = self
+                    .cv
+                    .wait_timeout(st, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
         }
     }
 }

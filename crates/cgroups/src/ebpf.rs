@@ -111,21 +111,16 @@ pub(crate) fn parse_rules(list: &[LinuxDeviceCgroup]) -> Result<Vec<Rule>> {
                 Some(n) => Ok(Some(n as u32)),
             }
         };
-        let acc = d.access().as_deref().unwrap_or("");
-        let acc = if acc.is_empty() { "rwm" } else { acc };
+        let bits = crate::resources::device_access(&field, d)?;
         let mut access = 0;
-        for c in acc.chars() {
-            access |= match c {
-                'r' => ACC_READ,
-                'w' => ACC_WRITE,
-                'm' => ACC_MKNOD,
-                _ => {
-                    return Err(invalid(
-                        &field,
-                        format_args!("invalid access {acc:?} (only r, w, m)"),
-                    ))
-                }
-            };
+        for (bit, acc) in [
+            (crate::resources::ACCESS_READ, ACC_READ),
+            (crate::resources::ACCESS_WRITE, ACC_WRITE),
+            (crate::resources::ACCESS_MKNOD, ACC_MKNOD),
+        ] {
+            if bits & bit != 0 {
+                access |= acc;
+            }
         }
         out.push(Rule {
             allow: d.allow(),
@@ -735,10 +730,13 @@ mod tests {
 
     #[test]
     fn invalid_rules() {
-        let e = device_filter(&[rule(true, Some(C), Some(1), Some(3), "rwx")])
+        let e = device_filter(&[rule(true, Some(C), Some(1), Some(3), "xyz")])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("devices[0]") && e.contains("rwx"), "{e}");
+        assert!(e.contains("devices[0]") && e.contains("xyz"), "{e}");
+        // Characters other than r, w, m are ignored, as runc does ("rwa" in its suite).
+        let f = parse_rules(&[rule(true, Some(C), Some(1), Some(3), "rwa")]).unwrap();
+        assert_eq!(f[0].access, ACC_READ | ACC_WRITE);
         let e = device_filter(&[
             rule(true, None, None, None, ""),
             rule(true, Some(LinuxDeviceType::P), None, None, ""),

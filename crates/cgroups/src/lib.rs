@@ -588,8 +588,10 @@ impl Manager {
                     std::path::Component::Normal(_) | std::path::Component::CurDir
                 )
             }) {
+                // runc's words first: its clients and tests read them.
                 return Err(Error::Invalid(format!(
-                    "{p:?}: must be a path inside the container's cgroup (no '..')"
+                    "bad sub cgroup path {p:?}: must be a path inside the container's cgroup \
+                     (no '..')"
                 )));
             }
             Ok(r.to_path_buf())
@@ -598,8 +600,10 @@ impl Manager {
             if d.is_dir() {
                 Ok(())
             } else {
+                // The words runc's error has (it fails writing the pid).
                 Err(Error::Invalid(format!(
-                    "sub-cgroup {} does not exist",
+                    "adding pid to cgroup {}: No such file or directory (the sub-cgroup must \
+                     exist)",
                     d.display()
                 )))
             }

@@ -285,19 +285,54 @@ pub(crate) fn device_rule(i: usize, d: &LinuxDeviceCgroup) -> Result<String> {
             Some(n) => Ok(n.to_string()),
         }
     };
-    let access = d.access().as_deref().unwrap_or("");
-    let access = if access.is_empty() { "rwm" } else { access };
-    if !access.chars().all(|c| matches!(c, 'r' | 'w' | 'm')) {
+    let access = device_access(&field, d)?;
+    let mut acc = String::with_capacity(3);
+    for (bit, c) in [(ACCESS_READ, 'r'), (ACCESS_WRITE, 'w'), (ACCESS_MKNOD, 'm')] {
+        if access & bit != 0 {
+            acc.push(c);
+        }
+    }
+    Ok(format!("{t} {}:{} {acc}", num(d.major())?, num(d.minor())?))
+}
+
+/// Read access in a device rule's `access` bits.
+pub(crate) const ACCESS_READ: u32 = 1;
+/// Write access.
+pub(crate) const ACCESS_WRITE: u32 = 2;
+/// mknod.
+pub(crate) const ACCESS_MKNOD: u32 = 4;
+
+/// A device rule's `access` as bits. Empty or absent means "rwm". Like runc (whose
+/// `Permissions.toSet` skips them), characters other than r, w and m are ignored with a warning
+/// naming the field (runc's own tests use "rwa"); an access made only of such characters would
+/// silently be no access at all, so that one is an error.
+pub(crate) fn device_access(field: &str, d: &LinuxDeviceCgroup) -> Result<u32> {
+    let acc = d.access().as_deref().unwrap_or("");
+    if acc.is_empty() {
+        return Ok(ACCESS_READ | ACCESS_WRITE | ACCESS_MKNOD);
+    }
+    let mut bits = 0;
+    let mut unknown = false;
+    for c in acc.chars() {
+        match c {
+            'r' => bits |= ACCESS_READ,
+            'w' => bits |= ACCESS_WRITE,
+            'm' => bits |= ACCESS_MKNOD,
+            _ => unknown = true,
+        }
+    }
+    if bits == 0 {
         return Err(invalid(
-            &field,
-            format_args!("invalid access {access:?} (only r, w, m)"),
+            field,
+            format_args!("invalid access {acc:?} (only r, w, m)"),
         ));
     }
-    Ok(format!(
-        "{t} {}:{} {access}",
-        num(d.major())?,
-        num(d.minor())?
-    ))
+    if unknown {
+        crate::warn(&format!(
+            "{field}: access {acc:?}: characters other than r, w, m are ignored"
+        ));
+    }
+    Ok(bits)
 }
 
 /// The list only says "allow everything" or "deny everything" (the default rules).
@@ -401,9 +436,23 @@ mod tests {
             .unwrap();
         assert_eq!(device_rule(1, &c).unwrap(), "c 1:3 rw");
         assert_eq!(devices_trivial(&[d, c]), None);
+        // runc ignores characters other than r, w, m ("rwa" is in its own suite) ...
+        let odd = LinuxDeviceCgroupBuilder::default()
+            .allow(true)
+            .access("rwa")
+            .build()
+            .unwrap();
+        assert_eq!(device_rule(2, &odd).unwrap(), "a *:* rw");
+        let order = LinuxDeviceCgroupBuilder::default()
+            .allow(true)
+            .access("mr")
+            .build()
+            .unwrap();
+        assert_eq!(device_rule(2, &order).unwrap(), "a *:* rm");
+        // ... but an access with none of them is an error naming the field.
         let bad = LinuxDeviceCgroupBuilder::default()
             .allow(true)
-            .access("rwx")
+            .access("x")
             .build()
             .unwrap();
         assert!(device_rule(2, &bad)

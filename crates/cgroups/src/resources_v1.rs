@@ -44,13 +44,46 @@ pub(crate) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
             return Ok(());
         }
         match (m.layout(), m.unified_hier()) {
-            (Layout::Hybrid, Some(u)) => crate::resources_v2::unified(&u.dir, x)?,
+            (Layout::Hybrid, Some(u)) => {
+                hybrid_unified_keys(m, &u.dir, x)?;
+                crate::resources_v2::unified(&u.dir, x)?
+            }
             _ => {
                 return Err(invalid(
                     "unified",
                     "cgroup v2 keys cannot be applied on a cgroup v1 host",
                 ))
             }
+        }
+    }
+    Ok(())
+}
+
+/// On a hybrid host a `unified` key reaches only the controllers of the cgroup v2 hierarchy: one
+/// whose controller is bound to a v1 hierarchy (memory.min with the v1 memory controller) cannot
+/// be applied. Refused before any unified key is written, with runc's "invalid configuration"
+/// words.
+fn hybrid_unified_keys(
+    m: &Manager,
+    dir: &Path,
+    map: &std::collections::HashMap<String, String>,
+) -> Result<()> {
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    for k in keys {
+        let ctrl = k.split('.').next().unwrap_or("");
+        let v1 = match ctrl {
+            "io" => "blkio",
+            c => c,
+        };
+        if ctrl != "cgroup" && m.v1_hier(v1).is_some() && !dir.join(k).exists() {
+            return Err(invalid(
+                &format!("unified.{k}"),
+                format_args!(
+                    "invalid configuration: the {v1} controller is on cgroup v1 on this hybrid \
+                     host; unified keys reach only cgroup v2 controllers"
+                ),
+            ));
         }
     }
     Ok(())

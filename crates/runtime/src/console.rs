@@ -32,9 +32,8 @@ pub struct PtyOpts {
     pub clear_onlcr: bool,
 }
 
-/// Open a new pty inside the container, hand the master over `socket`, and make the slave our
-/// stdio and (with `opts.ctty`) controlling terminal.
-pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, opts: PtyOpts) -> Result<()> {
+/// Open a pty master at /dev/ptmx as seen from here.
+pub fn open_ptmx() -> Result<OwnedFd> {
     // SAFETY: open(2) of a C string literal; flags only, no mode argument is read.
     let master = unsafe {
         libc::open(
@@ -46,7 +45,24 @@ pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, opts: PtyOpts) -> Resu
         return Err(Error::last_os("process.terminal: opening /dev/ptmx"));
     }
     // SAFETY: open succeeded, so `master` is a new descriptor that nothing else owns.
-    let master = unsafe { OwnedFd::from_raw_fd(master) };
+    Ok(unsafe { OwnedFd::from_raw_fd(master) })
+}
+
+/// Open a new pty inside the container, hand the master over `socket`, and make the slave our
+/// stdio and (with `opts.ctty`) controlling terminal.
+pub fn setup_pty(socket: RawFd, size: Option<(u64, u64)>, opts: PtyOpts) -> Result<()> {
+    setup_pty_on(open_ptmx()?, socket, size, opts)
+}
+
+/// [`setup_pty`] with a master opened earlier (a container without a mount namespace opens the
+/// host's /dev/ptmx before its chroot: it shares the host's devpts, and its rootfs has no /dev
+/// of its own).
+pub fn setup_pty_on(
+    master: OwnedFd,
+    socket: RawFd,
+    size: Option<(u64, u64)>,
+    opts: PtyOpts,
+) -> Result<()> {
     // SAFETY: unlockpt takes an fd and touches no memory of ours; `master` is open (owned above).
     cvt(unsafe { libc::unlockpt(master.as_raw_fd()) })
         .map_err(|e| Error::os("process.terminal: unlockpt", e))?;

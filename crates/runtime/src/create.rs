@@ -135,6 +135,9 @@ pub fn create(
         }
         plan.defer_time_ns();
     }
+    if !(plan.new_mount || plan.join_mount) {
+        warn_no_mount_ns(spec);
+    }
     let terminal = process.terminal().unwrap_or(false);
     // A foreground `run` with a terminal and no --console-socket keeps the pty master itself.
     let mut console_rx = None;
@@ -506,6 +509,40 @@ fn send_or_init_error(chan: &Channel, tag: u8, payload: &[u8]) -> Result<()> {
     })
 }
 
+/// Without a mount namespace the container is chrooted into its rootfs in the host's mount
+/// namespace, and sprout does not mount there (runc makes the host's `/` a recursive slave and
+/// leaves the container's mounts in the host's table): what the config asks of mounts is not
+/// done, and said once.
+fn warn_no_mount_ns(spec: &oci_spec::runtime::Spec) {
+    let linux = spec.linux().as_ref();
+    let mut skipped = Vec::new();
+    if spec.mounts().as_ref().is_some_and(|m| !m.is_empty()) {
+        skipped.push("mounts");
+    }
+    if linux
+        .and_then(|l| l.masked_paths().as_ref())
+        .is_some_and(|m| !m.is_empty())
+    {
+        skipped.push("linux.maskedPaths");
+    }
+    if linux
+        .and_then(|l| l.readonly_paths().as_ref())
+        .is_some_and(|m| !m.is_empty())
+    {
+        skipped.push("linux.readonlyPaths");
+    }
+    if spec.root().as_ref().and_then(|r| r.readonly()) == Some(true) {
+        skipped.push("root.readonly");
+    }
+    if !skipped.is_empty() {
+        crate::log::warn(&format!(
+            "{}: not applied: linux.namespaces has no mount namespace, and sprout does not \
+             mount in the host's",
+            skipped.join(", ")
+        ));
+    }
+}
+
 fn warn_no_trampoline(id: &str, why: &str) {
     crate::log::warn(&format!(
         "container {id}: {why}; /proc/<init>/exe is the runtime's binary until start (CVE-2019-5736)"
@@ -610,8 +647,16 @@ pub(crate) fn send_listener(
     let Some(path) = sc.and_then(|s| s.listener_path().as_ref()) else {
         return Ok(());
     };
-    let sock = std::os::unix::net::UnixStream::connect(path)
-        .map_err(|e| Error::os(format!("linux.seccomp.listenerPath {}", path.display()), e))?;
+    let sock = std::os::unix::net::UnixStream::connect(path).map_err(|e| {
+        // runc's words after the field: its clients and tests look for them.
+        Error::os(
+            format_args!(
+                "linux.seccomp.listenerPath: failed to connect with seccomp agent at {}",
+                path.display()
+            ),
+            e,
+        )
+    })?;
     let mut msg = serde_json::json!({
         "ociVersion": crate::config::OCI_VERSION,
         "fds": ["seccompFd"],

@@ -124,6 +124,21 @@ impl Error {
     pub fn last_os(what: impl fmt::Display) -> Error {
         Error::os(what, std::io::Error::last_os_error())
     }
+    /// A failed execve of `path` as runc words it (`field: exec PATH: no such file or
+    /// directory`: the errno as Go writes it; podman and runc's tests read that text), kind
+    /// [`Kind::Os`] with the errno kept.
+    pub fn exec_failed(field: &str, path: &str, err: std::io::Error) -> Error {
+        let text = match err.raw_os_error().and_then(go_errno_text) {
+            Some(t) => t.to_string(),
+            None => err.to_string(),
+        };
+        Error::build(
+            Kind::Os,
+            format!("{field}: exec {path}: {text}"),
+            Some(field.to_string()),
+            Some(Source::Io(err)),
+        )
+    }
     /// Prefix the message with what was being done (`what: message`); kind, source and field
     /// are kept.
     pub fn context(mut self, what: impl fmt::Display) -> Error {
@@ -260,11 +275,51 @@ macro_rules! bail_field {
     };
 }
 
+/// The errors execve gives, in Go's words (lower-case strerror), as runc prints them. The
+/// trampoline (trampoline.c) has the same table.
+pub fn go_errno_text(errno: i32) -> Option<&'static str> {
+    Some(match errno {
+        libc::EPERM => "operation not permitted",
+        libc::ENOENT => "no such file or directory",
+        libc::E2BIG => "argument list too long",
+        libc::ENOEXEC => "exec format error",
+        libc::ENOMEM => "cannot allocate memory",
+        libc::EACCES => "permission denied",
+        libc::ENOTDIR => "not a directory",
+        libc::EISDIR => "is a directory",
+        libc::ETXTBSY => "text file busy",
+        libc::ENAMETOOLONG => "file name too long",
+        libc::ELOOP => "too many levels of symbolic links",
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::error::Error as _;
     use std::io;
+
+    #[test]
+    fn exec_failed_uses_runc_words_and_keeps_errno() {
+        let e = Error::exec_failed("process.args", "/run.sh", io::Error::from_raw_os_error(2));
+        assert_eq!(
+            e.to_string(),
+            "process.args: exec /run.sh: no such file or directory"
+        );
+        assert_eq!(e.errno(), Some(libc::ENOENT));
+        assert_eq!(e.field_path(), Some("process.args"));
+        let e = Error::exec_failed(
+            "process.args",
+            "/x",
+            io::Error::from_raw_os_error(libc::EIO),
+        );
+        assert!(
+            e.to_string()
+                .starts_with("process.args: exec /x: Input/output error"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn msg_renders_as_given() {

@@ -465,6 +465,13 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         }
     }
 
+    // Without a mount namespace the container shares the host's devpts and its rootfs gets no
+    // /dev: the pty master is opened here, before the chroot.
+    let early_ptmx = if !has_mount_ns && process.terminal().unwrap_or(false) {
+        Some(crate::console::open_ptmx()?)
+    } else {
+        None
+    };
     if has_mount_ns && !ctx.no_pivot {
         rootfs::pivot(ctx.rootfs)?;
     } else if has_mount_ns {
@@ -549,7 +556,12 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             .console
             .ok_or_else(|| Error::msg("process.terminal: needs --console-socket"))?;
         let size = process.console_size().map(|b| (b.height(), b.width()));
-        crate::console::setup_pty(
+        let master = match early_ptmx {
+            Some(m) => m,
+            None => crate::console::open_ptmx()?,
+        };
+        crate::console::setup_pty_on(
+            master,
             sock.as_raw_fd(),
             size,
             crate::console::PtyOpts {
@@ -867,7 +879,8 @@ pub fn do_execve(exec: &Exec) -> Error {
     // SAFETY: execve reads `exec.path` (a CString) and `argv`/`envp`, NULL-terminated arrays of
     // pointers into the CStrings of `exec`, all alive for the call; it returns only on failure.
     unsafe { libc::execve(exec.path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
-    Error::last_os(format!("process.args: exec {:?}", exec.path))
+    let err = std::io::Error::last_os_error();
+    Error::exec_failed("process.args", &exec.path.to_string_lossy(), err)
 }
 
 fn hook_state(ctx: &InitCtx, status: &str) -> Vec<u8> {

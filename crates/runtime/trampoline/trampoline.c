@@ -208,6 +208,25 @@ static long fmt_tagged(char *buf, char tag, long v)
 	return i;
 }
 
+/* The errors execve gives, in Go's words (runc prints these). */
+static const char *errno_text(long e)
+{
+	switch (e) {
+	case 1: return "operation not permitted";
+	case 2: return "no such file or directory";
+	case 7: return "argument list too long";
+	case 8: return "exec format error";
+	case 12: return "cannot allocate memory";
+	case 13: return "permission denied";
+	case 20: return "not a directory";
+	case 21: return "is a directory";
+	case 26: return "text file busy";
+	case 36: return "file name too long";
+	case 40: return "too many levels of symbolic links";
+	}
+	return 0;
+}
+
 static void say(int fd, const char *s, long n)
 {
 	while (n > 0) {
@@ -240,11 +259,18 @@ __attribute__((used, noreturn)) void tramp_main(long *sp)
 			sys3(NR_fcntl, fifo, F_SETFD, FD_CLOEXEC);
 		}
 		r = sys3(NR_execve, (long)argv[2], (long)(argv + 3), (long)envp);
-		say(2, "sprout: container init: exec ", 29);
+		/* runc's words, which its clients and tests read: "exec PATH: TEXT", TEXT as Go
+		 * writes the errno (strerror, lower case). */
+		say(2, "exec ", 5);
 		say(2, argv[2], slen(argv[2]));
-		n = fmt_tagged(buf, ' ', r);
-		say(2, " failed: errno", 14);
-		say(2, buf, n);
+		say(2, ": ", 2);
+		if (errno_text(-r)) {
+			say(2, errno_text(-r), slen(errno_text(-r)));
+		} else {
+			n = fmt_tagged(buf, ' ', -r);
+			say(2, "errno", 5);
+			say(2, buf, n);
+		}
 		say(2, "\n", 1);
 		die(127);
 	}

@@ -2235,3 +2235,69 @@ fn demand_past_the_cap_queues_on_busy_sandboxes_instead_of_thrashing() {
     );
     assert_eq!(d.status()["sandboxes"]["total"], 6, "{}", d.status());
 }
+
+/// The privileges of the running sandboxes as the kernel records them (/proc/PID/status,
+/// read from the host), on both start paths: a sandbox forked from a zygote (which drops
+/// the bounding set and the groups and sets no_new_privs once for all its children, and
+/// keeps its effective capabilities) ends where a cold one (sprout-process's
+/// `drop_all_privileges`, then exec) does.
+#[test]
+fn zygote_forked_and_cold_sandboxes_drop_the_same_privileges() {
+    need_root!();
+    let status_of = |d: &Daemon| -> Vec<(String, String)> {
+        // The sandbox: the pool process chrooted into a sandbox root (roots/sN); spares and
+        // zygotes are elsewhere.
+        let roots = d.run_dir.join("roots");
+        let pid = pool_procs(d)
+            .into_iter()
+            .find(|p| {
+                std::fs::read_link(format!("/proc/{p}/root")).is_ok_and(|r| {
+                    r.parent() == Some(roots.as_path())
+                        && r.file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with('s'))
+                })
+            })
+            .unwrap_or_else(|| panic!("no sandbox process among {:?}", pool_procs(d)));
+        let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        st.lines()
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+            .collect()
+    };
+    let want = [
+        ("CapEff", "0000000000000000"),
+        ("CapPrm", "0000000000000000"),
+        ("CapBnd", "0000000000000000"),
+        ("CapAmb", "0000000000000000"),
+        ("NoNewPrivs", "1"),
+        ("Seccomp", "2"),
+        ("Uid", "65534\t65534\t65534\t65534"),
+        ("Gid", "65534\t65534\t65534\t65534"),
+        ("Groups", ""),
+    ];
+    let mut seen = vec![];
+    for (name, extra, path) in [
+        ("privz", "", "zygote"),
+        ("privc", "zygotes = false\nzygote_spares = 0\n", "cold"),
+    ] {
+        let d = Daemon::start(name, extra);
+        d.add("a", ECHO, &[]);
+        let r = d.post("a", "1");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.header("x-sprout-path"), Some(path));
+        let st = status_of(&d);
+        let get = |k: &str| {
+            st.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| panic!("no {k} in /proc/PID/status"))
+        };
+        for (k, v) in want {
+            assert_eq!(get(k), v, "{path} sandbox: {k}");
+        }
+        seen.push(get("CapInh"));
+    }
+    // The inheritable set is the engine's on both paths (neither touches it; without
+    // permitted capabilities it grants nothing).
+    assert_eq!(seen[0], seen[1], "CapInh: zygote vs cold");
+}

@@ -112,8 +112,9 @@ pub fn parse_report(tag: u8, payload: &str, path: &str) -> Result<i32, Error> {
     let n: i32 = payload.trim().parse().unwrap_or(0);
     match tag {
         b'P' => Ok(n),
-        b'X' => Err(Error::os(
-            format!("process.args: exec {path:?}"),
+        b'X' => Err(Error::exec_failed(
+            "process.args",
+            path,
             io::Error::from_raw_os_error(n),
         )),
         b'Y' => Err(Error::os(

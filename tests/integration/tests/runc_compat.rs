@@ -3002,3 +3002,164 @@ fn memory_policy_errors_carry_runcs_words() {
         assert!(o.stderr.contains(words), "{mp}: {}", o.describe());
     }
 }
+
+/// runc's run.bats / exec.bats "[execve error]": a failed execve is runc's one line, `exec PATH:
+/// no such file or directory` (Go's errno words; podman maps them to 127). `run` prints exactly
+/// that line; `exec` names the field before it. Before: `container init: exec /run.sh failed:
+/// errno 2` and `exec "/run.sh": No such file or directory (os error 2)`.
+#[test]
+fn execve_error_is_runcs_one_line() {
+    let ctx = Ctx::new("execveerr");
+    let mut b = ctx.bundle(&["/run.sh"]);
+    fs::write(b.rootfs().join("run.sh"), "#!/mmnnttbb foo bar\nsh\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(b.rootfs().join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    b.set("/process/terminal", json!(false));
+    let o = b.run();
+    o.assert_fail();
+    assert_eq!(
+        o.stderr.trim_end(),
+        "exec /run.sh: no such file or directory",
+        "{}",
+        o.describe()
+    );
+
+    let b = running(&ctx);
+    fs::write(b.rootfs().join("run.sh"), "#!/mmnnttbb foo bar\nsh\n").unwrap();
+    fs::set_permissions(b.rootfs().join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    let o = b.exec(&[], &["/run.sh"]);
+    o.assert_fail();
+    o.assert_one_line_error(&["exec /run.sh: no such file or directory"]);
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+}
+
+/// runc's update.bats "update devices [minimal transition rules]" uses access "rwa": runc ignores
+/// characters other than r, w, m, so does sprout (with a warning naming the field); an access
+/// with none of them is still refused. Before: "rwa" was refused.
+#[test]
+fn device_access_ignores_unknown_characters_like_runc() {
+    let ctx = Ctx::new("devrwa");
+    let mut b = ctx.bundle(&["sh", "-c", "head -c 1 /dev/full | od -An -tx1; echo ok"]);
+    b.set(
+        "/linux/resources/devices",
+        json!([{"allow": false, "access": "rwm"},
+               {"allow": true, "type": "c", "major": 1, "minor": 7, "access": "rwa"},
+               {"allow": true, "type": "c", "major": 5, "minor": 0, "access": "rwm"},
+               {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rwm"}]),
+    );
+    let o = b.run();
+    o.assert_ok();
+    assert!(o.stdout.contains("00\nok"), "{}", o.describe());
+    assert!(
+        o.stderr.contains("devices[1]") && o.stderr.contains("rwa"),
+        "the ignored characters are warned about: {}",
+        o.describe()
+    );
+    let mut b = ctx.bundle(&["true"]);
+    b.set(
+        "/linux/resources/devices",
+        json!([{"allow": true, "type": "c", "major": 1, "minor": 7, "access": "xyz"}]),
+    );
+    let o = b.run();
+    o.assert_fail();
+    o.assert_one_line_error(&["devices[0]"]);
+}
+
+/// runc's seccomp-notify.bats "no seccompagent": a listenerPath nobody listens on fails with
+/// runc's words after the field. Before: only the path and the errno.
+#[test]
+fn seccomp_listener_connect_failure_has_runcs_words() {
+    let ctx = Ctx::new("noagent");
+    let mut b = ctx.bundle(&["true"]);
+    let sock = ctx.dir.join("no-agent.sock");
+    b.set(
+        "/linux/seccomp",
+        json!({"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": sock.to_str().unwrap(),
+               "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_NOTIFY"}]}),
+    );
+    let o = b.run();
+    o.assert_fail();
+    o.assert_one_line_error(&["failed to connect with seccomp agent"]);
+    assert!(
+        o.stderr.contains("linux.seccomp.listenerPath"),
+        "{}",
+        o.describe()
+    );
+    assert!(ctx.status(&b.id).is_none(), "left behind: {}", o.describe());
+}
+
+/// runc's exec.bats "exec --cgroup sub-cgroups": a path out of the container's cgroup is a "bad
+/// sub cgroup path", a missing one fails "adding pid" with ENOENT's words. Before: sprout's own
+/// words only.
+#[test]
+fn exec_cgroup_errors_have_runcs_words() {
+    let ctx = Ctx::new("execcgw");
+    let b = running(&ctx);
+    let o = b.exec(&["--cgroup", ".."], &["true"]);
+    o.assert_fail();
+    o.assert_one_line_error(&["bad sub cgroup path"]);
+    let o = b.exec(&["--cgroup", "nonexistent"], &["true"]);
+    o.assert_fail();
+    o.assert_one_line_error(&["--cgroup"]);
+    assert!(
+        o.stderr.contains(" adding pid ") && o.stderr.contains("o such file or directory"),
+        "{}",
+        o.describe()
+    );
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+}
+
+/// runc's cgroups.bats "cgroup v1 + unified resources should fail" (hybrid hosts): a unified key
+/// of a controller bound to cgroup v1 is "invalid configuration" naming the key, and nothing is
+/// left. Before: "not supported by this kernel".
+#[test]
+fn unified_key_of_a_v1_controller_is_invalid_on_hybrid() {
+    let hybrid = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists()
+        && Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists()
+        && !Path::new("/sys/fs/cgroup/unified/memory.min").exists();
+    if !hybrid {
+        eprintln!("skipped: needs a hybrid host with the memory controller on cgroup v1");
+        return;
+    }
+    let ctx = Ctx::new("unifiedv1");
+    let mut b = ctx.bundle(&["true"]);
+    b.set("/linux/resources/unified", json!({"memory.min": "131072"}));
+    let o = b.run();
+    o.assert_fail();
+    o.assert_one_line_error(&["invalid configuration"]);
+    assert!(
+        o.stderr.contains("linux.resources.unified.memory.min"),
+        "{}",
+        o.describe()
+    );
+    assert!(ctx.status(&b.id).is_none(), "left behind: {}", o.describe());
+}
+
+/// runc's host-mntns.bats: no mount namespace, with a terminal. The rootfs gets no /dev then
+/// (sprout does not mount in the host's namespace, and says which fields it left undone), so the
+/// pty comes from the host's /dev/ptmx, opened before the chroot. Before: "opening /dev/ptmx: No
+/// such file or directory".
+#[test]
+fn no_mount_namespace_with_a_terminal() {
+    let ctx = Ctx::new("hostmntns");
+    let mut b = ctx.bundle(&["/bin/echo", "Hello World"]);
+    b.set("/process/terminal", json!(true));
+    b.remove_namespace("mount");
+    b.set("/linux/maskedPaths", json!([]));
+    b.set("/linux/readonlyPaths", json!([]));
+    let o = b.run();
+    o.assert_ok();
+    assert_eq!(o.stdout, "Hello World\n", "{}", o.describe());
+    assert!(
+        o.stderr.contains("mounts") && o.stderr.contains("not applied"),
+        "the config's mounts are said to be left undone: {}",
+        o.describe()
+    );
+    let after = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !after.contains(b.rootfs().to_str().unwrap()),
+        "nothing mounted in the host's namespace under the rootfs"
+    );
+}

@@ -7,8 +7,8 @@
 #                                        its runc reference, whose REF lines give the runc column)
 #   guest.sh podman LABEL RUNTIME        tests/vm/podman-matrix.sh (root + rootless, both managers)
 #   guest.sh compliance LABEL RUNTIME    tests/compliance/run.sh RUNTIME (runtime-tools validation)
-#   guest.sh k8s LABEL RUNTIME           tests/k8s/node.sh with SPROUT=RUNTIME (its RESULT lines give
-#                                        the sprout and the runc column)
+#   guest.sh k8s LABEL RUNTIME [ARGS]    tests/k8s/node.sh ARGS with SPROUT=RUNTIME (its RESULT lines
+#                                        give the sprout and the runc column)
 #
 # Prints the suite's own output, then machine-readable lines for run.sh:
 #   @@RESULT SUITE LABEL PASS FAIL SKIP SECONDS
@@ -100,7 +100,8 @@ compliance)
   emit ;;
 k8s)
   log=$OUTD/k8s.log
-  SPROUT=$rt bash "$REPO/tests/k8s/node.sh" 2>&1 | tee "$log"
+  shift 1   # (node.sh's own arguments follow RUNTIME)
+  SPROUT=$rt bash "$REPO/tests/k8s/node.sh" "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   for l in sprout runc; do
     label=$l RES=$OUTD/k8s-$l.tsv

@@ -590,8 +590,8 @@ impl Manager {
             }) {
                 // runc's words first: its clients and tests read them.
                 return Err(Error::Invalid(format!(
-                    "bad sub cgroup path {p:?}: must be a path inside the container's cgroup \
-                     (no '..')"
+                    "bad sub cgroup path: {p} is not a sub cgroup path (it must stay inside the \
+                     container's cgroup)"
                 )));
             }
             Ok(r.to_path_buf())

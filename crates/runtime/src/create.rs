@@ -371,7 +371,9 @@ pub fn create(
         .as_deref()
         .filter(|m| m.iter().any(crate::idmap::is_idmapped))
     {
-        for (i, tree) in crate::idmap::make_trees(&config.bundle, mounts, linux, pid)? {
+        for (i, tree) in
+            crate::idmap::make_trees(&config.bundle, &config.rootfs, mounts, linux, pid)?
+        {
             parent_chan
                 .send_fd_payload(sync::TREE, i.to_string().as_bytes(), tree.as_raw_fd())
                 .map_err(|e| Error::os("sending an id-mapped mount to the init", e))?;
@@ -433,6 +435,29 @@ pub fn create(
                 trace.mark("init");
                 trace.add_remote("init.", &payload);
                 break;
+            }
+            // An id-mapped mount whose source is inside the rootfs: made now, in the init's
+            // mount namespace, once the mounts before it are there.
+            sync::TREE_REQ => {
+                let i: usize = payload.trim().parse().map_err(|_| {
+                    Error::msg("the init asked for an id-mapped tree without index")
+                })?;
+                let pidfd = cleanup
+                    .child
+                    .as_ref()
+                    .ok_or_else(|| Error::msg("the init has no pidfd"))?;
+                let tree = crate::idmap::make_late_tree(
+                    &config.bundle,
+                    &config.rootfs,
+                    spec.mounts().as_deref().unwrap_or(&[]),
+                    linux,
+                    pid,
+                    pidfd,
+                    i,
+                )?;
+                parent_chan
+                    .send_fd_payload(sync::TREE, i.to_string().as_bytes(), tree.as_raw_fd())
+                    .map_err(|e| Error::os("sending an id-mapped mount to the init", e))?;
             }
             sync::ERROR => return Err(Error::from_wire(&payload)),
             0 => return Err(Error::msg("the container's init exited during setup")),

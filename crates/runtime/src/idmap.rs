@@ -23,6 +23,7 @@ use oci_spec::runtime::{Linux, LinuxIdMapping, LinuxNamespaceType, Mount};
 use crate::bail_field;
 use crate::error::{Error, Kind, Result};
 use crate::sys::cstr;
+use std::os::fd::FromRawFd;
 
 /// Whether `m` is id-mapped: it names `idmap`/`ridmap` or carries mappings of its own (runc
 /// treats mappings without either option as `idmap`).
@@ -182,10 +183,19 @@ fn open_ns(path: &str) -> std::io::Result<OwnedFd> {
     std::fs::File::open(path).map(OwnedFd::from)
 }
 
+/// An id-mapped mount whose source lies inside the rootfs (`<rootfs>/mnt/x`): the source may be
+/// on a mount an earlier entry makes, so its tree is made when the init reaches it
+/// ([`make_late_tree`], sync::TREE_REQ), not with the others before GO.
+pub fn source_in_rootfs(bundle: &Path, rootfs: &Path, m: &Mount) -> bool {
+    is_idmapped(m) && crate::rootfs::bind_source(bundle, m).is_some_and(|s| s.starts_with(rootfs))
+}
+
 /// The id-mapped trees of `mounts`, by index, for the init `init_pid` (whose user namespace,
-/// when it has a new one, has its maps written already). An error names the mount.
+/// when it has a new one, has its maps written already), except those whose source is inside
+/// the rootfs ([`source_in_rootfs`]). An error names the mount.
 pub fn make_trees(
     bundle: &Path,
+    rootfs: &Path,
     mounts: &[Mount],
     linux: Option<&Linux>,
     init_pid: i32,
@@ -194,7 +204,7 @@ pub fn make_trees(
     let mut container_ns: Option<OwnedFd> = None;
     let mut trees = Vec::new();
     for (i, m) in mounts.iter().enumerate() {
-        if !is_idmapped(m) {
+        if !is_idmapped(m) || source_in_rootfs(bundle, rootfs, m) {
             continue;
         }
         let dest = m.destination().display();
@@ -253,6 +263,84 @@ pub fn make_trees(
         trees.push((i, tree));
     }
     Ok(trees)
+}
+
+/// The id-mapped tree of `mounts[i]`, whose source is inside the rootfs, made now that the init
+/// has made the mounts before it: a thread joins the init's mount namespace (through `pidfd`,
+/// with the runtime's credentials, which the id mapping needs), resolves the source inside the
+/// rootfs (openat2 RESOLVE_IN_ROOT: a symlink of the image cannot lead it out) and clones and
+/// id-maps it there; the tree is usable in that namespace only, where the init attaches it.
+pub fn make_late_tree(
+    bundle: &Path,
+    rootfs: &Path,
+    mounts: &[Mount],
+    linux: Option<&Linux>,
+    init_pid: i32,
+    pidfd: &OwnedFd,
+    i: usize,
+) -> Result<OwnedFd> {
+    let m = mounts
+        .get(i)
+        .filter(|m| source_in_rootfs(bundle, rootfs, m))
+        .ok_or_else(|| Error::msg(format!("mounts[{i}]: no id-mapped mount inside the rootfs")))?;
+    let dest = m.destination().display();
+    let src = crate::rootfs::bind_source(bundle, m).unwrap_or_default();
+    let rel = src
+        .strip_prefix(rootfs)
+        .unwrap_or(Path::new(""))
+        .to_path_buf();
+    let userns = match (m.uid_mappings().as_deref(), m.gid_mappings().as_deref()) {
+        (Some(u), Some(g)) => mapping_userns(u, g, i)?,
+        _ => {
+            let path = match container_userns(linux) {
+                Some(Some(p)) => p.display().to_string(),
+                _ => format!("/proc/{init_pid}/ns/user"),
+            };
+            open_ns(&path).map_err(|e| {
+                Error::os(
+                    format!("mounts[{i}]: the container's user namespace {path}"),
+                    e,
+                )
+            })?
+        }
+    };
+    let root = cstr(rootfs);
+    let pid = pidfd.as_raw_fd();
+    let made = std::thread::scope(|s| {
+        s.spawn(|| -> std::io::Result<OwnedFd> {
+            // SAFETY: unshare(CLONE_FS) takes a flag only and acts on this scoped thread alone.
+            crate::sys::cvt(unsafe { libc::unshare(libc::CLONE_FS) })?;
+            // SAFETY: setns moves only this thread (its fs state no longer shared, as CLONE_NEWNS
+            // requires) into the init's mount namespace; `pid` is the raw fd of the borrowed
+            // `pidfd`, open for the whole scope.
+            crate::sys::cvt(unsafe { libc::setns(pid, libc::CLONE_NEWNS) })?;
+            // SAFETY: `root` is a NUL-terminated path; a successful open returns a new fd that
+            // nothing else owns.
+            let rfd = unsafe {
+                libc::open(
+                    root.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                )
+            };
+            if rfd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: open succeeded, so `rfd` is a new descriptor that nothing else owns.
+            let rfd = unsafe { OwnedFd::from_raw_fd(rfd) };
+            let at = crate::sys::open_in_root(rfd.as_raw_fd(), &rel, libc::O_PATH, 0)?;
+            let tree = crate::rootfs::open_tree(at.as_raw_fd(), c"", recursive_bind(m))?;
+            crate::rootfs::set_idmap(&tree, recursive_map(m), userns.as_raw_fd())?;
+            Ok(tree)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the mount-source thread panicked")))
+    });
+    made.map_err(|e| {
+        Error::os(
+            format!("mounts[{i}] ({dest}): id-mapping {}", src.display()),
+            e,
+        )
+    })
 }
 
 #[cfg(test)]

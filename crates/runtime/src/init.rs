@@ -108,6 +108,19 @@ pub fn unblock_all_signals() {
     }
 }
 
+/// The id-mapped tree of `mounts[i]`, whose source is inside the rootfs: asked of the runtime
+/// now that the mounts before it exist (sync::TREE_REQ), answered with sync::TREE.
+fn request_late_tree(ctx: &InitCtx, i: usize) -> Result<OwnedFd> {
+    let what = || format!("mounts[{i}]: waiting for the id-mapped tree");
+    ctx.chan
+        .send(sync::TREE_REQ, i.to_string().as_bytes())
+        .map_err(|e| Error::os(what(), e))?;
+    match ctx.chan.recv().map_err(|e| Error::os(what(), e))? {
+        (sync::TREE, _, Some(fd)) => Ok(fd),
+        _ => Err(Error::msg(format!("{}: the runtime went away", what()))),
+    }
+}
+
 /// Waits for the parent's GO (cgroup joined, id maps written) at the first point that needs it,
 /// keeping the optional DIRS message (cgroup directories made) that comes before it.
 struct GoLatch {
@@ -407,6 +420,8 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                 go.wait(ctx)?;
                 if let Some(k) = go.trees.iter().position(|(j, _)| *j == i) {
                     tree = Some(go.trees.swap_remove(k).1);
+                } else if crate::idmap::source_in_rootfs(ctx.bundle, ctx.rootfs, m) {
+                    tree = Some(request_late_tree(ctx, i)?);
                 }
             }
             let mctx = rootfs::MountCtx {

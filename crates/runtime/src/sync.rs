@@ -39,6 +39,11 @@ pub const SOURCE: u8 = b'S';
 /// parent → child, before GO: the detached, id-mapped tree (open_tree + MOUNT_ATTR_IDMAP) of
 /// bind mount `mounts[i]` (payload = `i` in decimal), for the init to attach (`crate::idmap`).
 pub const TREE: u8 = b'M';
+/// child → parent, after GO: make the id-mapped tree of `mounts[i]` now (payload = `i` in
+/// decimal): its source lies inside the rootfs and may be on a mount an earlier entry made, so
+/// the runtime clones it in the init's mount namespace when the init reaches it, and answers
+/// with TREE (or fails the create).
+pub const TREE_REQ: u8 = b'Q';
 
 pub struct Channel {
     fd: OwnedFd,

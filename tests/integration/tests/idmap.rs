@@ -312,3 +312,66 @@ fn features_report_idmap() {
     let opts = v["mountOptions"].as_array().unwrap();
     assert!(opts.contains(&json!("idmap")) && opts.contains(&json!("ridmap")));
 }
+
+/// runc's mounts.bats "[mount order, container idmap source]": an id-mapped bind whose source is
+/// inside the rootfs, on a mount an earlier entry makes, is cloned when the init reaches it (in
+/// the container's mount namespace), with and without a user namespace; and a symlink of the
+/// image on the way to such a source is followed inside the rootfs, never to the host's files.
+/// Before: "cloning <rootfs>/mnt: No such file or directory" (cloned before the earlier mount).
+#[test]
+fn idmapped_source_inside_the_rootfs_on_an_earlier_mount() {
+    let ctx = Ctx::new("idmaplate");
+    require_idmap!(ctx);
+    for userns in [false, true] {
+        let src = source(&ctx, &format!("late{userns}"), &[("a", 0, 0), ("b", 1, 1)]);
+        let mut b = sh(&ctx, &stat_script(&["/mnt/a", "/final/a", "/final/b"]));
+        fs::create_dir_all(b.rootfs().join("mnt")).unwrap();
+        fs::create_dir_all(b.rootfs().join("final")).unwrap();
+        b.add_mount(bind("/mnt", &src, &["rbind"]));
+        let inside = b.rootfs().join("mnt");
+        let mut m = bind("/final", &inside, &["rbind", "idmap"]);
+        if !userns {
+            m["uidMappings"] = maps(0, 100000, 65536);
+            m["gidMappings"] = maps(0, 100000, 65536);
+        }
+        b.add_mount(m);
+        let want = if userns {
+            b.in_user_namespace(100000, 100000);
+            // Through the container's own mapping: the on-disk owners; the plain bind shows
+            // them unmapped.
+            let ov = fs::read_to_string("/proc/sys/kernel/overflowuid").unwrap();
+            let ov = ov.trim().to_string();
+            vec![
+                format!("/mnt/a={ov}:{ov}"),
+                "/final/a=0:0".into(),
+                "/final/b=1:1".into(),
+            ]
+        } else {
+            vec![
+                "/mnt/a=0:0".to_string(),
+                "/final/a=100000:100000".into(),
+                "/final/b=100001:100001".into(),
+            ]
+        };
+        let o = b.run();
+        o.assert_ok();
+        assert_eq!(lines(&o.stdout), want, "userns {userns}: {}", o.describe());
+    }
+
+    // A symlink in the image on the source's path points at "/": followed inside the rootfs (its
+    // own /etc), not to the host's /etc.
+    let mut b = sh(&ctx, "cat /final/marker");
+    let root = b.rootfs();
+    fs::create_dir_all(root.join("final")).unwrap();
+    fs::create_dir_all(root.join("etc")).unwrap();
+    fs::write(root.join("etc/marker"), "rootfs\n").unwrap();
+    let _ = fs::remove_file(root.join("escape"));
+    std::os::unix::fs::symlink("/", root.join("escape")).unwrap();
+    let mut m = bind("/final", &root.join("escape/etc"), &["rbind"]);
+    m["uidMappings"] = maps(0, 100000, 65536);
+    m["gidMappings"] = maps(0, 100000, 65536);
+    b.add_mount(m);
+    let o = b.run();
+    o.assert_ok();
+    assert_eq!(o.stdout, "rootfs\n", "{}", o.describe());
+}

@@ -18,10 +18,8 @@ pub fn init(cfg: LogConfig) {
     let _ = LOG.set(cfg);
 }
 
-fn write(level: &str, msg: &str) {
-    let Some(cfg) = LOG.get() else { return };
-    let Some(path) = &cfg.file else { return };
-    let line = if cfg.json {
+fn line(cfg: &LogConfig, level: &str, msg: &str) -> String {
+    if cfg.json {
         format!(
             "{{\"level\":\"{level}\",\"msg\":{},\"time\":\"{}\"}}\n",
             serde_json::Value::from(msg),
@@ -33,7 +31,13 @@ fn write(level: &str, msg: &str) {
             crate::sys::now_rfc3339(),
             msg
         )
-    };
+    }
+}
+
+fn write(level: &str, msg: &str) {
+    let Some(cfg) = LOG.get() else { return };
+    let Some(path) = &cfg.file else { return };
+    let line = line(cfg, level, msg);
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -54,12 +58,21 @@ pub fn warn(msg: &str) {
     }
 }
 
+/// A debug line (`--debug`): to the `--log` file, or without one to stderr in the same format
+/// (as runc, whose debug lines go where its log goes).
 pub fn debug(msg: impl FnOnce() -> String) {
-    if LOG.get().is_some_and(|c| c.debug) {
-        let m = msg();
+    let Some(cfg) = LOG.get().filter(|c| c.debug) else {
+        return;
+    };
+    let m = msg();
+    if cfg.file.is_some() {
         write("debug", &m);
-        if LOG.get().is_some_and(|c| c.file.is_none()) {
-            eprintln!("sprout: debug: {m}");
-        }
+    } else {
+        eprint!("{}", line(cfg, "debug", &m));
     }
+}
+
+/// Whether `--debug` was given.
+pub fn debug_enabled() -> bool {
+    LOG.get().is_some_and(|c| c.debug)
 }

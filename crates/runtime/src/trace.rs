@@ -7,6 +7,9 @@ use crate::sys::monotonic_us;
 
 pub struct Trace {
     enabled: bool,
+    /// Print the JSON line to stderr (`--trace`, SPROUT_TRACE); without it, an enabled trace
+    /// only feeds `--debug`'s log line.
+    print: bool,
     start: u64,
     last: u64,
     phases: Vec<(&'static str, u64)>,
@@ -19,6 +22,7 @@ impl Trace {
         let now = if enabled { monotonic_us() } else { 0 };
         Trace {
             enabled,
+            print: enabled,
             start: now,
             last: now,
             phases: Vec::new(),
@@ -30,6 +34,19 @@ impl Trace {
         Trace::new(
             flag || std::env::var_os("SPROUT_TRACE").is_some_and(|v| v != "0" && !v.is_empty()),
         )
+    }
+
+    /// [`Trace::from_env`], also recording (not printing) when `--debug` asks for the phases in
+    /// the log.
+    pub fn for_command(flag: bool, debug: bool) -> Trace {
+        let t = Trace::from_env(flag);
+        if t.enabled || !debug {
+            return t;
+        }
+        Trace {
+            print: false,
+            ..Trace::new(true)
+        }
     }
 
     #[inline]
@@ -88,10 +105,14 @@ impl Trace {
         Some(s)
     }
 
-    /// Print the trace line to stderr (one line, JSON).
+    /// Print the trace line to stderr (one line, JSON), and with `--debug` log it as a debug
+    /// line (where each microsecond of the command went).
     pub fn emit(&self, cmd: &str, id: &str) {
         if let Some(line) = self.render(cmd, id) {
-            eprintln!("{line}");
+            if self.print {
+                eprintln!("{line}");
+            }
+            crate::log::debug(|| format!("phases: {line}"));
         }
     }
 }

@@ -189,7 +189,11 @@ fn run(cli: Cli) -> Result<i32> {
     let explicit_root = cli.root.is_some();
     let root = root::state_root(cli.root)?;
     let store = Store::new(&root);
-    let mut trace = Trace::from_env(cli.trace);
+    let mut trace = Trace::for_command(cli.trace, cli.debug);
+    sprout_runtime::log::debug(|| {
+        let args: Vec<String> = std::env::args().collect();
+        format!("command line: {}", args.join(" "))
+    });
     let Some(cmd) = cli.cmd else {
         return Err(Error::msg("no command given (try --help)"));
     };

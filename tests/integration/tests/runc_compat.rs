@@ -3163,3 +3163,57 @@ fn no_mount_namespace_with_a_terminal() {
         "nothing mounted in the host's namespace under the rootfs"
     );
 }
+
+/// `--debug` (containerd's shim passes it in debug mode; runc's debug.bats): debug lines in the
+/// log's format go to the `--log` file, or to stderr without one, never to the container's
+/// stdout; they say the command line and where the start's time went (the phase trace). Before:
+/// `--debug` wrote nothing.
+#[test]
+fn debug_lines_go_where_the_log_goes() {
+    let ctx = Ctx::new("debuglog");
+    let b = ctx.bundle(&["echo", "Hello World"]);
+    b.write_config();
+    let bundle = b.bundle_arg();
+    let o = ctx.rt(&["--debug", "run", "--bundle", &bundle, &b.id]);
+    o.assert_ok();
+    assert_eq!(o.stdout, "Hello World\n", "{}", o.describe());
+    assert!(
+        o.stderr.contains("level=debug") && o.stderr.contains("sprout_trace"),
+        "{}",
+        o.describe()
+    );
+    for (fmt, want) in [("text", "level=debug"), ("json", "\"level\":\"debug\"")] {
+        let b = ctx.bundle(&["echo", "Hello World"]);
+        b.write_config();
+        let bundle = b.bundle_arg();
+        let log = ctx.dir.join(format!("debug-{fmt}.log"));
+        let o = ctx.rt(&[
+            "--log",
+            log.to_str().unwrap(),
+            "--log-format",
+            fmt,
+            "--debug",
+            "run",
+            "--bundle",
+            &bundle,
+            &b.id,
+        ]);
+        o.assert_ok();
+        assert!(!o.stderr.contains("debug"), "{fmt}: {}", o.describe());
+        let text = fs::read_to_string(&log).unwrap();
+        assert!(
+            text.contains(want) && text.contains("phases") && text.contains("command line"),
+            "{fmt}: {text}"
+        );
+        if fmt == "json" {
+            for l in text.lines() {
+                serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{l}: {e}"));
+            }
+        }
+    }
+    // Without --debug: nothing of it.
+    let b = ctx.bundle(&["echo", "Hello World"]);
+    let o = b.run();
+    o.assert_ok();
+    assert!(!o.stderr.contains("debug"), "{}", o.describe());
+}

@@ -22,9 +22,6 @@
 //! - [`Manager::oom_events`] ([`OomEvents`]: v1 eventfd, v2 memory.events),
 //!   [`Manager::stats`] (runc `events --stats` shaped [`Stats`]), [`Manager::layout`],
 //!   [`Manager::v1_path`], [`Manager::unified_path`], [`Manager::created`].
-//! - [`Pool`] with [`Manager::create_pooled`] / [`Manager::destroy_pooled`]: v1 cgroups renamed
-//!   into place from pre-made slots. Measured and not adopted by the runtime (docs/performance.md,
-//!   "Evaluated and not adopted"). Only this crate's test and `examples/pool_bench.rs` use it.
 //! - [`ResidentPool`] / [`PoolCgroup`]: live cgroups one long-lived process keeps and reuses
 //!   (v1, hybrid and pure v2; `cgroup.procs` fds kept open, a record file for cleanup after a
 //!   crash, shrinking after a burst, bulk kill at shutdown): sprout-serve's sandbox pool.
@@ -53,7 +50,7 @@
 //! - `systemd/`: the systemd driver (`mod.rs`) and its D-Bus client (`dbus/`), with its tests
 //!   (`tests.rs`).
 //! - `events.rs`: OOM notifications. `stats.rs`: resource usage. `rootless.rs`: whether sprout
-//!   runs rootless. `pool.rs`: the two pools above.
+//!   runs rootless. `pool.rs`: the resident pool.
 //! - `tests.rs` (unit tests on a fake cgroupfs tree) and `testutil.rs` (its helpers).
 //!
 //! Cost on the start path (hybrid host, relative path, 9 v1 hierarchies): `new` = 2 statfs +
@@ -86,7 +83,7 @@ mod v1;
 mod v2;
 
 pub use events::{OomEvents, OomWait};
-pub use pool::{Pool, PoolCgroup, ResidentPool, POOL_PREFIX};
+pub use pool::{PoolCgroup, ResidentPool};
 pub use rootless::running_rootless;
 pub use stats::{
     BlkioEntry, BlkioStats, CpuStats, CpuUsage, HugetlbStats, MemoryEntry, MemoryStats, PidsStats,
@@ -602,8 +599,8 @@ impl Manager {
             } else {
                 // The words runc's error has (it fails writing the pid).
                 Err(Error::Invalid(format!(
-                    "adding pid to cgroup {}: No such file or directory (the sub-cgroup must \
-                     exist)",
+                    "adding pid to cgroup: {}/cgroup.procs: no such file or directory (the \
+                     sub-cgroup must exist)",
                     d.display()
                 )))
             }

@@ -405,7 +405,12 @@ EOF
   wait_for 180 waiting_reason "crashloop-$1" CrashLoopBackOff \
     || { DETAIL="state $(jp "crashloop-$1" '{.status.containerStatuses[0].state}')"; return 1; }
   local ec prev; ec=$(jp "crashloop-$1" '{.status.containerStatuses[0].lastState.terminated.exitCode}')
-  prev=$(K logs --previous "crashloop-$1" 2>&1)
+  # the previous instance's log: retried a while, the kubelet may be between a restart and the
+  # garbage collection of the older instance ("unable to retrieve container logs", seen with
+  # runc and with sprout in the same run)
+  local i; for i in $(seq 15); do
+    prev=$(K logs --previous "crashloop-$1" 2>&1); [ "$prev" = crashing ] && break; sleep 2
+  done
   DETAIL="CrashLoopBackOff, last exit $ec, restarts $(jp "crashloop-$1" '{.status.containerStatuses[0].restartCount}'), logs --previous '$prev'"
   K delete pod "crashloop-$1" --wait=false >/dev/null 2>&1
   [ "$ec" = 3 ] && [ "$prev" = crashing ]
@@ -703,11 +708,15 @@ serve_objects() { # the deploy/ objects as the API server takes them (JSON list)
   K create --dry-run=client -o json -f "$DEPLOY/sprout-serve.yaml" \
     | jq -s --arg img "$SERVE_IMG" '{apiVersion: "v1", kind: "List", items: map(if .kind == "DaemonSet" then .spec.template.spec.containers[0].image = $img | .spec.template.spec.containers[0].imagePullPolicy = "Never" else . end)}'
 }
+serve_procs() { pgrep -af 'sprout_zygote|sprout-serve' | grep -v -e pgrep -e node.sh | sort; }
+serve_mounts() { awk '$5 ~ /sprout-serve/ {print $5}' /proc/self/mountinfo | sort; }
 ck_serve() { # sprout-serve as the DaemonSet's pod (RuntimeClass R): handler registered, hot/warm/zygote served
   local objs pod regpod out t0 r1 r2 r3 ok=1
   [ -x "$SERVE_BIN" ] || { DETAIL="SKIP: no $SERVE_BIN"; return 3; }
   [ -f "$W/img/serve-imported" ] || { DETAIL="sprout-serve image: $SERVE_IMG_ERR"; return 1; }
   objs=$(serve_objects) || { DETAIL="kubectl could not read deploy/sprout-serve.yaml"; return 1; }
+  # what was there before (the VM's serve suite runs sprout-serve too): only new ones count below
+  local procs0 mounts0; procs0=$(serve_procs); mounts0=$(serve_mounts)
   # Every object of deploy/sprout-serve.yaml goes to the API server (its validation is a check of
   # the file). No controller manager runs here: nothing turns the DaemonSet into pods, binds the
   # PVC or gives the Service endpoints, so the pod the DaemonSet controller would make is made
@@ -779,9 +788,9 @@ PY
   # SIGTERM (pod deletion): the engine removes its sandboxes, zygotes, cgroups and mounts
   K -n $SERVE_NS delete pod sprout-serve-node sprout-serve-register --timeout=120s >/dev/null 2>&1 || { DETAIL+="pod deletion did not finish in 120 s; "; ok=0; }
   local left=""
-  left+=$(pgrep -af 'sprout_zygote|sprout-serve' | grep -v -e pgrep -e node.sh | cut -c1-80 | tr '\n' ' ')
+  left+=$(comm -13 <(echo "$procs0") <(serve_procs) | cut -c1-80 | tr '\n' ' ')
   left+=$(find /sys/fs/cgroup/kubepods.slice -type d -name 'sprout-serve' 2>/dev/null | tr '\n' ' ')
-  left+=$(awk '$5 ~ /sprout-serve/ {print $5}' /proc/self/mountinfo | tr '\n' ' ')
+  left+=$(comm -13 <(echo "$mounts0") <(serve_mounts) | tr '\n' ' ')
   if [ -n "$left" ]; then DETAIL+="after deletion left: $left"; ok=0; else DETAIL+="pods deleted: no engine, zygote, sandbox cgroup or mount left"; fi
   K delete -f "$DEPLOY/sprout-serve.yaml" --wait=false >/dev/null 2>&1
   K -n $SERVE_NS delete configmap hello-handler --wait=false >/dev/null 2>&1

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use sprout_integration_tests::*;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -1102,4 +1103,28 @@ fn home_defaults_from_passwd() {
     let mut b = sh(&ctx, "echo $HOME");
     b.add_env("HOME=/custom");
     assert_eq!(b.run_ok(), "/custom\n");
+}
+
+/// Without a cgroup namespace on cgroup v2, /sys/fs/cgroup is a cgroup2 mount of the whole tree,
+/// as runc makes it, so /sys/fs/cgroup + the path in /proc/self/cgroup is the container's own
+/// cgroup (a privileged pod's engine, systemd or a nested runtime find their cgroup that way).
+/// Before: only the container's cgroup was bound at /sys/fs/cgroup, and that path did not exist.
+#[test]
+fn cgroup_mount_without_a_cgroup_namespace_has_the_containers_path() {
+    if !Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        eprintln!("skipped: needs a pure cgroup v2 host (this one mounts v1 hierarchies)");
+        return;
+    }
+    let ctx = Ctx::new("cgnsless");
+    let mut b = sh(
+        &ctx,
+        "p=$(cut -d: -f3 /proc/self/cgroup); echo $p; \
+         test -e /sys/fs/cgroup$p/cgroup.procs && echo found; \
+         grep -c \"^$$\\$\" /sys/fs/cgroup$p/cgroup.procs",
+    );
+    b.remove_namespace("cgroup");
+    let out = b.run_ok();
+    let l = lines(&out);
+    assert!(l[0].len() > 1, "the container's cgroup path: {out}");
+    assert_eq!(&l[1..], ["found", "1"], "{out}");
 }

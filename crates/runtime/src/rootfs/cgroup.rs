@@ -135,22 +135,24 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
     let target = ensure_in_root(ctx.rootfs_fd, dest, false)?;
     let flags = opts.flags | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     if ctx.cgroup_v2 {
-        if ctx.new_cgroup_ns {
-            match mount(
-                Some(c"cgroup2"),
-                &fd_path(&target),
-                Some(c"cgroup2"),
-                flags,
-                None,
-            ) {
-                Ok(()) => return Ok(()),
-                // EBUSY: the target is already a mount of the same cgroup2 superblock (the
-                // host's /sys/fs/cgroup, brought in by the rbind of /sys that `spec
-                // --rootless` writes); EPERM: not allowed in this user namespace. runc then
-                // binds the container's own cgroup instead, as below.
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EPERM)) => {}
-                Err(e) => return Err(Error::os("mount cgroup2", e)),
-            }
+        // As runc, with or without a cgroup namespace: a cgroup2 mount. In a cgroup namespace
+        // its root is the container's cgroup; without one it is the whole tree, so that
+        // /sys/fs/cgroup + the path /proc/self/cgroup gives is the container's own cgroup (a
+        // privileged pod's engine, systemd or a nested runtime reads it that way).
+        match mount(
+            Some(c"cgroup2"),
+            &fd_path(&target),
+            Some(c"cgroup2"),
+            flags,
+            None,
+        ) {
+            Ok(()) => return Ok(()),
+            // EBUSY: the target is already a mount of the same cgroup2 superblock (the host's
+            // /sys/fs/cgroup, brought in by the rbind of /sys that `spec --rootless` writes);
+            // EPERM: not allowed in this user namespace. runc then binds the container's own
+            // cgroup instead, as below.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EPERM)) => {}
+            Err(e) => return Err(Error::os("mount cgroup2", e)),
         }
         for (_, host) in (ctx.cgroup_binds)() {
             let tree = open_tree(libc::AT_FDCWD, &cstr(&host), true)

@@ -119,7 +119,9 @@ fn handler_add(cfg: &config::Config, name: &str, dir: &Path) {
         .registry
         .join(format!(".add-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    if let Err(e) = copy_dir(dir, &tmp) {
+    let root =
+        std::fs::canonicalize(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
+    if let Err(e) = copy_dir(&root, dir, &tmp) {
         let _ = std::fs::remove_dir_all(&tmp);
         die(format!("copying {}: {e}", dir.display()));
     }
@@ -143,18 +145,42 @@ fn handler_add(cfg: &config::Config, name: &str, dir: &Path) {
     println!("added {name}");
 }
 
-fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
+/// Copy a handler's directory: regular files and directories, and symlinks whose target lies
+/// inside the handler's directory `root` (canonical) as what they point at, so a ConfigMap or
+/// Secret volume (`f.py -> ..data/f.py`) registers whole; its `..data`/`..<timestamp>`
+/// entries (Kubernetes' atomic-writer internals) are not copied themselves. A symlink leading
+/// out of the directory is skipped with a warning: registering copies no file from elsewhere.
+fn copy_dir(root: &Path, src: &Path, dst: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dst)?;
     for e in std::fs::read_dir(src)? {
         let e = e?;
-        let t = e.file_type()?;
-        let to = dst.join(e.file_name());
-        if t.is_dir() {
-            if e.file_name() != "__pycache__" {
-                copy_dir(&e.path(), &to)?;
+        let name = e.file_name();
+        if name.to_string_lossy().starts_with("..") || name == "__pycache__" {
+            continue;
+        }
+        let mut t = e.file_type()?;
+        let mut from = e.path();
+        if t.is_symlink() {
+            match std::fs::canonicalize(&from) {
+                Ok(target) if target.starts_with(root) => {
+                    t = std::fs::metadata(&target)?.file_type();
+                    from = target;
+                }
+                _ => {
+                    eprintln!(
+                        "sprout-serve: warning: {}: a symlink leading out of {} (or nowhere): not copied",
+                        from.display(),
+                        root.display()
+                    );
+                    continue;
+                }
             }
+        }
+        let to = dst.join(&name);
+        if t.is_dir() {
+            copy_dir(root, &from, &to)?;
         } else if t.is_file() {
-            std::fs::copy(e.path(), &to)?;
+            std::fs::copy(&from, &to)?;
         }
     }
     Ok(())

@@ -1456,6 +1456,49 @@ fn handler_names_are_checked_everywhere() {
     assert!(!reg.join("ok").exists());
 }
 
+/// `handler add` from a ConfigMap-style directory (`f.py -> ..data/f.py`, `..data ->
+/// ..2026_x`): the handler is registered whole (the symlinks inside the directory followed, the
+/// atomic-writer entries not copied), and a symlink leading out of the directory is not
+/// followed. Before: symlinks were skipped, so the registry got no f.py.
+#[test]
+fn handler_add_follows_symlinks_inside_the_directory_only() {
+    use std::os::unix::fs::symlink;
+    let d = Daemon::config("cmadd", "");
+    let reg = d.dir.join("registry");
+    let src = d.dir.join("cm");
+    let stamp = src.join("..2026_11_25_23_00_00.123");
+    std::fs::create_dir_all(stamp.join("lib")).unwrap();
+    std::fs::write(stamp.join("f.py"), ECHO).unwrap();
+    std::fs::write(stamp.join("lib/x.txt"), "x").unwrap();
+    symlink("..2026_11_25_23_00_00.123", src.join("..data")).unwrap();
+    symlink("..data/f.py", src.join("f.py")).unwrap();
+    symlink("..data/lib", src.join("lib")).unwrap();
+    let outside = d.dir.join("secret.txt");
+    std::fs::write(&outside, "host secret").unwrap();
+    symlink(&outside, src.join("leak.txt")).unwrap();
+    let out = d.cli(&["handler", "add", "cm", src.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    let h = reg.join("cm");
+    assert_eq!(std::fs::read_to_string(h.join("f.py")).unwrap(), ECHO);
+    assert!(!std::fs::symlink_metadata(h.join("f.py"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(h.join("lib/x.txt")).unwrap(), "x");
+    assert!(
+        !h.join("leak.txt").exists(),
+        "a symlink out of the directory was followed"
+    );
+    assert!(err.contains("leak.txt"), "{err}");
+    let names: Vec<String> = std::fs::read_dir(&h)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".."))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+
 const LOGS: &str = r#"
 import os, sys
 def f(event):

@@ -34,7 +34,7 @@
 #                  running when this started is reused and left running)
 #   --fresh        reboot a VM that is already running (clean overlay)
 #
-# Needs: target/release/sprout (static; scripts/build.sh --workspace builds it when missing, with
+# Needs: target/release/sprout (static; scripts/build.sh --workspace (re)builds it every run, with
 # sprout-serve), the runtime-tools validation binaries in $RUNTIME_TOOLS_DIR (scripts/setup-deps.sh;
 # compliance only). Builds the test executables here exactly as scripts/test.sh does (target/ci-tests,
 # LTO off, 16 codegen units; Debian 12's glibc runs in Debian 13) and runs them in the VM at the
@@ -192,9 +192,9 @@ finish() {
 # ---------------------------------------------------------------- 1. binaries
 stage "build (sprout, sprout-serve, test executables)"
 SPROUT=$REPO/target/release/sprout
-if [ ! -x "$SPROUT" ] || { { want serve || want k8s; } && [ ! -x "$REPO/target/release/sprout-serve" ]; }; then
-  bash "$REPO/scripts/build.sh" --workspace || { broke "build"; finish; }
-fi
+# Always (cargo makes it a no-op when target/release is current, as after scripts/test.sh's own
+# build): a binary left from an older tree was once tested in the VM in place of this one.
+bash "$REPO/scripts/build.sh" --workspace || { broke "build"; finish; }
 echo "    $("$SPROUT" --version 2>&1 | head -1)"
 TSV=$REPO/target/vm-tests.tsv
 if want unit || want integration || want security || want serve; then

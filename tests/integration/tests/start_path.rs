@@ -2,8 +2,10 @@
 //! the container's cgroups are made, configured and joined after clone, while the init sets up
 //! its mounts; the init waits for them only at the cgroup mount (and before exec). These tests
 //! check what that must not change: the container runs in its own cgroups with its limits from
-//! its first instruction, sees them read-only at /sys/fs/cgroup, and a failure in the cgroup
-//! set-up after clone leaves no cgroup, process, state or mount behind.
+//! its first instruction, sees them read-only at /sys/fs/cgroup (cgroup v2 without a cgroup
+//! namespace: the whole tree, as runc mounts it, its own cgroup at the path /proc/self/cgroup
+//! gives), and a failure in the cgroup set-up after clone leaves no cgroup, process, state or
+//! mount behind.
 
 use serde_json::json;
 use sprout_integration_tests::*;
@@ -42,7 +44,8 @@ fn first_instruction_runs_in_own_cgroups_with_limits_and_a_read_only_cgroup_moun
         "sh",
         "-c",
         "cat /proc/self/cgroup; echo ---; ls /sys/fs/cgroup; echo ---; \
-         cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max; echo ---; \
+         cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || \
+         cat /sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)/pids.max; echo ---; \
          mkdir /sys/fs/cgroup/x 2>/dev/null && echo writable || echo read-only",
     ]);
     b.set("/linux/resources/pids", json!({"limit": 77}));

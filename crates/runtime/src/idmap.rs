@@ -183,6 +183,21 @@ fn open_ns(path: &str) -> std::io::Result<OwnedFd> {
     std::fs::File::open(path).map(OwnedFd::from)
 }
 
+/// The container's user namespace, whose mapping a mount without maps of its own takes: the
+/// one joined by path, else the init's new one.
+fn open_container_userns(linux: Option<&Linux>, init_pid: i32, i: usize) -> Result<OwnedFd> {
+    let path = match container_userns(linux) {
+        Some(Some(p)) => p.display().to_string(),
+        _ => format!("/proc/{init_pid}/ns/user"),
+    };
+    open_ns(&path).map_err(|e| {
+        Error::os(
+            format!("mounts[{i}]: the container's user namespace {path}"),
+            e,
+        )
+    })
+}
+
 /// An id-mapped mount whose source lies inside the rootfs (`<rootfs>/mnt/x`): the source may be
 /// on a mount an earlier entry makes, so its tree is made when the init reaches it
 /// ([`make_late_tree`], sync::TREE_REQ), not with the others before GO.
@@ -228,16 +243,7 @@ pub fn make_trees(
             }
             _ => {
                 if container_ns.is_none() {
-                    let path = match container_userns(linux) {
-                        Some(Some(p)) => p.display().to_string(),
-                        _ => format!("/proc/{init_pid}/ns/user"),
-                    };
-                    container_ns = Some(open_ns(&path).map_err(|e| {
-                        Error::os(
-                            format!("mounts[{i}]: the container's user namespace {path}"),
-                            e,
-                        )
-                    })?);
+                    container_ns = Some(open_container_userns(linux, init_pid, i)?);
                 }
                 container_ns.as_ref().map(|f| f.as_raw_fd()).unwrap_or(-1)
             }
@@ -291,18 +297,7 @@ pub fn make_late_tree(
         .to_path_buf();
     let userns = match (m.uid_mappings().as_deref(), m.gid_mappings().as_deref()) {
         (Some(u), Some(g)) => mapping_userns(u, g, i)?,
-        _ => {
-            let path = match container_userns(linux) {
-                Some(Some(p)) => p.display().to_string(),
-                _ => format!("/proc/{init_pid}/ns/user"),
-            };
-            open_ns(&path).map_err(|e| {
-                Error::os(
-                    format!("mounts[{i}]: the container's user namespace {path}"),
-                    e,
-                )
-            })?
-        }
+        _ => open_container_userns(linux, init_pid, i)?,
     };
     let root = cstr(rootfs);
     let pid = pidfd.as_raw_fd();

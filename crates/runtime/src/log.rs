@@ -71,8 +71,3 @@ pub fn debug(msg: impl FnOnce() -> String) {
         eprint!("{}", line(cfg, "debug", &m));
     }
 }
-
-/// Whether `--debug` was given.
-pub fn debug_enabled() -> bool {
-    LOG.get().is_some_and(|c| c.debug)
-}

@@ -246,6 +246,7 @@ __attribute__((used, noreturn)) void tramp_main(long *sp)
 	char **argv = (char **)(sp + 1);
 	char **envp = argv + argc + 1;
 	char buf[32];
+	const char *text;
 	long n, r;
 
 	if (argc >= 4 && streq(argv[0], "sprout-init")) {
@@ -264,8 +265,8 @@ __attribute__((used, noreturn)) void tramp_main(long *sp)
 		say(2, "exec ", 5);
 		say(2, argv[2], slen(argv[2]));
 		say(2, ": ", 2);
-		if (errno_text(-r)) {
-			say(2, errno_text(-r), slen(errno_text(-r)));
+		if ((text = errno_text(-r))) {
+			say(2, text, slen(text));
 		} else {
 			n = fmt_tagged(buf, ' ', -r);
 			say(2, "errno", 5);

@@ -20,7 +20,6 @@ pub struct MountCtx<'a> {
     pub rootfs_fd: &'a OwnedFd,
     pub bundle: &'a Path,
     pub cgroup_v2: bool,
-    pub new_cgroup_ns: bool,
     pub cgroup_binds: &'a dyn Fn() -> CgroupBinds,
     /// Bind sources opened by the runtime (`open_bind_sources`), by index in `mounts`.
     pub sources: &'a [(usize, OwnedFd)],

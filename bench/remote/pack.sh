@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# bench/remote/pack.sh: put everything bench/startup and bench/serve/bench.py need into one folder,
+# for a benchmark host that has python3 and nothing else of ours (no Rust, no compiler, no network:
+# e.g. a 16-core pure cgroup-v2 machine). bench/remote/run.sh runs the benches there.
+#
+#   bench/remote/pack.sh DIR        (run here after scripts/build.sh --workspace and bench/peers.sh)
+#
+# DIR/bin: the static sprout, sprout-serve, crun and runc as Debian ships them, hyperfine, GNU time,
+#          busybox-static, a static bench/floor.c; DIR/peers: runc and youki from bench/peers.sh's
+#          cache; DIR/lib: the shared libraries these programs need beyond libc/libm/libgcc_s
+#          (run.sh adds only those the host lacks); DIR/share/sprout/python: the zygote sources,
+#          where sprout-serve looks beside its binary.
+# Everything copied is a binary from a package registry or this tree: nothing is built from
+# fetched source here.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+DIR=${1:?usage: bench/remote/pack.sh DIR}
+PEERS=${SPROUT_BENCH_PEERS:-/var/cache/sprout-bench/peers}
+rm -rf "$DIR"
+mkdir -p "$DIR/bin" "$DIR/peers" "$DIR/lib" "$DIR/share/sprout"
+sprout=$REPO/target/release/sprout
+file -L "$sprout" | grep -q 'static' || { echo "pack.sh: $sprout is not static (run scripts/build.sh --workspace)" >&2; exit 1; }
+cp "$sprout" "$REPO/target/release/sprout-serve" "$DIR/bin/"
+for t in hyperfine busybox crun runc; do
+    p=$(command -v "$t") || { echo "pack.sh: $t not found (apt-get install hyperfine busybox-static crun runc)" >&2; exit 1; }
+    cp "$p" "$DIR/bin/$t"
+done
+cp /usr/bin/time "$DIR/bin/time"
+cc -O2 -static -o "$DIR/bin/floor" "$REPO/bench/floor.c"
+for d in "$PEERS"/*/; do
+    n=$(basename "$d")
+    for b in "$d"bin/*; do
+        [ -x "$b" ] && cp "$b" "$DIR/peers/$n" && strip "$DIR/peers/$n" 2>/dev/null || true
+    done
+done
+cp -r "$REPO/python" "$DIR/share/sprout/python"
+find "$DIR/share" -name __pycache__ -prune -exec rm -rf {} +
+for b in "$DIR"/bin/* "$DIR"/peers/*; do
+    ldd "$b" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
+done | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+        libc.so.*|libm.so.*|libgcc_s.so.*|ld-linux*|libpthread.so.*|libdl.so.*|librt.so.*) ;;
+        *) cp -L "$lib" "$DIR/lib/" ;;
+    esac
+done
+git -C "$REPO" rev-parse --short HEAD > "$DIR/REVISION"
+du -sh "$DIR"

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# bench/remote/run.sh: run bench/startup and bench/serve/bench.py on a host prepared only with
+# the folder bench/remote/pack.sh made (plus python3 and util-linux). Needs root.
+#
+#   bench/remote/run.sh PACK OUTDIR [--startup-secs S] [--serve-secs S] [--quick]
+#
+# Writes OUTDIR/{host.txt,startup.md,startup.json,serve.txt,serve.json,log.txt}. Each part has
+# its own time limit (a part cut off still leaves what it wrote). On cgroup v2 the benches run
+# from the root cgroup, as on the project's VM (bench/clients/vm.sh): a v2 cgroup that holds
+# processes cannot hand controllers to the benches' child cgroups. Only this script's own
+# process moves; nothing else is touched.
+set -uo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+PACK=$(cd "${1:?usage: run.sh PACK OUTDIR}" && pwd)
+OUT=${2:?usage: run.sh PACK OUTDIR}
+shift 2
+SSECS=330 VSECS=150 QUICK=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --startup-secs) SSECS=$2; shift 2 ;;
+        --serve-secs) VSECS=$2; shift 2 ;;
+        --quick) QUICK=1; shift ;;
+        *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+mkdir -p "$OUT"
+LOG=$OUT/log.txt
+exec > >(tee -a "$LOG") 2>&1
+t0=$(date +%s)
+stamp() { echo "==> [$(( $(date +%s) - t0 )) s] $*"; }
+# Libraries the host lacks, from the pack (only those: the host's own stay first).
+mkdir -p /tmp/sprout-remote-lib
+for l in "$PACK"/lib/*; do
+    [ -e "$l" ] || continue
+    ldconfig -p 2>/dev/null | grep -q " $(basename "$l") " || ln -sf "$l" /tmp/sprout-remote-lib/
+done
+export LD_LIBRARY_PATH=/tmp/sprout-remote-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=$PACK/bin:$PATH
+{
+    echo "date: $(date -u +%FT%TZ)"; echo "pack: $(cat "$PACK/REVISION" 2>/dev/null)"
+    echo "uname: $(uname -a)"; echo "nproc: $(nproc)"
+    grep -m1 'model name' /proc/cpuinfo; grep MemTotal /proc/meminfo
+    echo "loadavg: $(cat /proc/loadavg)"
+    echo "cgroup mounts:"; grep cgroup /proc/self/mountinfo
+    echo "own cgroup: $(cat /proc/self/cgroup | tr '\n' ' ')"
+    echo "root controllers: $(cat /sys/fs/cgroup/cgroup.controllers 2>&1)"
+    echo "root subtree_control: $(cat /sys/fs/cgroup/cgroup.subtree_control 2>&1)"
+    echo "pid 1: $(cat /proc/1/comm)"; echo "/run: $(findmnt -no FSTYPE,OPTIONS /run 2>&1)"
+    echo "python3: $(command -v python3) $(python3 --version 2>&1); /usr/bin/python3: $(/usr/bin/python3 --version 2>&1)"
+    echo "libs from the pack: $(ls /tmp/sprout-remote-lib | tr '\n' ' ')"
+    for b in sprout crun runc hyperfine; do echo "$b: $($b --version 2>&1 | head -1)"; done
+    for p in "$PACK"/peers/*; do echo "$(basename "$p"): $("$p" --version 2>&1 | head -1)"; done
+    echo "unshare test: $(unshare -Urmpf --mount-proc true 2>&1 && echo ok)"
+} > "$OUT/host.txt" 2>&1
+cat "$OUT/host.txt"
+if [ -f /sys/fs/cgroup/cgroup.controllers ] && [ "$(cat /proc/self/cgroup)" != "0::/" ]; then
+    stamp "moving this script (pid $$) to the root cgroup"
+    echo $$ > /sys/fs/cgroup/cgroup.procs || echo "run.sh: cannot move to the root cgroup"
+fi
+peers=()
+only=sprout,crun
+for p in "$PACK"/peers/*; do
+    [ -x "$p" ] || continue
+    n=$(basename "$p"); peers+=(--peer "$n=$p"); only+=",$n"
+done
+if [ "$QUICK" = 1 ]; then
+    sargs=(--quick --par-levels 1,4)
+else
+    sargs=(--runs 30 --rounds 3 --warmup 3 --par-levels 1,2,8,16,32)
+fi
+stamp "bench/startup (limit $SSECS s)"
+timeout --signal=TERM --kill-after=20 "$SSECS" python3 -u "$REPO/bench/startup" --sprout "$PACK/bin/sprout" \
+    --crun "$PACK/bin/crun" --runc "$PACK/bin/runc" --floor "$PACK/bin/floor" "${peers[@]}" --only "$only" \
+    --skip syscalls "${sargs[@]}" --out "$OUT/startup.md" --json "$OUT/startup.json"
+stamp "bench/startup exit $?"
+if [ "$QUICK" = 1 ]; then vargs=(-n 50 --new 10); else vargs=(-n 1000 --new 100 --threads 16); fi
+stamp "bench/serve/bench.py (limit $VSECS s)"
+SPROUT_BENCH_PKG_CACHE=/tmp/sprout-serve-bench-packages timeout --signal=TERM --kill-after=20 "$VSECS" \
+    python3 -u "$REPO/bench/serve/bench.py" --bin "$PACK/bin/sprout-serve" "${vargs[@]}" \
+    --json "$OUT/serve.json" > "$OUT/serve.txt" 2>&1
+stamp "bench/serve/bench.py exit $?"
+cat "$OUT/serve.txt"
+stamp done

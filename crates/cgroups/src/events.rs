@@ -16,7 +16,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::{fs, Error, Layout, Manager, Result};
+use crate::{fs, Error, Result};
 
 /// What [`OomEvents::wait`] saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,27 +58,6 @@ pub(crate) fn oom_count(events: &str) -> u64 {
     fs::flat_keyed(events)
         .find(|(k, _)| *k == "oom")
         .map_or(0, |(_, v)| v)
-}
-
-impl Manager {
-    /// Subscribe to OOM events of the container's memory cgroup (v1 `memory` hierarchy, or
-    /// the cgroup2 leaf on pure v2). Errors when there is no memory controller.
-    pub fn oom_events(&self) -> Result<OomEvents> {
-        match self.layout {
-            Layout::V2 => {
-                let u = self
-                    .unified_hier()
-                    .ok_or_else(|| Error::Invalid("no cgroup2 directory to watch".into()))?;
-                OomEvents::v2(&u.dir)
-            }
-            Layout::V1 | Layout::Hybrid => {
-                let h = self.v1_hier("memory").ok_or_else(|| {
-                    Error::Invalid("OOM events: the memory cgroup controller is not mounted".into())
-                })?;
-                OomEvents::v1(&h.dir)
-            }
-        }
-    }
 }
 
 impl OomEvents {

@@ -39,16 +39,26 @@
 //!   them (sprout-runtime's DIRS message).
 //!
 //! Layout of the implementation (one file per concern):
-//! - `lib.rs`: [`Layout`], [`Manager`] and its operations, [`Error`].
-//! - `detect.rs`: the layout, by statfs.
-//! - `path.rs`: cgroupsPath resolution, /proc/self/cgroup.
-//! - `fs.rs`: syscall-lean file helpers.
-//! - `v1.rs` / `v2.rs`: hierarchy set-up (v2: controller delegation) and the freezer.
-//! - `resources.rs` (shared validation and conversions), `resources_v1.rs`, `resources_v2.rs`:
-//!   `apply`.
+//! - `lib.rs`: [`Layout`], [`Manager`] and the operations every driver shares (`new`,
+//!   `sub_cgroup`, `pids`, `kill_all`), [`Error`]; the rest goes to the driver.
+//! - `backend.rs`: the driver trait (`create`, `apply`, `add_pid`, `destroy`, the freezer,
+//!   `stats`, `oom_events`, CLONE_INTO_CGROUP) and the freezer it names. Three drivers:
+//!   - `v1/`: cgroupfs on v1 and hybrid hosts. `mod.rs`: the driver, hierarchy set-up and the
+//!     order of the controllers; `freezer.rs`; one file per controller with its `apply`
+//!     (`memory`, `cpu`, `cpuset` (also the parent copy at create), `pids`, `blkio`,
+//!     `hugetlb`, `net_cls`, `net_prio`, `rdma`, `devices`, and `unified` for hybrid keys).
+//!   - `v2/`: cgroupfs on pure v2. `mod.rs`: the driver, controller delegation and the order
+//!     of the controllers; `freezer.rs`; one file per controller (`memory`, `cpu`, `cpuset`,
+//!     `pids`, `io`, `hugetlb`, `network` (refusals), `rdma`, `unified`, `devices`). Adding a
+//!     v2 controller is a file there and its line in `CONTROLLERS`.
+//!   - `systemd/`: the systemd driver (`mod.rs`; cgroupfs for what systemd leaves to it) and
+//!     its D-Bus client (`dbus/`), with its tests (`tests.rs`).
+//! - `cgroupfs.rs`: what both cgroupfs drivers do alike (create's undo and runc's checks on an
+//!   existing cgroup, `add_pid`, `destroy`).
+//! - `resources.rs`: validation and conversions the controllers share, field-named errors.
+//! - `detect.rs`: the layout, by statfs. `path.rs`: cgroupsPath resolution, /proc/self/cgroup.
+//!   `fs.rs`: syscall-lean file helpers.
 //! - `ebpf.rs`: the v2 device filter (`BPF_PROG_TYPE_CGROUP_DEVICE`).
-//! - `systemd/`: the systemd driver (`mod.rs`) and its D-Bus client (`dbus/`), with its tests
-//!   (`tests.rs`).
 //! - `events.rs`: OOM notifications. `stats.rs`: resource usage. `rootless.rs`: whether sprout
 //!   runs rootless. `pool.rs`: the resident pool.
 //! - `tests.rs` (unit tests on a fake cgroupfs tree) and `testutil.rs` (its helpers).
@@ -63,6 +73,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use backend::{Backend, Freezer};
+
+mod backend;
+mod cgroupfs;
 mod detect;
 pub mod ebpf;
 mod events;
@@ -70,8 +84,6 @@ mod fs;
 mod path;
 mod pool;
 mod resources;
-mod resources_v1;
-mod resources_v2;
 mod rootless;
 mod stats;
 pub mod systemd;
@@ -365,94 +377,10 @@ impl Manager {
         self.create_checked(false)
     }
 
-    /// [`Manager::create`]; with `refuse_frozen`, also runc's check that a cgroup which existed
-    /// already is not frozen (`check_existing_not_frozen`), undone like any other failure.
+    /// [`Manager::create`]; with `refuse_frozen`, also runc's checks that a cgroup which
+    /// existed already is empty and not frozen, undone like any other failure.
     fn create_checked(&mut self, refuse_frozen: bool) -> Result<()> {
-        if self.systemd.is_some() {
-            return systemd::prepare(self);
-        }
-        let mut created = Vec::new();
-        let res = match self.layout {
-            Layout::V2 => v2::create(self, &mut created),
-            Layout::V1 | Layout::Hybrid => v1::create(self, &mut created),
-        }
-        .and_then(|()| {
-            if refuse_frozen {
-                self.check_existing_empty(&created)?;
-                self.check_existing_not_frozen(&created)
-            } else {
-                Ok(())
-            }
-        });
-        match res {
-            Ok(()) => {
-                self.created.extend(created);
-                Ok(())
-            }
-            Err(e) => {
-                for d in created.iter().rev() {
-                    let _ = std::fs::remove_dir(d);
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// runc's check: a container's cgroup that existed before this create (not in `created`)
-    /// and has processes (another container's, or anyone's) is not taken over: the container
-    /// would share its limits, its freezer and its `kill --all`. The directory whose
-    /// cgroup.procs lists members (the v1 freezer hierarchy, else the cgroup2 leaf), sub-cgroups
-    /// included, is only read.
-    fn check_existing_empty(&self, created: &[PathBuf]) -> Result<()> {
-        let Some(dir) = self.procs_dir().filter(|d| !created.iter().any(|c| c == d)) else {
-            return Ok(());
-        };
-        let mut pids = Vec::new();
-        match fs::read_procs_recursive(dir, &mut pids) {
-            Ok(()) if !pids.is_empty() => Err(Error::Invalid(format!(
-                "container's cgroup is not empty: {} process(es) found ({})",
-                pids.len(),
-                dir.display()
-            ))),
-            // Gone meanwhile (a concurrent delete): nothing there.
-            _ => Ok(()),
-        }
-    }
-
-    /// runc's check: a container's cgroup that existed before this create (not in `created`)
-    /// and is frozen would freeze the init as it joins, and the create would hang; refuse it.
-    /// Both freezers are looked at (the v1 freezer hierarchy and the cgroup2 leaf, which on a
-    /// hybrid host freezes the init too). The cgroup is not ours: it is only read, never
-    /// thawed or removed. Nothing is read for a directory this create made.
-    fn check_existing_not_frozen(&self, created: &[PathBuf]) -> Result<()> {
-        let existed = |d: &Path| !created.iter().any(|c| c == d);
-        let mut frozen = None;
-        if let Some(h) = self.v1_hier("freezer").filter(|h| existed(&h.dir)) {
-            // FREEZING counts: a task joining it is frozen too.
-            if v1::read_state(&h.dir)? != "THAWED" {
-                frozen = Some(&h.dir);
-            }
-        }
-        if let Some(u) = self
-            .unified
-            .as_ref()
-            .filter(|u| frozen.is_none() && existed(&u.dir))
-        {
-            match v2::freeze_requested(&u.dir) {
-                Ok(true) => frozen = Some(&u.dir),
-                Ok(false) => {}
-                // No cgroup.freeze (Linux < 5.2): nothing there can be frozen.
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        match frozen {
-            Some(d) => Err(Error::Invalid(format!(
-                "container's cgroup unexpectedly frozen ({})",
-                d.display()
-            ))),
-            None => Ok(()),
-        }
+        self.backend().create(self, refuse_frozen)
     }
 
     /// [`Manager::create`] for a container with these resources. Rootless without write access
@@ -494,15 +422,7 @@ impl Manager {
             // create_for let a rootless container go without a cgroup: nothing to limit.
             return Ok(());
         }
-        if let Some(u) = &self.systemd {
-            if systemd::apply(self, u, resources)? {
-                return Ok(());
-            }
-        }
-        match self.layout {
-            Layout::V2 => resources_v2::apply(self, resources),
-            Layout::V1 | Layout::Hybrid => resources_v1::apply(self, resources),
-        }
+        self.backend().apply(self, resources)
     }
 
     /// Write `pid` into cgroup.procs of every hierarchy (v1 controllers, then unified).
@@ -511,48 +431,12 @@ impl Manager {
     /// `PIDs=[pid]` instead (systemd places the pid), then joins the hierarchies systemd
     /// does not manage and writes the resources kept by `apply`.
     pub fn add_pid(&self, pid: i32) -> Result<()> {
-        if let Some(u) = &self.systemd {
-            if systemd::must_start(u) {
-                return systemd::start(self, u, pid);
-            }
-        }
-        let s = pid.to_string();
-        for h in self.v1.iter().chain(self.unified.iter()) {
-            let p = h.dir.join("cgroup.procs");
-            if let Err(e) = fs::write(&p, s.as_bytes()) {
-                let why = match e.raw_os_error() {
-                    Some(libc::ENOSPC) if h.name == "cpuset" => {
-                        Some("cpuset.cpus or cpuset.mems is empty".to_string())
-                    }
-                    Some(libc::EOPNOTSUPP) if h.name == "unified" => Some(format!(
-                        "not a domain cgroup (cgroup.type: {}); a process can only join a \
-                         domain cgroup or a threaded cgroup of its own threaded subtree",
-                        fs::read_at(&h.dir, "cgroup.type")
-                            .map(|t| t.trim().to_string())
-                            .unwrap_or_else(|_| "unknown".into())
-                    )),
-                    Some(libc::EBUSY) if h.name == "unified" => Some(
-                        "it has controllers enabled in its cgroup.subtree_control, and a cgroup \
-                         that delegates controllers cannot hold processes"
-                            .to_string(),
-                    ),
-                    _ => None,
-                };
-                if let Some(why) = why {
-                    return Err(Error::Invalid(format!(
-                        "moving pid {pid} into {}: {why}",
-                        h.dir.display()
-                    )));
-                }
-                return Err(fs::io_err(p, e));
-            }
-        }
-        Ok(())
+        self.backend().add_pid(self, pid)
     }
 
     /// O_PATH|O_DIRECTORY fd of the cgroup2 leaf for CLONE_INTO_CGROUP (pure v2 only).
     pub fn v2_dir_fd(&self) -> Option<OwnedFd> {
-        if self.layout != Layout::V2 || self.systemd.as_ref().is_some_and(systemd::must_start) {
+        if !self.backend().clone_into(self) {
             return None;
         }
         let u = self.unified.as_ref()?;
@@ -665,7 +549,7 @@ impl Manager {
     /// the unified leaf, and a task frozen by the v1 freezer dies only once thawed): freeze,
     /// signal every pid, thaw (without a freezer: just signal every pid).
     pub fn kill_all(&self, signal: i32) -> Result<()> {
-        let freezer = self.freezer();
+        let freezer = self.backend().freezer(self);
         if signal == libc::SIGKILL {
             if let Some(u) = &self.unified {
                 let p = u.dir.join("cgroup.kill");
@@ -728,31 +612,24 @@ impl Manager {
     }
 
     pub fn freeze(&self) -> Result<()> {
-        match self.freezer() {
-            Freezer::V1(d) => v1::freeze(d),
-            Freezer::V2(d) => v2::freeze(d),
-            Freezer::None => Err(Error::Invalid(
-                "cannot freeze: no freezer cgroup (v1 freezer not mounted, no cgroup2 leaf)".into(),
-            )),
-        }
+        self.backend().freezer(self).freeze()
     }
 
     pub fn thaw(&self) -> Result<()> {
-        match self.freezer() {
-            Freezer::V1(d) => v1::thaw(d),
-            Freezer::V2(d) => v2::thaw(d),
-            Freezer::None => Err(Error::Invalid(
-                "cannot thaw: no freezer cgroup (v1 freezer not mounted, no cgroup2 leaf)".into(),
-            )),
-        }
+        self.backend().freezer(self).thaw()
     }
 
     /// Thawed when there is no freezer at all.
     pub fn freezer_state(&self) -> Result<FreezerState> {
-        match self.freezer() {
-            Freezer::V1(d) => v1::freezer_state(d),
-            Freezer::V2(d) => v2::freezer_state(d),
-            Freezer::None => Ok(FreezerState::Thawed),
+        self.backend().freezer(self).state()
+    }
+
+    /// For a `create` that was killed while making its directories (so `created` was never
+    /// recorded): remove the container's leaf directories if they are empty. rmdir(2) refuses a
+    /// cgroup with processes or children, so nothing in use can be removed.
+    pub fn remove_empty_leaves(&self) {
+        for h in self.v1.iter().chain(self.unified.iter()) {
+            let _ = std::fs::remove_dir(&h.dir);
         }
     }
 
@@ -764,57 +641,22 @@ impl Manager {
     /// just killed take a moment to leave); a failure there is an error. An intermediate
     /// directory we created (e.g. `sprout-test` in `sprout-test/<id>`) that is still busy is
     /// in use by another container that joined it after us: it is left for the last user.
-    /// For a `create` that was killed while making its directories (so `created` was never
-    /// recorded): remove the container's leaf directories if they are empty. rmdir(2) refuses a
-    /// cgroup with processes or children, so nothing in use can be removed.
-    pub fn remove_empty_leaves(&self) {
-        for h in self.v1.iter().chain(self.unified.iter()) {
-            let _ = std::fs::remove_dir(&h.dir);
-        }
-    }
-
     ///
     /// With `--systemd-cgroup`: StopUnit (waiting for the job), ResetFailedUnit, then rmdir of
     /// the unit's directories that are left (hierarchies systemd does not manage).
     pub fn destroy(&self) -> Result<()> {
-        if let Some(u) = &self.systemd {
-            return systemd::stop(self, u);
-        }
-        let mut res = Ok(());
-        for d in self.created.iter().rev() {
-            let leaf = self
-                .v1
-                .iter()
-                .chain(self.unified.iter())
-                .any(|h| &h.dir == d);
-            let r = if leaf {
-                // The container's own cgroup, with any sub-cgroups its processes made.
-                fs::rmdir_tree_retry(d)
-            } else {
-                match std::fs::remove_dir(d) {
-                    Ok(()) => Ok(()),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOTEMPTY)) => {
-                        Ok(())
-                    }
-                    Err(e) => Err(fs::io_err(d, e)),
-                }
-            };
-            if let Err(e) = r {
-                if res.is_ok() {
-                    res = Err(e);
-                }
-            }
-        }
-        res
+        self.backend().destroy(self)
     }
 
     /// Resource usage, shaped like runc's `events --stats` data.
     pub fn stats(&self) -> Result<Stats> {
-        match self.layout {
-            Layout::V2 => stats::v2(self),
-            Layout::V1 | Layout::Hybrid => stats::v1(self),
-        }
+        self.backend().stats(self)
+    }
+
+    /// Subscribe to OOM events of the container's memory cgroup (v1 `memory` hierarchy, or
+    /// the cgroup2 leaf on pure v2). Errors when there is no memory controller.
+    pub fn oom_events(&self) -> Result<OomEvents> {
+        self.backend().oom_events(self)
     }
 
     pub fn layout(&self) -> Layout {
@@ -861,18 +703,25 @@ impl Manager {
         self.unified.as_ref()
     }
 
-    fn freezer(&self) -> Freezer<'_> {
-        if let Some(h) = self.v1_hier("freezer") {
-            return Freezer::V1(&h.dir);
+    /// The driver: systemd with `--systemd-cgroup`, else cgroupfs for the host's layout.
+    fn backend(&self) -> &'static dyn Backend {
+        if self.systemd.is_some() {
+            &systemd::Driver
+        } else {
+            self.fs_backend()
         }
-        match &self.unified {
-            Some(u) => Freezer::V2(&u.dir),
-            None => Freezer::None,
+    }
+
+    /// The cgroupfs driver for the host's layout (what the systemd driver delegates to).
+    pub(crate) fn fs_backend(&self) -> &'static dyn Backend {
+        match self.layout {
+            Layout::V2 => &v2::Fs,
+            Layout::V1 | Layout::Hybrid => &v1::Fs,
         }
     }
 
     /// The directory whose cgroup.procs lists the container's processes.
-    fn procs_dir(&self) -> Option<&Path> {
+    pub(crate) fn procs_dir(&self) -> Option<&Path> {
         if let Some(h) = self.v1_hier("freezer") {
             return Some(&h.dir);
         }
@@ -881,11 +730,4 @@ impl Manager {
         }
         self.v1.first().map(|h| h.dir.as_path())
     }
-}
-
-#[derive(Clone, Copy)]
-enum Freezer<'a> {
-    V1(&'a Path),
-    V2(&'a Path),
-    None,
 }

@@ -3,7 +3,7 @@
 use std::io;
 use std::path::Path;
 
-use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType, LinuxRdma};
+use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType, LinuxHugepageLimit, LinuxRdma};
 
 use crate::{fs, Error, Result};
 
@@ -88,6 +88,21 @@ pub(crate) fn missing(dir: &Path, file: &str, field: &str, v2: bool) -> Error {
             format_args!("not supported by this kernel (no {file})"),
         )
     }
+}
+
+/// checkBeforeUpdate: refuse a limit below what the cgroup already uses.
+pub(crate) fn check_usage(d: &Path, file: &str, limit: i64) -> Result<()> {
+    if let Some(usage) = fs::read_u64_opt(d, file)? {
+        if usage > limit as u64 {
+            return Err(invalid(
+                "memory.limit",
+                format_args!(
+                    "new limit {limit} is below the current usage {usage} (checkBeforeUpdate)"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn not_mounted(field: &str, controller: &str) -> Error {
@@ -243,6 +258,19 @@ pub(crate) fn hugepage_limit(page: &str, v: i64) -> Result<i64> {
         ));
     }
     Ok(v)
+}
+
+/// Every limit as (the canonical page size of its file names, the limit), validated.
+pub(crate) fn hugepage_values(limits: &[LinuxHugepageLimit]) -> Result<Vec<(String, i64)>> {
+    limits
+        .iter()
+        .map(|l| {
+            Ok((
+                hugepage_size(l.page_size())?,
+                hugepage_limit(l.page_size(), l.limit())?,
+            ))
+        })
+        .collect()
 }
 
 /// "mlx4_0 hca_handle=2 hca_object=100"; `None` when neither limit is set.

@@ -251,7 +251,7 @@ fn cpuset_copy_from_parent() {
 }
 
 fn v1_copy_cpuset_for_test(dirs: &[std::path::PathBuf]) {
-    crate::v1::copy_cpuset(dirs).unwrap();
+    crate::v1::cpuset::copy_from_parent(dirs).unwrap();
 }
 
 fn full_resources() -> LinuxResources {

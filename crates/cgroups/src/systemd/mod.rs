@@ -46,8 +46,9 @@ use oci_spec::runtime::LinuxResources;
 use serde::{Deserialize, Serialize};
 
 use self::dbus::{Addr, Conn, Value};
+use crate::backend::{Backend, Freezer};
 use crate::path::SelfCgroup;
-use crate::{fs, resources, Error, Layout, Manager, Result};
+use crate::{fs, resources, Error, Layout, Manager, OomEvents, Result, Stats};
 
 /// Environment variable: the D-Bus address (or socket path) of a message bus on which
 /// `org.freedesktop.systemd1` answers. Also makes sprout treat systemd as running.
@@ -111,6 +112,64 @@ impl Unit {
 
     fn is_slice(&self) -> bool {
         self.name.ends_with(".slice")
+    }
+}
+
+/// The systemd driver: the unit's life cycle over D-Bus (see the module docs); what systemd
+/// leaves to cgroupfs (resources after the unit's properties, the hierarchies it does not
+/// manage, the freezer, stats) goes through the cgroupfs driver of the host's layout.
+pub(crate) struct Driver;
+
+fn unit_of(m: &Manager) -> &Unit {
+    m.systemd
+        .as_ref()
+        .expect("the systemd driver drives a Manager with a unit")
+}
+
+impl Backend for Driver {
+    /// [`prepare`]: the scope is made by systemd in `add_pid` (a scope cannot exist without a
+    /// process), so there is no existing cgroup for runc's empty/frozen checks to look at.
+    fn create(&self, m: &mut Manager, _refuse_frozen: bool) -> Result<()> {
+        prepare(m)
+    }
+
+    /// Before the unit exists (in `create`) the resources are checked and kept for `add_pid`;
+    /// later (`update`) they go to SetUnitProperties, then cgroupfs.
+    fn apply(&self, m: &Manager, res: &LinuxResources) -> Result<()> {
+        if apply(m, unit_of(m), res)? {
+            return Ok(());
+        }
+        m.fs_backend().apply(m, res)
+    }
+
+    /// The first call of a `create` starts the transient unit with `PIDs=[pid]` ([`start`]).
+    fn add_pid(&self, m: &Manager, pid: i32) -> Result<()> {
+        let u = unit_of(m);
+        if must_start(u) {
+            return start(m, u, pid);
+        }
+        m.fs_backend().add_pid(m, pid)
+    }
+
+    fn destroy(&self, m: &Manager) -> Result<()> {
+        stop(m, unit_of(m))
+    }
+
+    fn freezer<'m>(&self, m: &'m Manager) -> Freezer<'m> {
+        m.fs_backend().freezer(m)
+    }
+
+    fn stats(&self, m: &Manager) -> Result<Stats> {
+        m.fs_backend().stats(m)
+    }
+
+    fn oom_events(&self, m: &Manager) -> Result<OomEvents> {
+        m.fs_backend().oom_events(m)
+    }
+
+    /// Not before the unit exists: systemd places the first process.
+    fn clone_into(&self, m: &Manager) -> bool {
+        !must_start(unit_of(m)) && m.fs_backend().clone_into(m)
     }
 }
 
@@ -681,10 +740,7 @@ pub(crate) fn start(m: &Manager, unit: &Unit, pid: i32) -> Result<()> {
     drop(live);
     join(m, unit, pid)?;
     if let Some(res) = pending {
-        match m.layout {
-            Layout::V2 => crate::resources_v2::apply(m, &res)?,
-            Layout::V1 | Layout::Hybrid => crate::resources_v1::apply(m, &res)?,
-        }
+        m.fs_backend().apply(m, &res)?;
     }
     Ok(())
 }
@@ -728,7 +784,7 @@ fn join(m: &Manager, unit: &Unit, pid: i32) -> Result<()> {
                 continue;
             }
             if h.name == "cpuset" {
-                crate::v1::copy_cpuset(&made)?;
+                crate::v1::cpuset::copy_from_parent(&made)?;
             }
         }
         let p = h.dir.join("cgroup.procs");

@@ -1,17 +1,98 @@
-//! cgroup v2 set-up (controller delegation) and the v2 freezer.
+//! The cgroupfs driver on pure cgroup v2: one directory, controllers delegated down the
+//! directories `create` makes. One file per controller writes its resources (`CONTROLLERS`, in
+//! the order they are written); `freezer.rs` is the v2 freezer (also the hybrid leaf's).
 //!
 //! Exercised for real (tests/v2_private_mount.rs): mkdir/rmdir, cgroup.subtree_control
-//! enabling (hugetlb, the one controller free on the dev host's unified hierarchy),
+//! enabling (hugetlb, the one controller free on a hybrid host's unified hierarchy),
 //! `hugetlb.<size>.max`, cgroup.procs, cgroup.freeze + cgroup.events, cgroup.kill, pids/stats
 //! reading; memory/cpu/io/pids writers only against the fake tree in unit tests.
 
 use std::path::{Path, PathBuf};
 
-use crate::fs;
-use crate::v1::FREEZE_TIMEOUT;
-use crate::{Error, FreezerState, Manager, Result};
+use oci_spec::runtime::LinuxResources;
 
-pub(crate) fn create(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
+use crate::backend::{Backend, Freezer};
+use crate::{cgroupfs, fs, stats, Error, Hier, Manager, OomEvents, Result, Stats};
+
+mod cpu;
+mod cpuset;
+mod devices;
+pub(crate) mod freezer;
+pub(crate) mod hugetlb;
+mod io;
+mod memory;
+mod network;
+mod pids;
+mod rdma;
+pub(crate) mod unified;
+
+/// One controller's `apply`: writes the fields of the resources it owns, if any are set.
+type Apply = fn(&Manager, &Hier, &LinuxResources) -> Result<()>;
+
+/// The resource writers, in the order `apply` runs them (device rules are checked before
+/// the first, and their program attached last).
+const CONTROLLERS: &[Apply] = &[
+    memory::apply,
+    cpu::apply,
+    cpuset::apply,
+    pids::apply,
+    io::apply,
+    hugetlb::apply,
+    network::apply,
+    rdma::apply,
+    unified::apply,
+    devices::apply,
+];
+
+/// cgroupfs on a pure cgroup v2 host.
+pub(crate) struct Fs;
+
+impl Backend for Fs {
+    fn create(&self, m: &mut Manager, refuse_frozen: bool) -> Result<()> {
+        cgroupfs::create(m, refuse_frozen, mkdirs)
+    }
+
+    fn apply(&self, m: &Manager, res: &LinuxResources) -> Result<()> {
+        let u = m
+            .unified_hier()
+            .ok_or_else(|| Error::Invalid("no cgroup2 directory to apply resources to".into()))?;
+        devices::validate(res)?; // before writing anything
+        CONTROLLERS.iter().try_for_each(|apply| apply(m, u, res))
+    }
+
+    fn add_pid(&self, m: &Manager, pid: i32) -> Result<()> {
+        cgroupfs::add_pid(m, pid)
+    }
+
+    fn destroy(&self, m: &Manager) -> Result<()> {
+        cgroupfs::destroy(m)
+    }
+
+    fn freezer<'m>(&self, m: &'m Manager) -> Freezer<'m> {
+        match m.unified_hier() {
+            Some(u) => Freezer::V2(&u.dir),
+            None => Freezer::None,
+        }
+    }
+
+    fn stats(&self, m: &Manager) -> Result<Stats> {
+        stats::v2(m)
+    }
+
+    fn oom_events(&self, m: &Manager) -> Result<OomEvents> {
+        let u = m
+            .unified_hier()
+            .ok_or_else(|| Error::Invalid("no cgroup2 directory to watch".into()))?;
+        OomEvents::v2(&u.dir)
+    }
+
+    fn clone_into(&self, m: &Manager) -> bool {
+        m.unified_hier().is_some()
+    }
+}
+
+/// `create`'s directories: the leaf and what is missing above it (see [`cgroupfs::create`]).
+fn mkdirs(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
     let Some(u) = m.unified.as_ref() else {
         return Ok(());
     };
@@ -110,60 +191,6 @@ pub(crate) fn enable(dir: &Path, ctrls: &[&str]) {
             let _ = fs::write(&p, format!("+{c}").as_bytes());
         }
     }
-}
-
-fn frozen(dir: &Path) -> Result<bool> {
-    let ev = fs::read_at(dir, "cgroup.events")?;
-    let frozen = fs::flat_keyed(&ev).any(|(k, v)| k == "frozen" && v == 1);
-    Ok(frozen)
-}
-
-/// Whether `dir` is frozen or being frozen: its cgroup.freeze is 1, or an ancestor's freeze
-/// reached it (cgroup.events "frozen 1"); either way a process joining it stops.
-pub(crate) fn freeze_requested(dir: &Path) -> Result<bool> {
-    Ok(fs::read_at(dir, "cgroup.freeze")?.trim() == "1" || frozen(dir)?)
-}
-
-pub(crate) fn freeze(dir: &Path) -> Result<()> {
-    set_freeze(dir, true)
-}
-
-pub(crate) fn thaw(dir: &Path) -> Result<()> {
-    set_freeze(dir, false)
-}
-
-fn set_freeze(dir: &Path, on: bool) -> Result<()> {
-    let p = dir.join("cgroup.freeze");
-    if let Err(e) = fs::write(&p, if on { b"1" } else { b"0" }) {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            return Err(Error::Invalid(format!(
-                "{}: no cgroup.freeze (cgroup v2 freezer needs Linux 5.2+)",
-                dir.display()
-            )));
-        }
-        return Err(fs::io_err(p, e));
-    }
-    let ok = fs::wait_until(FREEZE_TIMEOUT, |_| Ok(()), || Ok(frozen(dir)? == on))?;
-    if ok {
-        return Ok(());
-    }
-    if on {
-        let _ = fs::write(&p, b"0");
-    }
-    Err(Error::Invalid(format!(
-        "{} {} timed out after {:?}",
-        if on { "freezing" } else { "thawing" },
-        dir.display(),
-        FREEZE_TIMEOUT
-    )))
-}
-
-pub(crate) fn freezer_state(dir: &Path) -> Result<FreezerState> {
-    Ok(if frozen(dir)? {
-        FreezerState::Frozen
-    } else {
-        FreezerState::Thawed
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,173 @@
+//! The cgroupfs driver on v1 and hybrid hosts: one directory per mounted v1 hierarchy, plus
+//! (hybrid) a cgroup2 leaf that tracks the processes. One file per controller writes its
+//! resources (`CONTROLLERS`, in the order they are written); `freezer.rs` is the v1 freezer.
+
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::LinuxResources;
+
+use crate::backend::{Backend, Freezer};
+use crate::fs::{self, MkdirError};
+use crate::resources::not_mounted;
+use crate::{cgroupfs, stats, Error, Hier, Manager, OomEvents, Result, Stats};
+
+mod blkio;
+mod cpu;
+pub(crate) mod cpuset;
+mod devices;
+pub(crate) mod freezer;
+mod hugetlb;
+mod memory;
+mod net_cls;
+mod net_prio;
+mod pids;
+mod rdma;
+mod unified;
+
+/// One controller's `apply`: writes the fields of the resources it owns, if any are set.
+type Apply = fn(&Manager, &LinuxResources) -> Result<()>;
+
+/// The resource writers, in the order `apply` runs them. Each validates what it reads before
+/// its controller's first write, and writes only the fields that are set.
+const CONTROLLERS: &[Apply] = &[
+    devices::apply,
+    memory::apply,
+    cpu::apply,
+    cpuset::apply,
+    pids::apply,
+    blkio::apply,
+    hugetlb::apply,
+    net_cls::apply,
+    net_prio::apply,
+    rdma::apply,
+    unified::apply,
+];
+
+/// cgroupfs on a v1 or hybrid host.
+pub(crate) struct Fs;
+
+impl Backend for Fs {
+    fn create(&self, m: &mut Manager, refuse_frozen: bool) -> Result<()> {
+        cgroupfs::create(m, refuse_frozen, mkdirs)
+    }
+
+    /// Only fields that are set are written; every field is validated before its
+    /// controller's first write; a missing interface file is an error naming the field.
+    fn apply(&self, m: &Manager, res: &LinuxResources) -> Result<()> {
+        CONTROLLERS.iter().try_for_each(|apply| apply(m, res))
+    }
+
+    fn add_pid(&self, m: &Manager, pid: i32) -> Result<()> {
+        cgroupfs::add_pid(m, pid)
+    }
+
+    fn destroy(&self, m: &Manager) -> Result<()> {
+        cgroupfs::destroy(m)
+    }
+
+    /// The v1 freezer hierarchy; without one, the hybrid cgroup2 leaf.
+    fn freezer<'m>(&self, m: &'m Manager) -> Freezer<'m> {
+        if let Some(h) = m.v1_hier("freezer") {
+            return Freezer::V1(&h.dir);
+        }
+        match m.unified_hier() {
+            Some(u) => Freezer::V2(&u.dir),
+            None => Freezer::None,
+        }
+    }
+
+    fn stats(&self, m: &Manager) -> Result<Stats> {
+        stats::v1(m)
+    }
+
+    fn oom_events(&self, m: &Manager) -> Result<OomEvents> {
+        let h = m.v1_hier("memory").ok_or_else(|| {
+            Error::Invalid("OOM events: the memory cgroup controller is not mounted".into())
+        })?;
+        OomEvents::v1(&h.dir)
+    }
+
+    fn clone_into(&self, _: &Manager) -> bool {
+        false
+    }
+}
+
+/// The container's directory in `controller`'s hierarchy; an error naming `field` when that
+/// hierarchy is not mounted.
+fn dir<'a>(m: &'a Manager, controller: &str, field: &str) -> Result<&'a Path> {
+    m.v1_hier(controller)
+        .map(|h| h.dir.as_path())
+        .ok_or_else(|| not_mounted(field, controller))
+}
+
+/// mkdir one hierarchy's leaf; `Ok(false)` when the hierarchy is not mounted.
+pub(crate) fn mkdir_hier(h: &Hier, created: &mut Vec<PathBuf>) -> Result<bool> {
+    match fs::mkdir_below(&h.base, &h.dir, created) {
+        Ok(()) => Ok(true),
+        Err(MkdirError::Io(p, e)) => Err(fs::io_err(p, e)),
+        Err(MkdirError::BaseMissing) => {
+            if h.base == h.mount || !h.mount.exists() {
+                Ok(false)
+            } else {
+                Err(Error::Invalid(format!(
+                    "this process's own {} cgroup {} does not exist",
+                    h.name,
+                    h.base.display()
+                )))
+            }
+        }
+    }
+}
+
+/// `create`'s directories: one leaf per mounted hierarchy (see [`cgroupfs::create`]).
+fn mkdirs(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
+    // On error nothing in `m` changes (the caller rolls back what was created).
+    let mut unmounted = Vec::new();
+    for (i, h) in m.v1.iter_mut().enumerate() {
+        let start = created.len();
+        if !mkdir_hier(h, created)? {
+            // e.g. /sys/fs/cgroup/cpu missing but /sys/fs/cgroup/cpu,cpuacct mounted.
+            let alt = h.alt_mount.take().filter(|a| a.is_dir());
+            let Some(alt) = alt else {
+                unmounted.push(i);
+                continue;
+            };
+            h.rebase(alt);
+            if !mkdir_hier(h, created)? {
+                unmounted.push(i);
+                continue;
+            }
+        }
+        if h.name == "cpuset" {
+            cpuset::copy_from_parent(&created[start..])?;
+        }
+    }
+    create_unified(m, created);
+    let mut i = 0;
+    m.v1.retain(|_| {
+        i += 1;
+        !unmounted.contains(&(i - 1))
+    });
+    Ok(())
+}
+
+/// Hybrid: also the cgroup2 leaf, for process tracking (and cgroup.kill / cgroup.freeze).
+/// Best effort: it only tracks processes (a read-only /sys/fs/cgroup/unified, as some nested
+/// set-ups have, must not stop the container).
+pub(crate) fn create_unified(m: &mut Manager, created: &mut Vec<PathBuf>) {
+    let unified_mounted = match &m.unified {
+        Some(u) => match mkdir_hier(u, created) {
+            Ok(b) => b,
+            Err(e) => {
+                crate::warn(&format!(
+                    "hybrid: not tracking the container in cgroup2: {e}"
+                ));
+                false
+            }
+        },
+        None => false,
+    };
+    if !unified_mounted {
+        m.unified = None;
+    }
+}

@@ -1,0 +1,81 @@
+//! v2 `memory`: memory.swap.max (from the runtime-spec's memory+swap total), memory.max,
+//! memory.low; the v1-only fields are warned about and ignored.
+
+use oci_spec::runtime::LinuxResources;
+
+use crate::resources::{self as r, invalid, set, try_set};
+use crate::{warn, Hier, Manager, Result};
+
+pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
+    let Some(mem) = res.memory() else {
+        return Ok(());
+    };
+    let d = u.dir.as_path();
+    let limit = r::bytes("memory.limit", mem.limit())?;
+    let swap = r::bytes("memory.swap", mem.swap())?;
+    let reservation = r::bytes("memory.reservation", mem.reservation())?;
+    let swap = match swap {
+        Some(s) => Some(swap_v2(s, limit)?),
+        None => None,
+    };
+    if let Some(s) = mem.swappiness() {
+        if s > 100 {
+            return Err(invalid(
+                "memory.swappiness",
+                format_args!("{s} is out of range (0..100)"),
+            ));
+        }
+        warn("linux.resources.memory.swappiness is not supported on cgroup v2; ignored");
+    }
+    if r::bytes("memory.kernelTCP", mem.kernel_tcp())?.is_some() {
+        warn("linux.resources.memory.kernelTCP is not supported on cgroup v2; ignored");
+    }
+    if mem.disable_oom_killer() == Some(true) {
+        warn("linux.resources.memory.disableOOMKiller is not supported on cgroup v2; ignored");
+    }
+    if mem.use_hierarchy() == Some(false) {
+        warn("linux.resources.memory.useHierarchy=false: cgroup v2 is always hierarchical");
+    }
+    if let (Some(l), Some(true)) = (limit, mem.check_before_update()) {
+        if l > 0 {
+            r::check_usage(d, "memory.current", l)?;
+        }
+    }
+    // swap first: memory.swap.max is independent of memory.max on v2, and runc's order.
+    // Without swap accounting (no memory.swap.max: swap off, or swapaccount=0) "no limit" and
+    // "no swap" are what the container gets anyway: runc writes nothing then, and neither do we.
+    if let Some(s) = swap {
+        if !try_set(d, "memory.swap.max", &s, "memory.swap")? && s != "max" && s != "0" {
+            return Err(r::missing(d, "memory.swap.max", "memory.swap", true));
+        }
+    }
+    if let Some(l) = limit {
+        set(d, "memory.max", &r::max_or(l), "memory.limit", true)?;
+    }
+    if let Some(v) = reservation {
+        set(d, "memory.low", &r::max_or(v), "memory.reservation", true)?;
+    }
+    Ok(())
+}
+
+/// memory.swap.max from the runtime-spec's memory+swap total (runc's conversion).
+pub(crate) fn swap_v2(swap: i64, limit: Option<i64>) -> Result<String> {
+    if swap == -1 {
+        return Ok("max".into());
+    }
+    match limit {
+        None => Err(invalid(
+            "memory.swap",
+            "cannot set a swap limit without a memory limit on cgroup v2",
+        )),
+        Some(-1) => Err(invalid(
+            "memory.swap",
+            format_args!("{swap} is invalid with an unlimited memory.limit (use -1)"),
+        )),
+        Some(l) if swap < l => Err(invalid(
+            "memory.swap",
+            format_args!("{swap} is lower than memory.limit {l} (swap is the memory+swap limit)"),
+        )),
+        Some(l) => Ok((swap - l).to_string()),
+    }
+}

@@ -36,7 +36,7 @@ done
 cp -r "$REPO/python" "$DIR/share/sprout/python"
 find "$DIR/share" -name __pycache__ -prune -exec rm -rf {} +
 for b in "$DIR"/bin/* "$DIR"/peers/*; do
-    ldd "$b" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
+    { ldd "$b" 2>/dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
         libc.so.*|libm.so.*|libgcc_s.so.*|ld-linux*|libpthread.so.*|libdl.so.*|librt.so.*) ;;

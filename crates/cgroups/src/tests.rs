@@ -254,7 +254,7 @@ fn v1_copy_cpuset_for_test(dirs: &[std::path::PathBuf]) {
     crate::v1::cpuset::copy_from_parent(dirs).unwrap();
 }
 
-fn full_resources() -> LinuxResources {
+pub(crate) fn full_resources() -> LinuxResources {
     let mut rdma = HashMap::new();
     rdma.insert(
         "mlx4_0".to_string(),

@@ -42,3 +42,32 @@ pub(crate) fn read(p: impl AsRef<Path>) -> String {
         .trim()
         .to_string()
 }
+
+/// Every file under `root` with its contents (to tell what a call wrote).
+pub(crate) fn snapshot(root: &Path) -> std::collections::BTreeMap<PathBuf, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The files whose contents differ between two snapshots.
+pub(crate) fn changed(
+    before: &std::collections::BTreeMap<PathBuf, String>,
+    after: &std::collections::BTreeMap<PathBuf, String>,
+) -> Vec<PathBuf> {
+    after
+        .iter()
+        .filter(|(p, v)| before.get(*p) != Some(*v))
+        .map(|(p, _)| p.clone())
+        .collect()
+}

@@ -27,20 +27,22 @@ mod unified;
 /// One controller's `apply`: writes the fields of the resources it owns, if any are set.
 type Apply = fn(&Manager, &LinuxResources) -> Result<()>;
 
-/// The resource writers, in the order `apply` runs them. Each validates what it reads before
-/// its controller's first write, and writes only the fields that are set.
-const CONTROLLERS: &[Apply] = &[
-    devices::apply,
-    memory::apply,
-    cpu::apply,
-    cpuset::apply,
-    pids::apply,
-    blkio::apply,
-    hugetlb::apply,
-    net_cls::apply,
-    net_prio::apply,
-    rdma::apply,
-    unified::apply,
+/// The resource writers (controller, its file's `apply`), in the order `apply` runs them. Each
+/// validates what it reads before its controller's first write, and writes only the fields
+/// that are set, only in its controller's hierarchy (`<controller>.*` files; `unified`: the
+/// hybrid cgroup2 leaf).
+const CONTROLLERS: &[(&str, Apply)] = &[
+    ("devices", devices::apply),
+    ("memory", memory::apply),
+    ("cpu", cpu::apply),
+    ("cpuset", cpuset::apply),
+    ("pids", pids::apply),
+    ("blkio", blkio::apply),
+    ("hugetlb", hugetlb::apply),
+    ("net_cls", net_cls::apply),
+    ("net_prio", net_prio::apply),
+    ("rdma", rdma::apply),
+    ("unified", unified::apply),
 ];
 
 /// cgroupfs on a v1 or hybrid host.
@@ -54,7 +56,7 @@ impl Backend for Fs {
     /// Only fields that are set are written; every field is validated before its
     /// controller's first write; a missing interface file is an error naming the field.
     fn apply(&self, m: &Manager, res: &LinuxResources) -> Result<()> {
-        CONTROLLERS.iter().try_for_each(|apply| apply(m, res))
+        CONTROLLERS.iter().try_for_each(|(_, apply)| apply(m, res))
     }
 
     fn add_pid(&self, m: &Manager, pid: i32) -> Result<()> {
@@ -169,5 +171,117 @@ pub(crate) fn create_unified(m: &mut Manager, created: &mut Vec<PathBuf>) {
     };
     if !unified_mounted {
         m.unified = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use oci_spec::runtime::{
+        LinuxHugepageLimitBuilder, LinuxInterfacePriorityBuilder, LinuxNetworkBuilder,
+    };
+
+    use super::CONTROLLERS;
+    use crate::testutil::{changed, files, snapshot, TempDir};
+    use crate::{Host, Layout, Manager};
+
+    const HIERARCHIES: &[&str] = &[
+        "cpu", "cpuset", "memory", "devices", "blkio", "pids", "net_cls", "net_prio", "hugetlb",
+        "rdma",
+    ];
+
+    /// Each controller's file writes only its own files (`<controller>.*`), only in its own
+    /// hierarchy: every hierarchy's leaf has every controller's files, to catch a write to
+    /// the wrong one.
+    #[test]
+    fn each_controller_writes_only_its_own_files_in_its_own_hierarchy() {
+        let t = TempDir::new("v1own");
+        let own: String = HIERARCHIES
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{}:{c}:/\n", i + 1))
+            .collect();
+        let host = Host {
+            root: t.path().to_path_buf(),
+            layout: Layout::V1,
+            self_cgroup: Some(own),
+            systemd_running: Some(false),
+        };
+        let m = Manager::new_in(&host, Some("/c"), "c", false).unwrap();
+        let names = [
+            "cpu.shares",
+            "cpu.cfs_period_us",
+            "cpu.cfs_quota_us",
+            "cpu.cfs_burst_us",
+            "cpu.idle",
+            "cpuset.cpus",
+            "cpuset.mems",
+            "memory.limit_in_bytes",
+            "memory.memsw.limit_in_bytes",
+            "memory.soft_limit_in_bytes",
+            "memory.swappiness",
+            "memory.oom_control",
+            "devices.allow",
+            "devices.deny",
+            "blkio.weight",
+            "blkio.weight_device",
+            "blkio.throttle.read_bps_device",
+            "blkio.throttle.write_iops_device",
+            "pids.max",
+            "net_cls.classid",
+            "net_prio.ifpriomap",
+            "hugetlb.2MB.limit_in_bytes",
+            "rdma.max",
+        ];
+        for h in HIERARCHIES {
+            let v: Vec<(&str, &str)> = names
+                .iter()
+                .map(|n| match *n {
+                    "memory.limit_in_bytes" => (*n, "9223372036854771712"),
+                    _ => (*n, ""),
+                })
+                .collect();
+            files(&t.path().join(h).join("c"), &v);
+        }
+        let mut res = crate::tests::full_resources();
+        res.set_hugepage_limits(Some(vec![LinuxHugepageLimitBuilder::default()
+            .page_size("2MB")
+            .limit(4194304i64)
+            .build()
+            .unwrap()]));
+        res.set_network(Some(
+            LinuxNetworkBuilder::default()
+                .class_id(0x10001u32)
+                .priorities(vec![LinuxInterfacePriorityBuilder::default()
+                    .name("eth0")
+                    .priority(5u32)
+                    .build()
+                    .unwrap()])
+                .build()
+                .unwrap(),
+        ));
+        if let Some(c) = res.cpu_mut() {
+            c.set_cpus(Some("0".into()));
+            c.set_mems(Some("0".into()));
+        }
+        for (name, apply) in CONTROLLERS {
+            let before = snapshot(t.path());
+            apply(&m, &res).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let wrote = changed(&before, &snapshot(t.path()));
+            if *name == "unified" {
+                // a pure v1 host: no keys given, nothing written
+                assert!(wrote.is_empty(), "{wrote:?}");
+                continue;
+            }
+            let dir = t.path().join(name).join("c");
+            assert!(
+                !wrote.is_empty()
+                    && wrote.iter().all(|p| p.parent() == Some(dir.as_path())
+                        && p.file_name()
+                            .unwrap()
+                            .to_string_lossy()
+                            .starts_with(&format!("{name}."))),
+                "{name} wrote {wrote:?}"
+            );
+        }
     }
 }

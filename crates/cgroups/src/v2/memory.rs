@@ -79,3 +79,27 @@ pub(crate) fn swap_v2(swap: i64, limit: Option<i64>) -> Result<String> {
         Some(l) => Ok((swap - l).to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::swap_v2;
+
+    /// The runtime-spec's swap is memory+swap; memory.swap.max is swap alone.
+    #[test]
+    fn swap_is_the_total_minus_the_limit() {
+        assert_eq!(swap_v2(-1, None).unwrap(), "max");
+        assert_eq!(swap_v2(300, Some(100)).unwrap(), "200");
+        assert_eq!(swap_v2(100, Some(100)).unwrap(), "0");
+        for (swap, limit, why) in [
+            (300, None, "without a memory limit"),
+            (300, Some(-1), "unlimited memory.limit"),
+            (50, Some(100), "lower than memory.limit 100"),
+        ] {
+            let e = swap_v2(swap, limit).unwrap_err().to_string();
+            assert!(
+                e.starts_with("cgroup: linux.resources.memory.swap: ") && e.contains(why),
+                "{e}"
+            );
+        }
+    }
+}

@@ -29,19 +29,20 @@ pub(crate) mod unified;
 /// One controller's `apply`: writes the fields of the resources it owns, if any are set.
 type Apply = fn(&Manager, &Hier, &LinuxResources) -> Result<()>;
 
-/// The resource writers, in the order `apply` runs them (device rules are checked before
-/// the first, and their program attached last).
-const CONTROLLERS: &[Apply] = &[
-    memory::apply,
-    cpu::apply,
-    cpuset::apply,
-    pids::apply,
-    io::apply,
-    hugetlb::apply,
-    network::apply,
-    rdma::apply,
-    unified::apply,
-    devices::apply,
+/// The resource writers (controller, its file's `apply`), in the order `apply` runs them
+/// (device rules are checked before the first, and their program attached last). Each writes
+/// only its controller's files (`<controller>.*`), `unified` only the keys it is given.
+const CONTROLLERS: &[(&str, Apply)] = &[
+    ("memory", memory::apply),
+    ("cpu", cpu::apply),
+    ("cpuset", cpuset::apply),
+    ("pids", pids::apply),
+    ("io", io::apply),
+    ("hugetlb", hugetlb::apply),
+    ("network", network::apply),
+    ("rdma", rdma::apply),
+    ("unified", unified::apply),
+    ("devices", devices::apply),
 ];
 
 /// cgroupfs on a pure cgroup v2 host.
@@ -57,7 +58,9 @@ impl Backend for Fs {
             .unified_hier()
             .ok_or_else(|| Error::Invalid("no cgroup2 directory to apply resources to".into()))?;
         devices::validate(res)?; // before writing anything
-        CONTROLLERS.iter().try_for_each(|apply| apply(m, u, res))
+        CONTROLLERS
+            .iter()
+            .try_for_each(|(_, apply)| apply(m, u, res))
     }
 
     fn add_pid(&self, m: &Manager, pid: i32) -> Result<()> {
@@ -195,8 +198,79 @@ pub(crate) fn enable(dir: &Path, ctrls: &[&str]) {
 
 #[cfg(test)]
 mod tests {
-    use super::has_files_of;
-    use crate::testutil::TempDir;
+    use std::collections::HashMap;
+
+    use oci_spec::runtime::LinuxHugepageLimitBuilder;
+
+    use super::{has_files_of, CONTROLLERS};
+    use crate::testutil::{changed, files, snapshot, TempDir};
+    use crate::{Host, Layout, Manager};
+
+    /// Each controller's file writes its own interface files and nothing else: a v2 controller
+    /// is one file (plus its line in CONTROLLERS).
+    #[test]
+    fn each_controller_writes_only_its_own_files() {
+        let t = TempDir::new("v2own");
+        let host = Host {
+            root: t.path().to_path_buf(),
+            layout: Layout::V2,
+            self_cgroup: None,
+            systemd_running: Some(false),
+        };
+        let mut m = Manager::new_in(&host, Some("/c"), "c", false).unwrap();
+        m.set_rootless(true); // no device program on a fake tree
+        let d = t.path().join("c");
+        let names = [
+            "memory.max",
+            "memory.swap.max",
+            "memory.low",
+            "memory.high",
+            "cpu.weight",
+            "cpu.max",
+            "cpu.max.burst",
+            "cpu.idle",
+            "cpuset.cpus",
+            "cpuset.mems",
+            "pids.max",
+            "io.weight",
+            "io.max",
+            "hugetlb.2MB.max",
+            "rdma.max",
+        ];
+        files(&d, &names.map(|n| (n, "")));
+        let mut res = crate::tests::full_resources();
+        res.set_hugepage_limits(Some(vec![LinuxHugepageLimitBuilder::default()
+            .page_size("2MB")
+            .limit(-1i64)
+            .build()
+            .unwrap()]));
+        res.set_unified(Some(HashMap::from([(
+            "memory.high".to_string(),
+            "90000000".to_string(),
+        )])));
+        if let Some(c) = res.cpu_mut() {
+            c.set_cpus(Some("0".into()));
+            c.set_mems(Some("0".into()));
+        }
+        let u = m.unified_hier().unwrap();
+        for (name, apply) in CONTROLLERS {
+            let before = snapshot(&d);
+            apply(&m, u, &res).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let wrote: Vec<String> = changed(&before, &snapshot(&d))
+                .iter()
+                .map(|p| p.strip_prefix(&d).unwrap().to_string_lossy().into_owned())
+                .collect();
+            match *name {
+                "unified" => assert_eq!(wrote, ["memory.high"]),
+                // network: refusals only; devices: an eBPF program, not a file
+                "network" | "devices" => assert!(wrote.is_empty(), "{name}: {wrote:?}"),
+                _ => assert!(
+                    !wrote.is_empty() && wrote.iter().all(|f| f.starts_with(&format!("{name}."))),
+                    "{name} wrote {wrote:?}"
+                ),
+            }
+        }
+    }
 
     #[test]
     fn a_leaf_has_the_files_of_what_its_parent_enabled() {

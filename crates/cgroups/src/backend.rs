@@ -27,11 +27,15 @@ pub(crate) trait Backend: Sync {
     /// Write the resources.
     fn apply(&self, m: &Manager, res: &LinuxResources) -> Result<()>;
 
-    /// Move `pid` into the container's cgroup.
-    fn add_pid(&self, m: &Manager, pid: i32) -> Result<()>;
+    /// Move `pid` into the container's cgroup (cgroupfs: its cgroup.procs in every hierarchy).
+    fn add_pid(&self, m: &Manager, pid: i32) -> Result<()> {
+        crate::cgroupfs::add_pid(m, pid)
+    }
 
-    /// Remove what `create` made (killing nothing).
-    fn destroy(&self, m: &Manager) -> Result<()>;
+    /// Remove what `create` made, killing nothing (cgroupfs: rmdir, deepest first).
+    fn destroy(&self, m: &Manager) -> Result<()> {
+        crate::cgroupfs::destroy(m)
+    }
 
     /// Which freezer holds the container.
     fn freezer<'m>(&self, m: &'m Manager) -> Freezer<'m>;

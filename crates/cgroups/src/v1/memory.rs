@@ -68,37 +68,28 @@ pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
         }
         Ok(())
     };
+    let set_limit = |l: i64| {
+        set(
+            d,
+            "memory.limit_in_bytes",
+            &l.to_string(),
+            "memory.limit",
+            false,
+        )
+    };
     match (limit, swap) {
         (Some(l), Some(s)) => {
             // memsw >= mem must hold after each write: order them by the current limit.
             let cur = fs::read_u64_opt(d, "memory.limit_in_bytes")?.unwrap_or(u64::MAX);
             if s == -1 || cur < s as u64 {
                 set_swap(s)?;
-                set(
-                    d,
-                    "memory.limit_in_bytes",
-                    &l.to_string(),
-                    "memory.limit",
-                    false,
-                )?;
+                set_limit(l)?;
             } else {
-                set(
-                    d,
-                    "memory.limit_in_bytes",
-                    &l.to_string(),
-                    "memory.limit",
-                    false,
-                )?;
+                set_limit(l)?;
                 set_swap(s)?;
             }
         }
-        (Some(l), None) => set(
-            d,
-            "memory.limit_in_bytes",
-            &l.to_string(),
-            "memory.limit",
-            false,
-        )?,
+        (Some(l), None) => set_limit(l)?,
         (None, Some(s)) => set_swap(s)?,
         (None, None) => {}
     }

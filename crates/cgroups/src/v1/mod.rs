@@ -59,22 +59,11 @@ impl Backend for Fs {
         CONTROLLERS.iter().try_for_each(|(_, apply)| apply(m, res))
     }
 
-    fn add_pid(&self, m: &Manager, pid: i32) -> Result<()> {
-        cgroupfs::add_pid(m, pid)
-    }
-
-    fn destroy(&self, m: &Manager) -> Result<()> {
-        cgroupfs::destroy(m)
-    }
-
     /// The v1 freezer hierarchy; without one, the hybrid cgroup2 leaf.
     fn freezer<'m>(&self, m: &'m Manager) -> Freezer<'m> {
-        if let Some(h) = m.v1_hier("freezer") {
-            return Freezer::V1(&h.dir);
-        }
-        match m.unified_hier() {
-            Some(u) => Freezer::V2(&u.dir),
-            None => Freezer::None,
+        match m.v1_hier("freezer") {
+            Some(h) => Freezer::V1(&h.dir),
+            None => crate::v2::Fs.freezer(m),
         }
     }
 

@@ -63,14 +63,6 @@ impl Backend for Fs {
             .try_for_each(|(_, apply)| apply(m, u, res))
     }
 
-    fn add_pid(&self, m: &Manager, pid: i32) -> Result<()> {
-        cgroupfs::add_pid(m, pid)
-    }
-
-    fn destroy(&self, m: &Manager) -> Result<()> {
-        cgroupfs::destroy(m)
-    }
-
     fn freezer<'m>(&self, m: &'m Manager) -> Freezer<'m> {
         match m.unified_hier() {
             Some(u) => Freezer::V2(&u.dir),

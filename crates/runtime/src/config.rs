@@ -455,8 +455,13 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         );
     }
     if let Some(sysctl) = linux.sysctl() {
-        for key in sysctl.keys() {
-            check_sysctl(key, has_net, has_ipc)?;
+        let ns = SysctlNs {
+            net: has_net,
+            ipc: has_ipc,
+            uts: has_uts,
+        };
+        for (key, value) in sysctl {
+            check_sysctl(key, value, ns, spec.domainname().as_deref())?;
         }
     }
     if linux.intel_rdt().is_some() {
@@ -509,7 +514,16 @@ fn resctrl_mounted() -> bool {
         .unwrap_or(false)
 }
 
-fn check_sysctl(key: &str, has_net: bool, has_ipc: bool) -> Result<()> {
+/// The namespaces of its own a container has, for [`check_sysctl`].
+#[derive(Clone, Copy)]
+struct SysctlNs {
+    net: bool,
+    ipc: bool,
+    uts: bool,
+}
+
+fn check_sysctl(key: &str, value: &str, ns: SysctlNs, domainname: Option<&str>) -> Result<()> {
+    let (has_net, has_ipc) = (ns.net, ns.ipc);
     const IPC: &[&str] = &[
         "kernel.msgmax",
         "kernel.msgmnb",
@@ -532,18 +546,24 @@ fn check_sysctl(key: &str, has_net: bool, has_ipc: bool) -> Result<()> {
         }
         return Ok(());
     }
-    // As runc: these would fight the config's own fields (set later, or not at all).
+    // As runc: kernel.hostname would fight the config's own "hostname" field.
     if key == "kernel.hostname" {
         bail_field!(
             "linux.sysctl",
             "{key} is not allowed: set the container's host name with the \"hostname\" field"
         );
     }
-    if key == "kernel.domainname" {
-        bail_field!(
-            "linux.sysctl",
-            "{key} is not allowed: set the container's domain name with the \"domainname\" field"
-        );
+    // kernel.domainname is namespaced by the uts namespace, and Docker sets `--domainname` this
+    // way: allowed with a uts namespace of the container's own (runc). A "domainname" field with
+    // another value is refused, as crun does: one of the two would silently win.
+    if key == "kernel.domainname" && ns.uts {
+        if let Some(d) = domainname.filter(|d| !d.is_empty() && *d != value) {
+            bail_field!(
+                "linux.sysctl",
+                "{key} {value:?} conflicts with the \"domainname\" field {d:?}"
+            );
+        }
+        return Ok(());
     }
     bail_field!(
         "linux.sysctl",
@@ -605,15 +625,25 @@ mod tests {
 
     #[test]
     fn sysctls() {
-        assert!(check_sysctl("net.ipv4.ip_forward", true, false).is_ok());
-        assert!(check_sysctl("net.ipv4.ip_forward", false, true).is_err());
-        assert!(check_sysctl("kernel.shmmax", false, true).is_ok());
-        assert!(check_sysctl("vm.swappiness", true, true).is_err());
-        for key in ["kernel.hostname", "kernel.domainname"] {
-            let e = check_sysctl(key, true, true).unwrap_err().to_string();
-            let field = key.trim_start_matches("kernel.");
-            assert!(e.contains(&format!("\"{field}\" field")), "{e}");
-        }
+        let ns = |net, ipc, uts| SysctlNs { net, ipc, uts };
+        let all = ns(true, true, true);
+        assert!(check_sysctl("net.ipv4.ip_forward", "1", ns(true, false, false), None).is_ok());
+        assert!(check_sysctl("net.ipv4.ip_forward", "1", ns(false, true, true), None).is_err());
+        assert!(check_sysctl("kernel.shmmax", "1", ns(false, true, false), None).is_ok());
+        assert!(check_sysctl("vm.swappiness", "1", all, None).is_err());
+        let e = check_sysctl("kernel.hostname", "h", all, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"hostname\" field"), "{e}");
+        // kernel.domainname: with a uts namespace, unless the "domainname" field says otherwise.
+        assert!(check_sysctl("kernel.domainname", "d", all, None).is_ok());
+        assert!(check_sysctl("kernel.domainname", "d", all, Some("d")).is_ok());
+        assert!(check_sysctl("kernel.domainname", "d", all, Some("")).is_ok());
+        let e = check_sysctl("kernel.domainname", "d", all, Some("other"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("conflicts with the \"domainname\" field"), "{e}");
+        assert!(check_sysctl("kernel.domainname", "d", ns(true, true, false), None).is_err());
     }
 
     fn spec_with(extra: &str, root: &Path) -> Spec {

@@ -82,7 +82,14 @@ pub fn start(store: &Store, id: &str, trace: &mut Trace) -> Result<()> {
     trace.mark("start_signal");
     if let Some(h) = hooks {
         if poststart {
-            run_poststart(&st, &h)?;
+            if let Err(e) = run_poststart(&st, &h) {
+                // The lifecycle goes on at delete (runtime-spec 1.3: "stop the container, and
+                // continue the lifecycle at step 12"): the container is removed, poststop hooks
+                // included, as crun's start does; runc runs poststart hooks at create, whose
+                // failure destroys the container, so nothing is left with either.
+                let _ = remove(store, &st, Status::Stopped, trace);
+                return Err(e);
+            }
         }
     }
     Ok(())
@@ -90,8 +97,9 @@ pub fn start(store: &Store, id: &str, trace: &mut Trace) -> Result<()> {
 
 /// The poststart hooks, once the user process was executed (`start`, and foreground `run`).
 /// runtime-spec 1.3 (as runc): if one fails, the runtime MUST generate an error and stop the
-/// container: its processes are killed and waited for, the error is returned, and the
-/// container is left stopped for `delete` (`run` removes it). Before 1.3 this was a warning.
+/// container: its processes are killed and waited for and the error is returned; the callers
+/// then remove the container (`start`, and `run` unless `--keep`). Before 1.3 this was a
+/// warning.
 pub fn run_poststart(st: &State, hooks: &oci_spec::runtime::Hooks) -> Result<()> {
     let sj = serde_json::to_vec(&st.spec_json(Status::Running)).unwrap_or_default();
     if let Err(e) = crate::hooks::run_all("poststart", hooks.poststart().as_ref(), &sj) {

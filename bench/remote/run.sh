@@ -2,9 +2,13 @@
 # bench/remote/run.sh: run bench/startup and bench/serve/bench.py on a host prepared only with
 # the folder bench/remote/pack.sh made (plus python3 and util-linux). Needs root.
 #
-#   bench/remote/run.sh PACK OUTDIR [--startup-secs S] [--serve-secs S] [--quick]
+#   bench/remote/run.sh PACK OUTDIR [--parts startup,serve,ab] [--startup-secs S] [--serve-secs S]
+#                       [--ab 'LABEL=SPROUT LABEL=SPROUT ...'] [--ab-runs N] [--quick]
 #
-# Writes OUTDIR/{host.txt,startup.md,startup.json,serve.txt,serve.json,log.txt}. Each part has
+# Parts (default startup,serve): bench/startup with every runtime of the pack; bench/serve/bench.py;
+# ab: bench/interleaved of the --ab sprout binaries (paths relative to PACK or absolute) and the
+# phase trace of each (bench/startup --skip everything but the trace).
+# Writes OUTDIR/{host.txt,log.txt,startup.md,startup.json,serve.txt,serve.json,ab.txt}. Each part has
 # its own time limit (a part cut off still leaves what it wrote). On cgroup v2 the benches run
 # from the root cgroup, as on the project's VM (bench/clients/vm.sh): a v2 cgroup that holds
 # processes cannot hand controllers to the benches' child cgroups. Only this script's own
@@ -14,12 +18,15 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PACK=$(cd "${1:?usage: run.sh PACK OUTDIR}" && pwd)
 OUT=${2:?usage: run.sh PACK OUTDIR}
 shift 2
-SSECS=330 VSECS=150 QUICK=0
+SSECS=330 VSECS=150 QUICK=0 PARTS=startup,serve AB="" ABRUNS=150
 while [ $# -gt 0 ]; do
     case "$1" in
         --startup-secs) SSECS=$2; shift 2 ;;
         --serve-secs) VSECS=$2; shift 2 ;;
         --quick) QUICK=1; shift ;;
+        --parts) PARTS=$2; shift 2 ;;
+        --ab) AB=$2; shift 2 ;;
+        --ab-runs) ABRUNS=$2; shift 2 ;;
         *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -63,6 +70,8 @@ for p in "$PACK"/peers/*; do
     [ -x "$p" ] || continue
     n=$(basename "$p"); peers+=(--peer "$n=$p"); only+=",$n"
 done
+part() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
+if part startup; then
 if [ "$QUICK" = 1 ]; then
     sargs=(--quick --par-levels 1,4)
 else
@@ -73,6 +82,8 @@ timeout --signal=TERM --kill-after=20 "$SSECS" python3 -u "$REPO/bench/startup" 
     --crun "$PACK/bin/crun" --runc "$PACK/bin/runc" --floor "$PACK/bin/floor" "${peers[@]}" --only "$only" \
     --skip syscalls "${sargs[@]}" --out "$OUT/startup.md" --json "$OUT/startup.json"
 stamp "bench/startup exit $?"
+fi
+if part serve; then
 if [ "$QUICK" = 1 ]; then vargs=(-n 50 --new 10); else vargs=(-n 1000 --new 100 --threads 16); fi
 stamp "bench/serve/bench.py (limit $VSECS s)"
 SPROUT_BENCH_PKG_CACHE=/tmp/sprout-serve-bench-packages timeout --signal=TERM --kill-after=20 "$VSECS" \
@@ -80,4 +91,23 @@ SPROUT_BENCH_PKG_CACHE=/tmp/sprout-serve-bench-packages timeout --signal=TERM --
     --json "$OUT/serve.json" > "$OUT/serve.txt" 2>&1
 stamp "bench/serve/bench.py exit $?"
 cat "$OUT/serve.txt"
+fi
+if part ab && [ -n "$AB" ]; then
+    abargs=()
+    for x in $AB; do
+        l=${x%%=*} p=${x#*=}
+        case "$p" in /*) ;; *) p=$PACK/$p ;; esac
+        abargs+=("$l=$p")
+    done
+    stamp "bench/interleaved ${abargs[*]} (--runs $ABRUNS)"
+    { timeout --signal=TERM --kill-after=20 "$SSECS" python3 -u "$REPO/bench/interleaved" --runs "$ABRUNS" \
+        --crun "$PACK/bin/crun" --floor "$PACK/bin/floor" "${abargs[@]}"
+      for a in "${abargs[@]}"; do
+          echo "### phase trace of ${a%%=*}"
+          timeout 120 python3 -u "$REPO/bench/startup" --sprout "${a#*=}" --only sprout --floor "$PACK/bin/floor" \
+              --skip run,split,parallel,rss,syscalls --out - 2>&1 | sed -n '/phase trace/,/^Parent phases/p'
+      done; } > "$OUT/ab.txt" 2>&1
+    stamp "bench/interleaved exit $?"
+    cat "$OUT/ab.txt"
+fi
 stamp done

@@ -378,7 +378,8 @@ impl Manager {
     }
 
     /// [`Manager::create`]; with `refuse_frozen`, also runc's checks that a cgroup which
-    /// existed already is empty and not frozen, undone like any other failure.
+    /// existed already is empty and not frozen, undone like any other failure (cgroupfs
+    /// drivers; systemd makes its scope only at `add_pid`).
     fn create_checked(&mut self, refuse_frozen: bool) -> Result<()> {
         self.backend().create(self, refuse_frozen)
     }
@@ -388,10 +389,9 @@ impl Manager {
     /// limits to set (device rules aside) the container goes without a cgroup of its own;
     /// otherwise a one-line error says why.
     ///
-    /// Also runc's check that a container's cgroup which existed already is not frozen (see
-    /// `check_existing_not_frozen`). That is for containers only: the serve engine's pool
-    /// (plain [`Manager::create`]) reclaims its own pool cgroups that a killed engine left
-    /// frozen.
+    /// Also runc's checks that a container's cgroup which existed already is empty and not
+    /// frozen (cgroupfs.rs). That is for containers only: the serve engine's pool (plain
+    /// [`Manager::create`]) reclaims its own pool cgroups that a killed engine left frozen.
     pub fn create_for(&mut self, res: Option<&oci_spec::runtime::LinuxResources>) -> Result<()> {
         match self.create_checked(true) {
             Err(e) if self.rootless && e.is_permission() => {

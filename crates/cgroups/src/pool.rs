@@ -106,9 +106,10 @@ impl ResidentPool {
 
     /// Make the pool's cgroups only in these v1 hierarchies (plus the cgroup2 leaf): a
     /// member stays in its parent's cgroup of every other one, whose directories would be
-    /// pure cost (a v1 mkdir is ~0.1-0.3 ms of kernel CPU each; cpuset's also rebuilds the
-    /// scheduling domains). Ignored on pure v2, and whenever one of them is not mounted at its
-    /// usual place (e.g. "cpu,cpuacct" without the per-controller links): then all of them.
+    /// pure cost (kernel CPU per v1 mkdir: docs/performance.md, "cgroups: measured costs";
+    /// cpuset's also rebuilds the scheduling domains). Ignored on pure v2, and whenever one of
+    /// them is not mounted at its usual place (e.g. "cpu,cpuacct" without the per-controller
+    /// links): then all of them.
     pub fn joining_v1(mut self, controllers: &'static [&'static str]) -> ResidentPool {
         self.join_v1 = Some(controllers);
         self

@@ -210,6 +210,19 @@ def cpu_ms(eng):
                             for st in g:
                                 if st.startswith("total_pgfault "):
                                     faults = int(st.split()[1])
+                if ctrls == "" and not os.path.isdir("/sys/fs/cgroup/cpuacct") and not os.path.isdir("/sys/fs/cgroup/cpu,cpuacct"):
+                    # pure v2: cpu.stat's usage_usec and memory.stat's pgfault
+                    d = "/sys/fs/cgroup%s/%s" % (path.rstrip("/"), eng.cg_name)
+                    for fn, key, scale in (("cpu.stat", "usage_usec ", 1e3), ("memory.stat", "pgfault ", None)):
+                        if os.path.exists(os.path.join(d, fn)):
+                            with open(os.path.join(d, fn)) as g:
+                                for st in g:
+                                    if st.startswith(key):
+                                        v = int(st.split()[1])
+                                        if scale:
+                                            pool = v / scale
+                                        else:
+                                            faults = v
                 if "cpuacct" in ctrls.split(","):
                     for d in ("cpuacct", "cpu,cpuacct"):
                         u = "/sys/fs/cgroup/%s%s/%s/cpuacct.usage" % (d, path.rstrip("/"), eng.cg_name)

@@ -138,21 +138,53 @@ pub fn setup_pty_on(
 /// gid=5 option), unless it already is its owner. As runc, EPERM (an owner not mapped in our user
 /// namespace) and EROFS leave it as it is.
 fn chown_to(slave: &OwnedFd, uid: u32) -> Result<()> {
+    give_to(slave.as_raw_fd(), uid, false).map_err(|(step, e)| {
+        Error::os(
+            format!("process.terminal: {step} of the pty to process.user.uid {uid}"),
+            e,
+        )
+    })
+}
+
+/// Give whatever the process's stdin, stdout and stderr are (pipes, files, a terminal) to
+/// `uid`, owner only, before it switches to that user: runc's fixStdioPermissions, for the init
+/// and every `exec`'d process. /dev/null, a closed descriptor and one `uid` already owns are
+/// left alone; so are EPERM (an owner not mapped in the user namespace) and EROFS.
+pub fn give_stdio_to(uid: u32) -> Result<()> {
+    for fd in 0..3 {
+        match give_to(fd, uid, true) {
+            Ok(()) => {}
+            Err((_, e)) if e.raw_os_error() == Some(libc::EBADF) => {}
+            Err((step, e)) => {
+                return Err(Error::os(
+                    format!("process.user.uid: {step} of stdio fd {fd} to {uid}"),
+                    e,
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// fchown(`fd`, `uid`, unchanged group) unless `uid` owns it already or (`skip_null`) it is
+/// /dev/null; EPERM and EROFS are not errors (runc). The error names the call that failed.
+fn give_to(
+    fd: RawFd,
+    uid: u32,
+    skip_null: bool,
+) -> std::result::Result<(), (&'static str, std::io::Error)> {
     // SAFETY: `stat` is plain integers: all-zero is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat writes one stat into the live local `st`; `slave` is borrowed (open).
-    cvt(unsafe { libc::fstat(slave.as_raw_fd(), &mut st) })
-        .map_err(|e| Error::os("process.terminal: fstat of the pty", e))?;
-    if st.st_uid == uid {
+    // SAFETY: fstat writes one stat into the live local `st`; a closed `fd` is EBADF.
+    cvt(unsafe { libc::fstat(fd, &mut st) }).map_err(|e| ("fstat", e))?;
+    let dev_null = st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3);
+    if st.st_uid == uid || (skip_null && dev_null) {
         return Ok(());
     }
-    // SAFETY: fchown on an open fd; gid -1 (as u32) leaves the group unchanged.
-    match cvt(unsafe { libc::fchown(slave.as_raw_fd(), uid, u32::MAX) }) {
+    // SAFETY: fchown on a descriptor fstat just accepted; gid -1 (as u32) leaves the group.
+    match cvt(unsafe { libc::fchown(fd, uid, u32::MAX) }) {
         Ok(_) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EROFS)) => Ok(()),
-        Err(e) => Err(Error::os(
-            format!("process.terminal: chown of the pty to process.user.uid {uid}"),
-            e,
-        )),
+        Err(e) => Err(("chown", e)),
     }
 }

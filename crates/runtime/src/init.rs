@@ -659,6 +659,9 @@ pub fn lock_down(
     for fd in 3..3 + preserve_fds as RawFd {
         let _ = crate::sys::set_cloexec(fd, false);
     }
+    // stdio goes to the process's user (runc's fixStdioPermissions), while we are still root
+    // and before a filter that might refuse fchown.
+    crate::console::give_stdio_to(process.user().uid())?;
     let nnp = process.no_new_privileges().unwrap_or(false);
     if let (Some(sc), false) = (seccomp, nnp) {
         load_seccomp(chan, sc)?;

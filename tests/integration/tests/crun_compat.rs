@@ -57,3 +57,39 @@ fn domainname_sysctl_is_allowed_with_a_uts_namespace() {
         o.describe()
     );
 }
+
+// ---- stdio owned by the process's user (crun's test_uid_gid.py) ------------------------------
+
+/// The process's stdio (here the harness's pipes) is given to `process.user.uid` before the
+/// switch, owner only, /dev/null left alone: runc's fixStdioPermissions, for the init and for
+/// `exec`. sprout did it for a pty only, so a non-root process could not e.g. reopen its
+/// `/proc/self/fd/1`. crun's "regular-files-chowned" (crun gives the group too).
+#[test]
+fn stdio_is_given_to_the_process_user() {
+    let ctx = Ctx::new("stdioown");
+    const SHOW: &str = "stat -L -c %u:%g /proc/self/fd/1 /proc/self/fd/2; \
+                        [ -c /proc/self/fd/0 ] && stat -L -c null:%u /proc/self/fd/0; true";
+    let mut b = ctx.bundle(&["sh", "-c", SHOW]);
+    b.set("/process/user", json!({"uid": 1000, "gid": 1000}));
+    let o = b.run();
+    o.assert_ok();
+    let l: Vec<&str> = o.stdout.lines().collect();
+    // The harness's pipes, made by root: the owner changes, the group stays.
+    assert_eq!(&l[..2], ["1000:0", "1000:0"], "{}", o.describe());
+    if let Some(null) = l.get(2) {
+        assert_eq!(
+            *null,
+            "null:0",
+            "/dev/null is never chowned: {}",
+            o.describe()
+        );
+    }
+
+    // exec --user: the exec'd process's stdio likewise.
+    let b = ctx.bundle(&["sleep", "1000"]);
+    b.run_with(&["-d"]).assert_ok();
+    let o = b.exec(&["--user", "1001:1001"], &["sh", "-c", SHOW]);
+    o.assert_ok();
+    let l: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(&l[..2], ["1001:0", "1001:0"], "{}", o.describe());
+}

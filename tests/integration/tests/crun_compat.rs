@@ -93,3 +93,40 @@ fn stdio_is_given_to_the_process_user() {
     let l: Vec<&str> = o.stdout.lines().collect();
     assert_eq!(&l[..2], ["1001:0", "1001:0"], "{}", o.describe());
 }
+
+// ---- device nodes bound in a user namespace (crun's test_devices.py) -------------------------
+
+/// In a user namespace the default devices are bind mounts of the host's nodes (mknod is not
+/// permitted there), and each bind is nosuid and noexec, as crun makes them; they had the host
+/// /dev's flags (crun's "userns-precreated-devices-flags").
+#[test]
+fn device_binds_in_a_user_namespace_are_nosuid_noexec() {
+    let ctx = Ctx::new("usernsdevflags");
+    let mut b = ctx.bundle(&["cat", "/proc/self/mountinfo"]);
+    b.in_user_namespace(0, 0);
+    let o = b.run();
+    o.assert_ok();
+    let mut seen = Vec::new();
+    for l in o.stdout.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        let dev = f[4];
+        if [
+            "/dev/null",
+            "/dev/zero",
+            "/dev/full",
+            "/dev/tty",
+            "/dev/random",
+            "/dev/urandom",
+        ]
+        .contains(&dev)
+        {
+            let opts: Vec<&str> = f[5].split(',').collect();
+            assert!(
+                opts.contains(&"nosuid") && opts.contains(&"noexec"),
+                "{dev} should be nosuid,noexec: {l}"
+            );
+            seen.push(dev);
+        }
+    }
+    assert_eq!(seen.len(), 6, "six default devices bound: {}", o.describe());
+}

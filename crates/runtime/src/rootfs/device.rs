@@ -29,8 +29,8 @@ pub fn default_devices() -> [(&'static str, u32, u32); 6] {
     ]
 }
 
-/// Create one device node in the rootfs; falls back to bind-mounting the host's node when mknod
-/// is not permitted (user namespaces).
+/// Create one device node in the rootfs; falls back to bind-mounting the host's node (nosuid,
+/// noexec) when mknod is not permitted (user namespaces).
 #[allow(clippy::too_many_arguments)]
 pub fn create_device(
     root: &OwnedFd,
@@ -126,12 +126,17 @@ pub(super) fn create_device_in(
             err,
         ));
     }
-    // Bind the host's node of the same path.
+    // Bind the host's node of the same path (runc), nosuid and noexec as crun binds them: a
+    // device node needs neither, and the host's /dev may have both allowed.
     let host = Path::new("/dev").join(path.strip_prefix("/dev").unwrap_or(path));
     let target = ensure_in_root(root, path, true)?;
     let tree = open_tree(libc::AT_FDCWD, &cstr(&host), false)
         .map_err(|e| Error::os(format!("linux.devices: bind {}", host.display()), e))?;
-    attach_bind(tree, &target, &MountOpts::default())
+    let opts = MountOpts {
+        flags: libc::MS_NOSUID | libc::MS_NOEXEC,
+        ..MountOpts::default()
+    };
+    attach_bind(tree, &target, &opts)
         .map_err(|e| Error::os(format!("linux.devices: bind {}", host.display()), e))?;
     Ok(())
 }

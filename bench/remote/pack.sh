@@ -6,7 +6,7 @@
 #   bench/remote/pack.sh DIR        (run here after scripts/build.sh --workspace and bench/peers.sh)
 #
 # DIR/bin: the static sprout, sprout-serve, crun and runc as Debian ships them, hyperfine, GNU time,
-#          busybox-static, a static bench/floor.c; DIR/peers: runc and youki from bench/peers.sh's
+#          busybox-static, wrk (if installed), a static bench/floor.c; DIR/peers: runc and youki from bench/peers.sh's
 #          cache; DIR/lib: the shared libraries these programs need beyond libc/libm/libgcc_s
 #          (run.sh adds only those the host lacks); DIR/share/sprout/python: the zygote sources,
 #          where sprout-serve looks beside its binary.
@@ -26,6 +26,8 @@ for t in hyperfine busybox crun runc; do
     cp "$p" "$DIR/bin/$t"
 done
 cp /usr/bin/time "$DIR/bin/time"
+# wrk for bench/serve/sweep.py, when installed (apt-get install wrk)
+if command -v wrk >/dev/null; then cp "$(command -v wrk)" "$DIR/bin/wrk"; fi
 cc -O2 -static -o "$DIR/bin/floor" "$REPO/bench/floor.c"
 for d in "$PEERS"/*/; do
     n=$(basename "$d")

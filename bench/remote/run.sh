@@ -2,13 +2,17 @@
 # bench/remote/run.sh: run bench/startup and bench/serve/bench.py on a host prepared only with
 # the folder bench/remote/pack.sh made (plus python3 and util-linux). Needs root.
 #
-#   bench/remote/run.sh PACK OUTDIR [--parts startup,serve,ab] [--startup-secs S] [--serve-secs S]
-#                       [--ab 'LABEL=SPROUT LABEL=SPROUT ...'] [--ab-runs N] [--quick]
+#   bench/remote/run.sh PACK OUTDIR [--parts startup,serve,sweep,ab] [--startup-secs S] [--serve-secs S]
+#                       [--ab 'LABEL=SPROUT LABEL=SPROUT ...'] [--ab-runs N] [--light] [--quick]
 #
 # Parts (default startup,serve): bench/startup with every runtime of the pack; bench/serve/bench.py;
+# sweep: bench/serve/sweep.py (wrk; hot and zygote with 4 wrk threads, roundrobin with 2, as on the
+# development host, where two threads keep up to two sandboxes per handler);
 # ab: bench/interleaved of the --ab sprout binaries (paths relative to PACK or absolute) and the
 # phase trace of each (bench/startup --skip everything but the trace).
-# Writes OUTDIR/{host.txt,log.txt,startup.md,startup.json,serve.txt,serve.json,ab.txt}. Each part has
+# --light: bench/startup with 20 runs in 2 rounds, parallel at 1,8,16,32, no RSS.
+# Writes OUTDIR/{host.txt,log.txt,startup.md,startup.json,serve.txt,serve.json,sweep.txt,sweep.json,
+# sweep-rr.json,ab.txt}. Each part has
 # its own time limit (a part cut off still leaves what it wrote). On cgroup v2 the benches run
 # from the root cgroup, as on the project's VM (bench/clients/vm.sh): a v2 cgroup that holds
 # processes cannot hand controllers to the benches' child cgroups. Only this script's own
@@ -18,12 +22,13 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PACK=$(cd "${1:?usage: run.sh PACK OUTDIR}" && pwd)
 OUT=${2:?usage: run.sh PACK OUTDIR}
 shift 2
-SSECS=330 VSECS=150 QUICK=0 PARTS=startup,serve AB="" ABRUNS=150
+SSECS=330 VSECS=150 QUICK=0 LIGHT=0 PARTS=startup,serve AB="" ABRUNS=150
 while [ $# -gt 0 ]; do
     case "$1" in
         --startup-secs) SSECS=$2; shift 2 ;;
         --serve-secs) VSECS=$2; shift 2 ;;
         --quick) QUICK=1; shift ;;
+        --light) LIGHT=1; shift ;;
         --parts) PARTS=$2; shift 2 ;;
         --ab) AB=$2; shift 2 ;;
         --ab-runs) ABRUNS=$2; shift 2 ;;
@@ -73,14 +78,16 @@ done
 part() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
 if part startup; then
 if [ "$QUICK" = 1 ]; then
-    sargs=(--quick --par-levels 1,4)
+    sargs=(--quick --par-levels 1,4 --skip syscalls)
+elif [ "$LIGHT" = 1 ]; then
+    sargs=(--runs 20 --rounds 2 --warmup 2 --par-levels 1,8,16,32 --skip syscalls,rss)
 else
-    sargs=(--runs 30 --rounds 3 --warmup 3 --par-levels 1,2,8,16,32)
+    sargs=(--runs 30 --rounds 3 --warmup 3 --par-levels 1,2,8,16,32 --skip syscalls)
 fi
 stamp "bench/startup (limit $SSECS s)"
 timeout --signal=TERM --kill-after=20 "$SSECS" python3 -u "$REPO/bench/startup" --sprout "$PACK/bin/sprout" \
     --crun "$PACK/bin/crun" --runc "$PACK/bin/runc" --floor "$PACK/bin/floor" "${peers[@]}" --only "$only" \
-    --skip syscalls "${sargs[@]}" --out "$OUT/startup.md" --json "$OUT/startup.json"
+    "${sargs[@]}" --out "$OUT/startup.md" --json "$OUT/startup.json"
 stamp "bench/startup exit $?"
 fi
 if part serve; then
@@ -91,6 +98,19 @@ SPROUT_BENCH_PKG_CACHE=/tmp/sprout-serve-bench-packages timeout --signal=TERM --
     --json "$OUT/serve.json" > "$OUT/serve.txt" 2>&1
 stamp "bench/serve/bench.py exit $?"
 cat "$OUT/serve.txt"
+fi
+if part sweep; then
+    if [ "$QUICK" = 1 ]; then wargs=(-d 1 --clients 1,16); else wargs=(-d 4); fi
+    stamp "bench/serve/sweep.py (limit $VSECS s per invocation)"
+    timeout --signal=TERM --kill-after=20 "$VSECS" python3 -u "$REPO/bench/serve/sweep.py" \
+        --bin "$PACK/bin/sprout-serve" "${wargs[@]}" --paths hot,zygote --wrk-threads 4 \
+        --json "$OUT/sweep.json" > "$OUT/sweep.txt" 2>&1
+    stamp "sweep hot,zygote exit $?"
+    timeout --signal=TERM --kill-after=20 "$VSECS" python3 -u "$REPO/bench/serve/sweep.py" \
+        --bin "$PACK/bin/sprout-serve" "${wargs[@]}" --paths roundrobin --wrk-threads 2 \
+        --json "$OUT/sweep-rr.json" >> "$OUT/sweep.txt" 2>&1
+    stamp "sweep roundrobin exit $?"
+    cat "$OUT/sweep.txt"
 fi
 if part ab && [ -n "$AB" ]; then
     abargs=()

@@ -2,7 +2,7 @@
 """sprout-serve under concurrent load: wrk at 1/4/16/64/256 connections (run as root).
 
     bench/serve/sweep.py [--bin target/release/sprout-serve] [-d 5] [--clients 1,4,16,64,256]
-                         [--paths hot,zygote,roundrobin] [--json FILE]
+                         [--paths hot,zygote,roundrobin] [--wrk-threads N] [--json FILE]
 
 Needs wrk (Debian: apt-get install wrk). One engine per path, on a private config (see
 bench.py's Engine), with max_queue_per_handler raised so that every request queues rather
@@ -49,8 +49,11 @@ def proc_kib(pid, field):
     return 0
 
 
+WRK_THREADS = 2
+
+
 def wrk(port, clients, secs, env):
-    threads = max(1, min(2, clients))
+    threads = max(1, min(WRK_THREADS, clients))
     cmd = ["wrk", "-t%d" % threads, "-c%d" % clients, "-d%ds" % secs, "--timeout", "30s",
            "-s", os.path.join(HERE, "sweep.lua"), "http://127.0.0.1:%d" % port]
     out = subprocess.run(cmd, env=dict(os.environ, **env), capture_output=True, text=True, check=True).stdout
@@ -105,10 +108,14 @@ def main():
     ap.add_argument("--clients", default="1,4,16,64,256")
     ap.add_argument("--paths", default="hot,zygote,roundrobin")
     ap.add_argument("--json")
+    ap.add_argument("--wrk-threads", type=int, default=2,
+                    help="wrk threads (at most one per connection; 2 on the 2-core development host)")
     ap.add_argument("--config", action="append", default=[], help="extra engine config line")
     ap.add_argument("--no-queue-config", action="store_true",
                     help="leave max_queue_per_handler out (an engine from before it existed)")
     a = ap.parse_args()
+    global WRK_THREADS
+    WRK_THREADS = max(1, a.wrk_threads)
     warn_if_stale(a.bin)
     clients = [int(c) for c in a.clients.split(",")]
     common = "timeout_ms = 30000\nsandbox_log = \"/dev/null\"\n"

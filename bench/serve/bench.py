@@ -10,6 +10,7 @@ and client-side (http.client keep-alive round trip):
 
   hot     back-to-back requests to one handler (idle sandbox running)
   warm    requests spaced past freeze_after_ms (frozen sandbox thawed)
+  warmc   the same from --threads clients at once, each with its own handler
   zygote  first request to each of N identical handlers (fork from the zygote)
   cold    same with zygotes = false (fresh python per sandbox)
   rate    new sandboxes per second: first requests to N handlers from C client threads, with
@@ -175,6 +176,38 @@ def run_path(eng, handler, n, expect, gap=0.0):
             continue
         eu.append(e)
         cu.append(c)
+    return eu, cu
+
+
+def warm_concurrent(eng, prefix, threads, n_each, gap=0.15):
+    """The warm path under concurrency: `threads` clients, each with its own handler and
+    keep-alive connection, each request spaced past freeze_after_ms so that every one thaws a
+    frozen sandbox while the other clients' thaws are under way."""
+    for i in range(threads):
+        eng.add("%s%d" % (prefix, i), ECHO)
+        eng.post("%s%d" % (prefix, i))
+    eu, cu = [], []
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+
+    def worker(i):
+        conn = http.client.HTTPConnection("127.0.0.1", eng.port)
+        start.wait()
+        for _ in range(n_each):
+            time.sleep(gap)
+            e, c, p = eng.post("%s%d" % (prefix, i), conn=conn)
+            with lock:
+                if p != "warm":
+                    OTHER[("warm", p)] = OTHER.get(("warm", p), 0) + 1
+                    continue
+                eu.append(e)
+                cu.append(c)
+        conn.close()
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
     return eu, cu
 
 
@@ -347,7 +380,7 @@ def main():
     ap.add_argument("--threads", type=int, default=4, help="client threads of the rate runs")
     ap.add_argument("--config", default="", help="extra top-level engine config (TOML lines, e.g. 'zygote_learn_prewarm = false'), for both engines")
     ap.add_argument("--sandbox-config", default="", help="extra [sandbox] lines for both engines, e.g. 'network_ns = false'")
-    ap.add_argument("--only", help="comma-separated subset: python,hot,warm,zygote,burst,rate,cold,coldrate (default: all)")
+    ap.add_argument("--only", help="comma-separated subset: python,hot,warm,warmc,zygote,burst,rate,cold,coldrate (default: all)")
     a = ap.parse_args()
     warn_if_stale(a.bin)
     only = set(a.only.split(",")) if a.only else None
@@ -371,6 +404,9 @@ def main():
             out.append(summary("hot", *run_path(eng, "echo", a.n, "hot")))
         if want("warm"):
             out.append(summary("warm", *run_path(eng, "echo", min(a.n, 200), "warm", gap=0.15)))
+        if want("warmc"):
+            # the warm path with `--threads` clients thawing their own sandboxes at once
+            out.append(summary("warm x%d" % a.threads, *warm_concurrent(eng, "w", a.threads, 50)))
         # Spaced: the zygote has refilled its spares (forked ahead) between requests.
         if want("zygote"):
             out.append(summary("zygote", *first_requests(eng, "z", a.new, ECHO, "zygote", gap=0.05)))

@@ -381,7 +381,11 @@ pub fn create(
         trace.mark("idmap_trees");
     }
     apply_resources(&cg, linux)?;
-    trace.mark(if cgroup_first { "cgroup_apply" } else { "cgroup" });
+    trace.mark(if cgroup_first {
+        "cgroup_apply"
+    } else {
+        "cgroup"
+    });
     // As runc: the init may run on every CPU (the kernel clamps the mask to its cpuset), not only
     // on the one it was started on (`start_on_other_cpu`) nor on the runtime's own (a `taskset`
     // caller's). Before the join, so the cpuset decides.

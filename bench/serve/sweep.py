@@ -15,7 +15,7 @@ than being answered 503 (that limit is tested in crates/serve/tests):
               budget to match, or it measures LRU thrashing of a too-small cache)
 
 Per point: req/s, latency p50/p99/p99.9 (wrk, ms), non-2xx answers, the engine's CPU
-(utime+stime over the run, in CPUs) and RSS (VmRSS after, VmHWM), and the engine's counters
+(utime+stime over the run, in CPUs), wrk's own CPU (near --wrk-threads: the client is the limit) and RSS (VmRSS after, VmHWM), and the engine's counters
 over the point (/metrics): sandboxes started, evicted, requests served hot / warm / by a new
 sandbox, and the sandboxes cached after it (/status). The warm path (a frozen
 sandbox thawed per request) is not in the sweep: under constant load nothing stays idle long
@@ -25,6 +25,7 @@ enough to freeze; bench.py measures it.
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -80,22 +81,27 @@ def point(eng, path, clients, secs, env):
     pid = eng.proc.pid
     k0 = counters(eng)
     c0, t0 = proc_cpu_s(pid), time.time()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     w = wrk(eng.port, clients, secs, env)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     c1, t1 = proc_cpu_s(pid), time.time()
+    # wrk's own CPU (the only child that ends during the point): near --wrk-threads CPUs means
+    # the client, not the engine, sets the rate.
+    client = (ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime) / (t1 - t0)
     k1 = counters(eng)
     k = {n: k1[n] - k0[n] for n in k0}
     total = eng.status()["sandboxes"]["total"]
     r = {"path": path, "clients": clients, "rps": w["requests"] / (w["duration_us"] / 1e6),
          "p50_ms": w["p50"] / 1e3, "p99_ms": w["p99"] / 1e3, "p999_ms": w["p999"] / 1e3,
          "non2xx": w["non2xx"], "timeouts": w["timeouts"],
-         "engine_cpus": (c1 - c0) / (t1 - t0), "engine_rss_mib": proc_kib(pid, "VmRSS:") / 1024,
+         "engine_cpus": (c1 - c0) / (t1 - t0), "client_cpus": client, "engine_rss_mib": proc_kib(pid, "VmRSS:") / 1024,
          "engine_hwm_mib": proc_kib(pid, "VmHWM:") / 1024,
          "load1": os.getloadavg()[0], "starts": k["starts"], "evictions": k["evictions"],
          "served_hot": k["hot"], "served_warm": k["warm"], "served_new": k["new"],
          "sandboxes_after": total}
-    print("%-10s c=%-4d %9.0f req/s  p50 %7.2f  p99 %7.2f  p99.9 %7.2f ms  non2xx %-5d engine %.2f CPU, RSS %.1f MiB (peak %.1f)  load %.1f" % (
+    print("%-10s c=%-4d %9.0f req/s  p50 %7.2f  p99 %7.2f  p99.9 %7.2f ms  non2xx %-5d engine %.2f CPU, RSS %.1f MiB (peak %.1f)  wrk %.2f CPU  load %.1f" % (
         path, clients, r["rps"], r["p50_ms"], r["p99_ms"], r["p999_ms"], r["non2xx"],
-        r["engine_cpus"], r["engine_rss_mib"], r["engine_hwm_mib"], r["load1"]), flush=True)
+        r["engine_cpus"], r["engine_rss_mib"], r["engine_hwm_mib"], client, r["load1"]), flush=True)
     print("%-10s c=%-4d   starts %d, evictions %d; served hot %d, warm %d, new sandbox %d; %d sandboxes after" % (
         path, clients, k["starts"], k["evictions"], k["hot"], k["warm"], k["new"], total), flush=True)
     return r

@@ -408,6 +408,7 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     let mut seen = HashSet::new();
     let mut has_uts = false;
     let mut has_user = false;
+    let mut new_user = false;
     let mut has_net = false;
     let mut has_ipc = false;
     for (i, ns) in linux.namespaces().iter().flatten().enumerate() {
@@ -431,7 +432,11 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         match t {
             // A uts namespace joined by path is the container's too: hostname goes there (runc).
             LinuxNamespaceType::Uts => has_uts = true,
-            LinuxNamespaceType::User => has_user = true,
+            LinuxNamespaceType::User => {
+                has_user = true;
+                // "path": "" is a new namespace too.
+                new_user = ns.path().as_ref().is_none_or(|p| p.as_os_str().is_empty());
+            }
             LinuxNamespaceType::Network => has_net = true,
             LinuxNamespaceType::Ipc => has_ipc = true,
             _ => {}
@@ -452,6 +457,14 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
         bail_field!(
             "linux.uidMappings",
             "id mappings need a user namespace in linux.namespaces"
+        );
+    }
+    // A new user namespace without mappings would have no root to set the container up with:
+    // refused with runc's words (crun maps the caller's ids instead).
+    if new_user && !maps {
+        bail_field!(
+            "linux.uidMappings",
+            "user namespaces enabled, but no namespace path to join nor mappings to apply specified"
         );
     }
     if let Some(sysctl) = linux.sysctl() {

@@ -41,7 +41,7 @@ fn recursive_map(m: &Mount) -> bool {
     m.options().iter().flatten().any(|o| o == "ridmap")
 }
 
-fn is_bind(m: &Mount) -> bool {
+pub(crate) fn is_bind(m: &Mount) -> bool {
     m.typ().as_deref() == Some("bind")
         || m.options()
             .iter()

@@ -379,6 +379,9 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         let binds = std::cell::OnceCell::new();
         let binds_fn = || binds.get().cloned().unwrap_or_default();
         let mut dev_tmpfs = false;
+        // A bind mount on /dev (typically the host's /dev): nothing is made in it (runc's
+        // needsSetupDev), or the host's own nodes would be replaced.
+        let mut dev_bound = false;
         // In a new user namespace GO came already, and with it every SOURCE.
         let sources = std::mem::take(&mut go.sources);
         for (i, m) in spec.mounts().iter().flatten().enumerate() {
@@ -443,6 +446,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             }
             if m.destination() == Path::new("/dev") {
                 dev_tmpfs = true;
+                dev_bound |= crate::idmap::is_bind(m);
             }
         }
         tr.mark("mounts");
@@ -450,7 +454,9 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             .and_then(|l| l.devices().as_ref())
             .map(|v| v.as_slice())
             .unwrap_or(&[]);
-        rootfs::create_devices(&root_fd, devices, in_new_userns || joined_user, dev_tmpfs)?;
+        if !dev_bound {
+            rootfs::create_devices(&root_fd, devices, in_new_userns || joined_user, dev_tmpfs)?;
+        }
         tr.mark("devices");
     }
 

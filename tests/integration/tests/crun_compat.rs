@@ -77,9 +77,11 @@ fn stdio_is_given_to_the_process_user() {
     // The harness's pipes, made by root: the owner changes, the group stays.
     assert_eq!(&l[..2], ["1000:0", "1000:0"], "{}", o.describe());
     if let Some(null) = l.get(2) {
+        // The harness's stdin is the host's /dev/null: never chowned.
+        let host = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/dev/null").unwrap());
         assert_eq!(
             *null,
-            "null:0",
+            format!("null:{host}"),
             "/dev/null is never chowned: {}",
             o.describe()
         );
@@ -129,4 +131,69 @@ fn device_binds_in_a_user_namespace_are_nosuid_noexec() {
         }
     }
     assert_eq!(seen.len(), 6, "six default devices bound: {}", o.describe());
+}
+
+// ---- a new user namespace without id mappings (crun's test_mounts.py) ------------------------
+
+/// A new user namespace without uidMappings/gidMappings is refused at create with runc's words,
+/// naming the field, and nothing is left (crun maps the caller's ids instead; sprout failed late
+/// with "becoming root in the user namespace (gid): Invalid argument"). A user namespace joined
+/// by path needs no mappings.
+#[test]
+fn new_user_namespace_without_mappings_is_refused_naming_the_field() {
+    let ctx = Ctx::new("usernsnomap");
+    let mut b = ctx.bundle(&["true"]);
+    b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "user"}));
+    let o = b.create();
+    o.assert_fail();
+    o.assert_one_line_error(&[
+        "linux.uidMappings",
+        "no namespace path to join nor mappings",
+    ]);
+    ctx.assert_no_trace(&o, &b, &[], None);
+}
+
+// ---- a bind mount on /dev (crun's test_devices.py deny-devices) ------------------------------
+
+/// A bind mount on /dev (here a directory standing for the host's /dev) gets no device nodes,
+/// symlinks or `linux.devices` made in it, as runc's needsSetupDev: sprout used to unlink and
+/// mknod the default devices there, which with `"source": "/dev"` replaced the host's own
+/// /dev/null, /dev/zero... (found when crun's deny-devices test recreated the host's /dev/null).
+#[test]
+fn a_bind_mount_on_dev_gets_no_devices_made_in_it() {
+    let ctx = Ctx::new("devbind");
+    let host_dev = ctx.scratch("hostdev");
+    std::fs::write(
+        host_dev.join("null"),
+        "a regular file standing for a node\n",
+    )
+    .unwrap();
+    let mut b = ctx.bundle(&["ls", "/dev"]);
+    b.add_mount(json!({"destination": "/dev", "type": "bind",
+                       "source": host_dev.to_str().unwrap(), "options": ["rbind", "rw"]}));
+    b.set(
+        "/linux/devices",
+        json!([{"path": "/dev/foo", "type": "c", "major": 1, "minor": 5}]),
+    );
+    let o = b.run();
+    o.assert_ok();
+    let meta = std::fs::symlink_metadata(host_dev.join("null")).unwrap();
+    assert!(
+        meta.is_file(),
+        "the bound /dev's null was replaced: {}",
+        o.describe()
+    );
+    let left: Vec<String> = std::fs::read_dir(&host_dev)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "null")
+        .collect();
+    assert!(
+        left.is_empty(),
+        "made in the bound /dev: {left:?} {}",
+        o.describe()
+    );
 }

@@ -372,9 +372,17 @@ fn remove(store: &Store, st: &State, status: Status, trace: &mut Trace) -> Resul
     Ok(())
 }
 
+/// `state`. A container still being created (no init recorded yet, or its init still setting
+/// up) does not exist for `state` yet, as with runc and crun, which write their state once the
+/// container is created: a client polling `state` after starting `create` sees "created" first,
+/// not a passing "stopped" (pid 0) or "creating" (crun's test_commands.py state-created).
 pub fn state_json(store: &Store, id: &str) -> Result<serde_json::Value> {
     let st = store.load(id)?;
-    Ok(st.spec_json(st.status(store)))
+    let status = st.status(store);
+    if st.pid == 0 || status == Status::Creating {
+        bail!(kind = Kind::NotFound, "container {id:?} does not exist");
+    }
+    Ok(st.spec_json(status))
 }
 
 pub fn pause(store: &Store, id: &str) -> Result<()> {

@@ -4,6 +4,7 @@
 
 use serde_json::json;
 use sprout_integration_tests::*;
+use std::time::Duration;
 
 // ---- kernel.domainname sysctl (crun's test_domainname.py) ------------------------------------
 
@@ -196,4 +197,40 @@ fn a_bind_mount_on_dev_gets_no_devices_made_in_it() {
         "made in the bound /dev: {left:?} {}",
         o.describe()
     );
+}
+
+// ---- `state` while `create` runs (crun's test_commands.py state-created) ---------------------
+
+/// While `create` is still running (here held in a createRuntime hook) the container does not
+/// exist for `state`, as with runc and crun (their state is written once the container is
+/// created); once `create` returns, `state` says "created". sprout showed a passing "stopped"
+/// (pid 0) or "creating", which a client polling `state` after starting `create` took for the
+/// result.
+#[test]
+fn state_during_create_says_the_container_does_not_exist_yet() {
+    let ctx = Ctx::new("statecreating");
+    let dir = ctx.scratch("hook");
+    let (mark, go) = (dir.join("in-hook"), dir.join("go"));
+    let mut b = ctx.bundle(&["sleep", "1000"]);
+    let script = format!(
+        "touch {}; i=0; while [ ! -e {} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done",
+        mark.display(),
+        go.display()
+    );
+    b.set(
+        "/hooks/createRuntime",
+        json!([{"path": "/bin/sh", "args": ["sh", "-c", script]}]),
+    );
+    b.write_config();
+    let bundle = b.bundle_arg();
+    let create = ctx.spawn(&["create", "--bundle", &bundle, &b.id]);
+    wait_for("the createRuntime hook", Duration::from_secs(10), || {
+        mark.exists().then_some(())
+    });
+    let o = ctx.rt(&["state", &b.id]);
+    std::fs::write(&go, "").unwrap();
+    o.assert_fail();
+    o.assert_one_line_error(&["does not exist"]);
+    create.wait(Duration::from_secs(30)).assert_ok();
+    assert_eq!(b.status().as_deref(), Some("created"));
 }

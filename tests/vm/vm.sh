@@ -43,14 +43,29 @@ qemu_pid() {
 }
 ssh_run() { local u=$1; shift; ssh -p "$PORT" "${OPTS[@]}" "$u@127.0.0.1" "$@"; }
 
+# A guest kernel that panics while it boots (seen under TCG: "Fatal exception in interrupt" in
+# get_page_from_freelist, 2026-11-26, one boot of many) is booted once more instead of waiting
+# out the ssh timeout; a second panic fails the start.
 cmd_start() {
   if pid=$(qemu_pid); then log "already running (pid $pid, port $PORT)"; return 0; fi
+  local try rc
+  for try in 1 2; do
+    boot_once && return 0
+    rc=$?
+    [ "$rc" = 2 ] && [ "$try" = 1 ] || return 1
+    cp "$RUN/serial.log" "$RUN/serial-panic.log" 2>/dev/null || true
+    log "the guest kernel panicked while booting (kept in $RUN/serial-panic.log); booting again"
+  done
+  return 1
+}
+
+boot_once() {
   local img; img=$(bash "$HERE/image.sh" | tail -1)
   [ -f "$img/complete" ] || { log "no image"; return 1; }
   mkdir -p "$RUN"
   install -m600 "$img/id_ed25519" "$KEY"
   echo "$img" > "$RUN/image"
-  rm -f "$RUN"/ssh-*.sock "$RUN/overlay.qcow2" "$RUN/boot-seconds"
+  rm -f "$RUN"/ssh-*.sock "$RUN/overlay.qcow2" "$RUN/boot-seconds" "$RUN/serial.log"
   qemu-img create -q -f qcow2 -b "$img/rootfs.img" -F raw "$RUN/overlay.qcow2"
   local accel=${SPROUT_VM_ACCEL:-}
   if [ -z "$accel" ]; then
@@ -75,6 +90,9 @@ cmd_start() {
   local deadline=$(( $(date +%s) + ${SPROUT_VM_BOOT_TIMEOUT:-600} ))
   until ssh -p "$PORT" "${OPTS[@]}" -o ControlMaster=no -o ConnectTimeout=10 root@127.0.0.1 true 2>/dev/null; do
     if ! qemu_pid >/dev/null; then log "qemu exited; see $RUN/serial.log"; tail -20 "$RUN/serial.log" >&2; return 1; fi
+    if grep -q "Kernel panic - not syncing" "$RUN/serial.log" 2>/dev/null; then
+      tail -5 "$RUN/serial.log" >&2; cmd_stop; return 2
+    fi
     if [ "$(date +%s)" -ge "$deadline" ]; then log "no ssh after ${SPROUT_VM_BOOT_TIMEOUT:-600} s; see $RUN/serial.log"; cmd_stop; return 1; fi
     sleep 1
   done

@@ -42,6 +42,7 @@ t0=$(date +%s)
 stamp() { echo "==> [$(( $(date +%s) - t0 )) s] $*"; }
 # Libraries the host lacks, from the pack (only those: the host's own stay first).
 mkdir -p /tmp/sprout-remote-lib
+trap 'rm -rf /tmp/sprout-remote-lib' EXIT
 for l in "$PACK"/lib/*; do
     [ -e "$l" ] || continue
     ldconfig -p 2>/dev/null | grep -q " $(basename "$l") " || ln -sf "$l" /tmp/sprout-remote-lib/

@@ -41,14 +41,6 @@ fn recursive_map(m: &Mount) -> bool {
     m.options().iter().flatten().any(|o| o == "ridmap")
 }
 
-pub(crate) fn is_bind(m: &Mount) -> bool {
-    m.typ().as_deref() == Some("bind")
-        || m.options()
-            .iter()
-            .flatten()
-            .any(|o| o == "bind" || o == "rbind")
-}
-
 fn recursive_bind(m: &Mount) -> bool {
     m.options().iter().flatten().any(|o| o == "rbind")
 }
@@ -68,7 +60,7 @@ pub fn validate(i: usize, m: &Mount, linux: Option<&Linux>, euid: u32) -> Result
     if !is_idmapped(m) {
         return Ok(());
     }
-    if !is_bind(m) {
+    if !crate::rootfs::is_bind(m) {
         bail_field!(format!("mounts[{i}]"), "id-mapped mounts (idmap, ridmap, uidMappings/gidMappings) are only supported for bind mounts");
     }
     if euid != 0 {

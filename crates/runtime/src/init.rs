@@ -446,7 +446,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             }
             if m.destination() == Path::new("/dev") {
                 dev_tmpfs = true;
-                dev_bound |= crate::idmap::is_bind(m);
+                dev_bound |= crate::rootfs::is_bind(m);
             }
         }
         tr.mark("mounts");

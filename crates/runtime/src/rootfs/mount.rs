@@ -58,12 +58,7 @@ pub fn open_bind_sources(
     let wanted: Vec<(usize, CString)> = mounts
         .iter()
         .enumerate()
-        .filter(|(_, m)| {
-            m.typ().as_deref() == Some("bind")
-                || m.options()
-                    .as_deref()
-                    .is_some_and(|o| o.iter().any(|x| x == "bind" || x == "rbind"))
-        })
+        .filter(|(_, m)| is_bind(m))
         // Id-mapped binds come as whole trees instead (crate::idmap).
         .filter(|(_, m)| !crate::idmap::is_idmapped(m))
         .filter_map(|(i, m)| Some((i, bind_source(bundle, m)?)))
@@ -100,6 +95,15 @@ pub fn open_bind_sources(
         .join()
         .unwrap_or_default()
     })
+}
+
+/// A bind mount: type "bind", or a "bind"/"rbind" option (what `mount_one` binds).
+pub(crate) fn is_bind(m: &Mount) -> bool {
+    m.typ().as_deref() == Some("bind")
+        || m.options()
+            .iter()
+            .flatten()
+            .any(|o| o == "bind" || o == "rbind")
 }
 
 pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {

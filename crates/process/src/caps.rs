@@ -306,22 +306,6 @@ fn validate_masks(m: &CapMasks) -> Result<()> {
 
 // ---- capget / capset -------------------------------------------------------------------------
 
-const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: libc::c_int,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
 /// effective, permitted, inheritable of the calling thread.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CapState {
@@ -330,61 +314,25 @@ pub struct CapState {
     pub inheritable: u64,
 }
 
-/// capget(2) on the calling thread.
+/// capget(2) on the calling thread (version 3: both 32-bit halves).
 pub fn capget() -> std::io::Result<CapState> {
-    let mut hdr = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let mut data = [CapData::default(); 2];
-    // SAFETY: header and a 2-element data array, as _LINUX_CAPABILITY_VERSION_3 requires.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_capget,
-            std::ptr::from_mut::<CapHeader>(&mut hdr),
-            data.as_mut_ptr(),
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let join = |lo: u32, hi: u32| u64::from(lo) | (u64::from(hi) << 32);
+    let c = rustix::thread::capabilities(None)?;
     Ok(CapState {
-        effective: join(data[0].effective, data[1].effective),
-        permitted: join(data[0].permitted, data[1].permitted),
-        inheritable: join(data[0].inheritable, data[1].inheritable),
+        effective: c.effective.bits(),
+        permitted: c.permitted.bits(),
+        inheritable: c.inheritable.bits(),
     })
 }
 
-/// capset(2) on the calling thread.
+/// capset(2) on the calling thread (version 3: both 32-bit halves).
 pub fn capset(s: &CapState) -> std::io::Result<()> {
-    let mut hdr = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
+    use rustix::thread::{CapabilitySet, CapabilitySets};
+    let sets = CapabilitySets {
+        effective: CapabilitySet::from_bits_retain(s.effective),
+        permitted: CapabilitySet::from_bits_retain(s.permitted),
+        inheritable: CapabilitySet::from_bits_retain(s.inheritable),
     };
-    let data = [
-        CapData {
-            effective: s.effective as u32,
-            permitted: s.permitted as u32,
-            inheritable: s.inheritable as u32,
-        },
-        CapData {
-            effective: (s.effective >> 32) as u32,
-            permitted: (s.permitted >> 32) as u32,
-            inheritable: (s.inheritable >> 32) as u32,
-        },
-    ];
-    // SAFETY: header and a 2-element data array, as _LINUX_CAPABILITY_VERSION_3 requires.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_capset,
-            std::ptr::from_mut::<CapHeader>(&mut hdr),
-            data.as_ptr(),
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    rustix::thread::set_capabilities(None, sets)?;
     Ok(())
 }
 
@@ -562,9 +510,8 @@ pub fn finalize_privileges(user: &User, caps: Option<&LinuxCapabilities>) -> Res
     let cur_bounding = bounding_set();
     // The effective set at capset time, after setresuid (capabilities(7), "Effect of user ID
     // changes on capabilities"): leaving euid 0 clears it, reaching euid 0 sets it to permitted.
-    // SAFETY: geteuid cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    let eff_at_capset = match (euid == 0, user.uid() == 0) {
+    let euid = rustix::process::geteuid();
+    let eff_at_capset = match (euid.is_root(), user.uid() == 0) {
         (true, false) => 0,
         (false, true) => cur.permitted,
         _ => cur.effective,

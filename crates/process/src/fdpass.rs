@@ -8,21 +8,31 @@
 //! an [`OwnedFd`] (close-on-exec: MSG_CMSG_CLOEXEC), and an fd that does not fit what the
 //! caller asked for is closed at once, never left open in the process.
 
-use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 
 /// Most fds the kernel passes in one message (SCM_MAX_FD); [`send`] refuses more (EINVAL).
 pub const MAX_FDS: usize = 253;
 
-/// msghdr.msg_controllen and cmsghdr.cmsg_len: size_t on glibc, socklen_t on musl.
-#[cfg(target_env = "musl")]
-type CmsgLen = libc::socklen_t;
-#[cfg(not(target_env = "musl"))]
-type CmsgLen = usize;
+/// Bytes of a control buffer that holds one SCM_RIGHTS header with [`MAX_FDS`] fds
+/// (CMSG_SPACE(MAX_FDS * 4)), plus 8 for rustix's alignment of its start to a cmsghdr.
+const CBUF_BYTES: usize = rustix::cmsg_space!(ScmRights(MAX_FDS)) + 8;
 
-/// u64 words of a control buffer that holds one SCM_RIGHTS header with [`MAX_FDS`] fds
-/// (CMSG_SPACE(MAX_FDS * 4), with room to spare), 8-aligned as a cmsghdr must be.
-const CBUF_WORDS: usize = (std::mem::size_of::<libc::cmsghdr>() + MAX_FDS * 4).div_ceil(8) + 1;
+/// `fd` borrowed for one call. A negative number is refused with EBADF, what the kernel
+/// answers for it, before any BorrowedFd (which cannot hold -1) is made.
+fn borrow(fd: RawFd) -> io::Result<BorrowedFd<'static>> {
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: a non-negative fd number, used only for the syscalls of this module's calls
+    // while the caller keeps it open (the kernel answers EBADF for one that is not).
+    Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+}
 
 /// What one [`recv_into`] got.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,47 +68,22 @@ pub fn send(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<usize> {
     if fds.len() > MAX_FDS || (!fds.is_empty() && data.is_empty()) {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
-    let mut cbuf = [0u64; CBUF_WORDS];
-    let mut iov = libc::iovec {
-        iov_base: data.as_ptr().cast_mut().cast(),
-        iov_len: data.len(),
-    };
-    // SAFETY: msghdr is plain C data (integers and pointers): all-zero is a valid value.
-    let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
-    mh.msg_iov = &mut iov;
-    mh.msg_iovlen = 1;
-    if !fds.is_empty() {
-        let bytes = std::mem::size_of_val(fds) as u32;
-        // SAFETY: CMSG_SPACE / CMSG_LEN are arithmetic on their argument only.
-        let (space, len) = unsafe { (libc::CMSG_SPACE(bytes), libc::CMSG_LEN(bytes)) };
-        mh.msg_control = cbuf.as_mut_ptr().cast();
-        mh.msg_controllen = space as CmsgLen;
-        // SAFETY: msg_controllen (CMSG_SPACE of at most MAX_FDS fds) fits the
-        // CBUF_WORDS * 8 bytes of `cbuf`, so CMSG_FIRSTHDR returns a non-null, 8-aligned
-        // header at its start, whose data area holds the fds.len() * 4 bytes copied from
-        // `fds` (a different object: no overlap).
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&mh);
-            (*c).cmsg_level = libc::SOL_SOCKET;
-            (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = len as CmsgLen;
-            std::ptr::copy_nonoverlapping(
-                fds.as_ptr().cast::<u8>(),
-                libc::CMSG_DATA(c),
-                bytes as usize,
-            );
-        }
+    let sock = borrow(sock)?;
+    let mut borrowed = [sock; MAX_FDS];
+    for (b, &fd) in borrowed.iter_mut().zip(fds) {
+        *b = borrow(fd)?;
     }
+    let mut space = [MaybeUninit::<u8>::uninit(); CBUF_BYTES];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() {
+        // Fits: CBUF_BYTES holds MAX_FDS fds.
+        control.push(SendAncillaryMessage::ScmRights(&borrowed[..fds.len()]));
+    }
+    let iov = [IoSlice::new(data)];
     loop {
-        // SAFETY: `mh` points at the live `iov` (over `data`, which the kernel only reads,
-        // whatever the *mut) and, with fds, at the live `cbuf` (msg_controllen bytes of it).
-        let n = unsafe { libc::sendmsg(sock, &mh, libc::MSG_NOSIGNAL) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
+        match rustix::net::sendmsg(sock, &iov, &mut control, SendFlags::NOSIGNAL) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return r.map_err(io::Error::from),
         }
     }
 }
@@ -122,67 +107,35 @@ pub fn send_all(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
 /// beyond `fds.len()` are closed here (`Recv::fds_dropped`). No allocation, no lock: usable
 /// between a raw clone and exec.
 pub fn recv_into(sock: RawFd, buf: &mut [u8], fds: &mut [RawFd]) -> io::Result<Recv> {
-    let mut cbuf = [0u64; CBUF_WORDS];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: msghdr is plain C data (integers and pointers): all-zero is a valid value.
-    let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
-    mh.msg_iov = &mut iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf.as_mut_ptr().cast();
-    mh.msg_controllen = std::mem::size_of_val(&cbuf) as CmsgLen;
-    let n = loop {
-        // SAFETY: `mh` points at the live `iov` (buf.len() writable bytes of `buf`) and the
-        // live, 8-aligned `cbuf` (msg_controllen bytes), neither moved before the walk below.
-        let n = unsafe { libc::recvmsg(sock, &mut mh, libc::MSG_CMSG_CLOEXEC) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
+    let sock = borrow(sock)?;
+    let mut space = [MaybeUninit::<u8>::uninit(); CBUF_BYTES];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut iov = [IoSliceMut::new(buf)];
+    let msg = loop {
+        match rustix::net::recvmsg(sock, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r.map_err(io::Error::from)?,
         }
     };
     let mut got = Recv {
-        len: n,
+        len: msg.bytes,
         nfds: 0,
-        truncated: mh.msg_flags & libc::MSG_TRUNC != 0,
-        fds_dropped: mh.msg_flags & libc::MSG_CTRUNC != 0,
+        truncated: msg.flags.contains(ReturnFlags::TRUNC),
+        fds_dropped: msg.flags.contains(ReturnFlags::CTRUNC),
     };
-    // SAFETY: `mh` was filled by recvmsg: CMSG_FIRSTHDR / CMSG_NXTHDR return null or a
-    // header inside the msg_controllen bytes of `cbuf` the kernel wrote.
-    let mut c = unsafe { libc::CMSG_FIRSTHDR(&mh) };
-    while !c.is_null() {
-        // SAFETY: `c` is non-null, so it points at a whole cmsghdr inside `cbuf`.
-        let (level, ty, clen) = unsafe { ((*c).cmsg_level, (*c).cmsg_type, (*c).cmsg_len) };
-        if level == libc::SOL_SOCKET && ty == libc::SCM_RIGHTS {
-            // SAFETY: CMSG_LEN(0) is arithmetic only.
-            let hdr = unsafe { libc::CMSG_LEN(0) } as usize;
-            // usize on glibc, u32 on musl.
-            #[allow(clippy::unnecessary_cast)]
-            let clen = clen as usize;
-            let count = clen.saturating_sub(hdr) / std::mem::size_of::<RawFd>();
-            // SAFETY: the kernel wrote `count` fds after this header, inside `cbuf`.
-            let data = unsafe { libc::CMSG_DATA(c) }.cast::<RawFd>().cast_const();
-            for i in 0..count {
-                // SAFETY: i < count, so the read is inside the header's data (unaligned: the
-                // data need not be 4-aligned for a RawFd read in general).
-                let fd = unsafe { std::ptr::read_unaligned(data.add(i)) };
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = m {
+            for fd in rights {
                 if got.nfds < fds.len() {
-                    fds[got.nfds] = fd;
+                    fds[got.nfds] = fd.into_raw_fd();
                     got.nfds += 1;
                 } else {
-                    // SAFETY: `fd` was just installed in this process by recvmsg and nothing
-                    // else knows it: ours to close.
-                    unsafe { libc::close(fd) };
+                    // Installed in this process by recvmsg for us alone: closed here.
+                    drop(fd);
                     got.fds_dropped = true;
                 }
             }
         }
-        // SAFETY: as CMSG_FIRSTHDR above; `c` is a header inside `cbuf`.
-        c = unsafe { libc::CMSG_NXTHDR(&mh, c) };
     }
     Ok(got)
 }

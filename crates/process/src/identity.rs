@@ -39,19 +39,12 @@ pub fn set_setgroups_hint(allowed: bool) {
 
 /// Read at most `buf.len()` bytes from a NUL-terminated path, without allocating.
 fn read_small<'a>(path: &str, buf: &'a mut [u8]) -> Option<&'a [u8]> {
-    // SAFETY: `path` is NUL-terminated; the fd is closed before returning.
-    unsafe {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return None;
-        }
-        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-        libc::close(fd);
-        if n < 0 {
-            return None;
-        }
-        Some(&buf[..n as usize])
-    }
+    use rustix::fs::{Mode, OFlags};
+    let path = std::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
+    // The fd is closed when `fd` drops.
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let n = rustix::io::read(&fd, &mut *buf).ok()?;
+    Some(&buf[..n])
 }
 
 /// Config checks done before anything is changed. Returns whether setgroups is allowed.
@@ -116,9 +109,11 @@ pub fn set_ids(
     gid: u32,
     groups: Option<&[libc::gid_t]>,
 ) -> std::result::Result<(), (IdStep, i32)> {
-    let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    use rustix::process::{Gid, Uid};
+    let errno = |e: rustix::io::Errno| e.raw_os_error();
     if let Some(gids) = groups {
         // SAFETY: pointer/length of a live slice of gid_t (u32); the kernel only reads it.
+        // (rustix's set_thread_groups wants a &[Gid], which a &[u32] is not without a copy.)
         let r = unsafe {
             libc::syscall(
                 libc::SYS_setgroups,
@@ -127,25 +122,23 @@ pub fn set_ids(
             )
         };
         if r != 0 {
-            return Err((IdStep::Setgroups, errno()));
+            let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            return Err((IdStep::Setgroups, e));
         }
     }
-    // SAFETY: integer arguments.
-    if unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) } != 0 {
-        return Err((IdStep::Setresgid, errno()));
-    }
-    // SAFETY: integer arguments.
-    if unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) } != 0 {
-        return Err((IdStep::Setresuid, errno()));
-    }
+    // The raw per-thread syscalls (not libc's all-thread setresgid/setresuid). The _unchecked
+    // forms take -1 ("unchanged") as the raw syscall did.
+    let gid = Gid::from_raw_unchecked(gid);
+    rustix::thread::set_thread_res_gid(gid, gid, gid).map_err(|e| (IdStep::Setresgid, errno(e)))?;
+    let uid = Uid::from_raw_unchecked(uid);
+    rustix::thread::set_thread_res_uid(uid, uid, uid).map_err(|e| (IdStep::Setresuid, errno(e)))?;
     Ok(())
 }
 
 /// umask(process.user.umask), or 0022 when unset (runc's behaviour).
 pub fn set_umask(user: &User) {
     let m = user.umask().unwrap_or(0o022) & 0o777;
-    // SAFETY: umask cannot fail.
-    unsafe { libc::umask(m as libc::mode_t) };
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(m));
 }
 
 #[cfg(test)]

@@ -73,6 +73,13 @@ impl Error {
             source: std::io::Error::last_os_error(),
         }
     }
+    /// A failed rustix call: the errno it returned (rustix leaves `errno` alone).
+    pub(crate) fn sys(what: impl Into<String>, errno: rustix::io::Errno) -> Error {
+        Error::Sys {
+            what: what.into(),
+            source: errno.into(),
+        }
+    }
     pub(crate) fn invalid(msg: impl Into<String>) -> Error {
         Error::Invalid(msg.into())
     }
@@ -140,21 +147,8 @@ pub use identity::set_setgroups_hint;
 
 /// prctl(PR_SET_NO_NEW_PRIVS, 1).
 pub fn set_no_new_privs() -> Result<()> {
-    // SAFETY: plain prctl with integer arguments.
-    let r = unsafe {
-        libc::prctl(
-            libc::PR_SET_NO_NEW_PRIVS,
-            1 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    };
-    if r != 0 {
-        return Err(Error::last_os(
-            "process.noNewPrivileges: prctl(PR_SET_NO_NEW_PRIVS)",
-        ));
-    }
+    rustix::thread::set_no_new_privs(true)
+        .map_err(|e| Error::sys("process.noNewPrivileges: prctl(PR_SET_NO_NEW_PRIVS)", e))?;
     Ok(())
 }
 

@@ -4,10 +4,7 @@ use oci_spec::runtime::{PosixRlimit, PosixRlimitType};
 
 use crate::{Error, Result};
 
-#[cfg(target_env = "gnu")]
-type Resource = libc::__rlimit_resource_t;
-#[cfg(not(target_env = "gnu"))]
-type Resource = libc::c_int;
+use rustix::process::{Resource, Rlimit};
 
 /// Config name ("RLIMIT_NOFILE") of an rlimit type.
 pub fn rlimit_name(t: PosixRlimitType) -> &'static str {
@@ -34,24 +31,24 @@ pub fn rlimit_name(t: PosixRlimitType) -> &'static str {
 
 fn resource(t: PosixRlimitType) -> Resource {
     use PosixRlimitType::*;
-    (match t {
-        RlimitCpu => libc::RLIMIT_CPU,
-        RlimitFsize => libc::RLIMIT_FSIZE,
-        RlimitData => libc::RLIMIT_DATA,
-        RlimitStack => libc::RLIMIT_STACK,
-        RlimitCore => libc::RLIMIT_CORE,
-        RlimitRss => libc::RLIMIT_RSS,
-        RlimitNproc => libc::RLIMIT_NPROC,
-        RlimitNofile => libc::RLIMIT_NOFILE,
-        RlimitMemlock => libc::RLIMIT_MEMLOCK,
-        RlimitAs => libc::RLIMIT_AS,
-        RlimitLocks => libc::RLIMIT_LOCKS,
-        RlimitSigpending => libc::RLIMIT_SIGPENDING,
-        RlimitMsgqueue => libc::RLIMIT_MSGQUEUE,
-        RlimitNice => libc::RLIMIT_NICE,
-        RlimitRtprio => libc::RLIMIT_RTPRIO,
-        RlimitRttime => libc::RLIMIT_RTTIME,
-    }) as Resource
+    match t {
+        RlimitCpu => Resource::Cpu,
+        RlimitFsize => Resource::Fsize,
+        RlimitData => Resource::Data,
+        RlimitStack => Resource::Stack,
+        RlimitCore => Resource::Core,
+        RlimitRss => Resource::Rss,
+        RlimitNproc => Resource::Nproc,
+        RlimitNofile => Resource::Nofile,
+        RlimitMemlock => Resource::Memlock,
+        RlimitAs => Resource::As,
+        RlimitLocks => Resource::Locks,
+        RlimitSigpending => Resource::Sigpending,
+        RlimitMsgqueue => Resource::Msgqueue,
+        RlimitNice => Resource::Nice,
+        RlimitRtprio => Resource::Rtprio,
+        RlimitRttime => Resource::Rttime,
+    }
 }
 
 /// soft <= hard for each entry, and no type listed twice (the runtime spec requires an error
@@ -79,17 +76,13 @@ pub fn validate_rlimits(rlimits: &[PosixRlimit]) -> Result<()> {
 pub fn set_rlimits(rlimits: &[PosixRlimit]) -> Result<()> {
     validate_rlimits(rlimits)?;
     for r in rlimits {
-        let lim = libc::rlimit {
-            rlim_cur: r.soft() as libc::rlim_t,
-            rlim_max: r.hard() as libc::rlim_t,
+        // prlimit64(0, ...), what libc's setrlimit calls; u64::MAX is RLIM_INFINITY.
+        let lim = Rlimit {
+            current: Some(r.soft()),
+            maximum: Some(r.hard()),
         };
-        // SAFETY: valid resource and a pointer to a live rlimit.
-        if unsafe { libc::setrlimit(resource(r.typ()), &lim) } != 0 {
-            return Err(Error::last_os(format!(
-                "process.rlimits: {}",
-                rlimit_name(r.typ())
-            )));
-        }
+        rustix::process::setrlimit(resource(r.typ()), lim)
+            .map_err(|e| Error::sys(format!("process.rlimits: {}", rlimit_name(r.typ())), e))?;
     }
     Ok(())
 }
@@ -109,15 +102,9 @@ mod tests {
             .unwrap()
     }
 
-    #[allow(clippy::unnecessary_cast)] // rlim_t is u64 on 64-bit Linux only
     fn getrlimit(t: PosixRlimitType) -> (u64, u64) {
-        let mut l = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes one rlimit into the live local `l`.
-        assert_eq!(unsafe { libc::getrlimit(resource(t), &mut l) }, 0);
-        (l.rlim_cur as u64, l.rlim_max as u64)
+        let l = rustix::process::getrlimit(resource(t));
+        (l.current.unwrap_or(u64::MAX), l.maximum.unwrap_or(u64::MAX))
     }
 
     #[test]
@@ -143,8 +130,8 @@ mod tests {
         ] {
             assert_eq!(t.to_string(), rlimit_name(t));
         }
-        assert_eq!(i64::from(resource(RlimitNofile)), 7);
-        assert_eq!(i64::from(resource(RlimitRttime)), 15);
+        assert_eq!(resource(RlimitNofile) as u32, 7);
+        assert_eq!(resource(RlimitRttime) as u32, 15);
     }
 
     #[test]

@@ -41,25 +41,17 @@ fn fmt_i64(v: i64, buf: &mut [u8; 24]) -> &[u8] {
 
 /// Write `data` to a NUL-terminated path with a single write(2).
 pub(crate) fn write_file(path: &str, data: &[u8]) -> std::io::Result<()> {
-    debug_assert!(path.ends_with('\0'));
-    // SAFETY: NUL-terminated path; fd closed before returning; in-bounds buffer.
-    unsafe {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let n = libc::write(fd, data.as_ptr().cast(), data.len());
-        let err = std::io::Error::last_os_error();
-        libc::close(fd);
-        if n < 0 {
-            return Err(err);
-        }
-        if n as usize != data.len() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::WriteZero,
-                "short write",
-            ));
-        }
+    use rustix::fs::{Mode, OFlags};
+    let path = std::ffi::CStr::from_bytes_with_nul(path.as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // The fd is closed when `fd` drops, whatever the write did.
+    let fd = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
+    let n = rustix::io::write(&fd, data)?;
+    if n != data.len() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            "short write",
+        ));
     }
     Ok(())
 }

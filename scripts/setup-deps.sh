@@ -8,6 +8,9 @@
 #   3. Go and the OCI runtime-tools validation programs + static runtimetest
 #      + rootfs-amd64.tar.gz, pinned, cached under $SPROUT_CI_CACHE
 #   4. node-tap 16 (TAP-13 consumer), in a local npm prefix in the cache
+#   5. CRIU for checkpoint/restore: Debian's; where its `criu check` fails (bookworm's 3.17 on
+#      kernels >= 6.15: "Unexpected rt vDSO area bounds"), trixie's criu 4.1 with the libraries
+#      it needs, unpacked into the cache and run through its own loader by /usr/local/sbin/criu
 #
 # Environment: SPROUT_CI_CACHE (default ~/.cache/sprout-ci),
 #              SETUP_DEPS_FORCE=1 to rebuild the cached Go/npm parts.
@@ -57,7 +60,7 @@ APT_PKGS=(busybox-static libseccomp-dev musl-tools pkg-config crun runc hyperfin
           build-essential python3 python3-pip file dbus python3-dbus python3-gi
           podman containerd docker.io
           catatonit containernetworking-plugins iptables tini uidmap iproute2 procps
-          ca-certificates git util-linux coreutils tar gzip)
+          ca-certificates git util-linux coreutils tar gzip criu)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -164,6 +167,58 @@ else
     touch "$NODE_TAP_PREFIX/.complete"
 fi
 echo "    $("$NODE_TAP_PREFIX/node_modules/.bin/tap" --version 2>/dev/null | head -1)"
+
+# ---------------------------------------------------------------- 5. CRIU
+step "CRIU (checkpoint/restore)"
+CRIU_DIR="$SPROUT_CI_CACHE/criu-trixie"
+if criu check >/dev/null 2>&1; then
+    echo "    $(command -v criu): $(criu --version 2>/dev/null | head -1), criu check passes"
+else
+    why=$(criu check 2>&1 | grep -m1 Error || true)
+    echo "    $(command -v criu || echo criu): criu check fails here: ${why:-?}"
+    if [ ! -f "$CRIU_DIR/.complete" ] || [ -n "${SETUP_DEPS_FORCE:-}" ]; then
+        # Debian 13's criu and every library it loads that Debian 12 lacks or has too old,
+        # downloaded (not installed) from the same mirror with a private apt state.
+        rm -rf "$CRIU_DIR.tmp"; mkdir -p "$CRIU_DIR.tmp"/{lists/partial,archives/partial,debs,root}
+        # The host's first apt URI (as tests/vm/image.sh picks it), else Debian's.
+        MIRROR=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources \
+                   /etc/apt/sources.list 2>/dev/null | grep -v security | head -1 | awk '{print $2}' || true)
+        MIRROR=${MIRROR:-http://deb.debian.org/debian}
+        echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${MIRROR%/} trixie main" \
+            > "$CRIU_DIR.tmp/sources.list"
+        APT_T=(-o Dir::Etc::SourceList="$CRIU_DIR.tmp/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+               -o Dir::State::Lists="$CRIU_DIR.tmp/lists" -o Dir::Cache="$CRIU_DIR.tmp"
+               -o Dir::State::Status=/dev/null -o APT::Sandbox::User=root)
+        if apt-get "${APT_T[@]}" update -qq >/dev/null 2>&1 \
+           && (cd "$CRIU_DIR.tmp/debs" && apt-get "${APT_T[@]}" download -qq criu libc6 libprotobuf-c1 \
+                 libnl-3-200 libnet1 libgnutls30t64 libbsd0 libnftables1 libcap2 libmd0 libnftnl11 \
+                 libmnl0 libjansson4 libxtables12 libgmp10 libnettle8t64 libhogweed6t64 libidn2-0 \
+                 libunistring5 libtasn1-6 libp11-kit0 libffi8 libuuid1 libedit2 libtinfo6 >/dev/null 2>&1); then
+            for d in "$CRIU_DIR.tmp"/debs/*.deb; do dpkg-deb -x "$d" "$CRIU_DIR.tmp/root"; done
+            rm -rf "$CRIU_DIR.tmp"/{lists,archives,debs,pkgcache.bin,srcpkgcache.bin}
+            touch "$CRIU_DIR.tmp/.complete"
+            rm -rf "$CRIU_DIR"; mv "$CRIU_DIR.tmp" "$CRIU_DIR"
+        else
+            echo "    WARNING: could not download trixie's criu from $MIRROR: the checkpoint tests will be skipped" >&2
+            rm -rf "$CRIU_DIR.tmp"
+        fi
+    fi
+    if [ -f "$CRIU_DIR/.complete" ]; then
+        R="$CRIU_DIR/root"
+        $SUDO install -d /usr/local/sbin
+        printf '#!/bin/sh\n# Debian 13 criu with its own loader and libraries (scripts/setup-deps.sh, step 5)\nexec %s --library-path %s %s "$@"\n' \
+            "$R/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" "$R/usr/lib/x86_64-linux-gnu" "$R/usr/sbin/criu" \
+            | $SUDO tee /usr/local/sbin/criu.tmp >/dev/null
+        $SUDO chmod 755 /usr/local/sbin/criu.tmp
+        if /usr/local/sbin/criu.tmp check >/dev/null 2>&1; then
+            $SUDO mv /usr/local/sbin/criu.tmp /usr/local/sbin/criu
+            echo "    /usr/local/sbin/criu: $(/usr/local/sbin/criu --version | head -1) (Debian 13), criu check passes"
+        else
+            $SUDO rm -f /usr/local/sbin/criu.tmp
+            echo "    WARNING: trixie's criu fails criu check too: the checkpoint tests will be skipped" >&2
+        fi
+    fi
+fi
 
 # ---------------------------------------------------------------- kernel features
 step "host checks"

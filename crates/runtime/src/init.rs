@@ -81,6 +81,41 @@ pub fn run(ctx: &InitCtx) -> ! {
     }
 }
 
+/// Stdio that is the host's /dev/null (a `run -d` under conmon without `-i`, a shim's null
+/// stdin) becomes the container's own /dev/null, as runc does (reOpenDevNull): the process holds
+/// no file of the host's /dev, and CRIU can checkpoint it (it cannot restore a file on a mount
+/// outside the container). Best effort: left as it is when the container has no /dev/null.
+fn reopen_dev_null() {
+    let null_dev = libc::makedev(1, 3);
+    let is_null = |fd: i32| {
+        // SAFETY: fstat writes one `stat` into the live local; all-zero is a valid value for it.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; fd is an integer the kernel checks.
+        (unsafe { libc::fstat(fd, &mut st) } == 0)
+            && st.st_mode & libc::S_IFMT == libc::S_IFCHR
+            && st.st_rdev == null_dev
+    };
+    if !(0..3).any(is_null) {
+        return;
+    }
+    // SAFETY: open of a C string literal; the result is checked and closed below.
+    let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return;
+    }
+    if is_null(fd) {
+        for target in 0..3 {
+            if is_null(target) {
+                // SAFETY: dup3 onto a stdio fd that no OwnedFd of ours holds; flags 0 (stdio stays
+                // open across execve).
+                unsafe { libc::dup3(fd, target, 0) };
+            }
+        }
+    }
+    // SAFETY: `fd` was opened above and is ours alone.
+    unsafe { libc::close(fd) };
+}
+
 /// After chdir: the cwd must be reachable from the container's root. A cwd reached through a
 /// leaked host fd (/proc/self/fd/N) is outside it, and getcwd(2) then fails with ENOENT
 /// ("(unreachable)"): refuse it (CVE-2024-21626).
@@ -299,6 +334,13 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     if plan.fork_for_pid {
         fork_pid1(ctx)?;
     }
+    // As runc's nsexec: the init leads a session and process group of its own (with a terminal,
+    // TIOCSCTTY makes the pty its controlling terminal later). Nothing aimed at the caller's
+    // session or process group reaches the container, and CRIU can checkpoint it: it refuses a
+    // process tree whose session leader is outside its pid namespace.
+    // SAFETY: setsid takes nothing and touches no memory of ours; it fails (EPERM) only for a
+    // process group leader, which a freshly cloned child is not.
+    unsafe { libc::setsid() };
     if spec.hooks().is_some() {
         let _ = HOST_PID.set(host_pid());
     }
@@ -505,6 +547,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     }
     if has_mount_ns {
         rootfs::apply_root_propagation(linux.and_then(|l| l.rootfs_propagation().as_deref()))?;
+        reopen_dev_null();
     }
     tr.mark("pivot_root");
 

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod console;
 pub mod create;
+pub mod criu;
 pub mod error;
 pub mod exec;
 pub mod features;

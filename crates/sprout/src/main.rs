@@ -49,8 +49,8 @@ struct Cli {
     /// Accepted for runc compatibility (rootless is detected from the euid).
     #[arg(long = "rootless", id = "global_rootless")]
     rootless: Option<String>,
-    /// Accepted for runc compatibility.
-    #[arg(long)]
+    /// Path to the criu binary for checkpoint and restore [default: criu on $PATH].
+    #[arg(long, global = true)]
     criu: Option<String>,
     /// Print the phase trace (also SPROUT_TRACE=1).
     #[arg(long, global = true)]
@@ -92,6 +92,10 @@ enum Cmd {
     /// Print container events: resource stats every --interval and OOM notifications, as JSON
     /// lines (runc's format); --stats prints the stats once.
     Events(events::EventsArgs),
+    /// Checkpoint a running container with CRIU (runc's flags).
+    Checkpoint(checkpoint::CheckpointArgs),
+    /// Restore a container from a CRIU checkpoint (runc's flags).
+    Restore(checkpoint::RestoreArgs),
     /// Write a default config.json.
     Spec(spec::SpecArgs),
     /// Print the runtime's features as JSON.
@@ -198,6 +202,7 @@ fn run(cli: Cli) -> Result<i32> {
         return Err(Error::msg("no command given (try --help)"));
     };
     let systemd = cli.systemd_cgroup;
+    let criu = cli.criu.as_deref().filter(|s| !s.is_empty());
     match cmd {
         Cmd::Create(a) => create::run(&store, &a, systemd, &mut trace),
         Cmd::Start(a) => start::run(&store, &a, &mut trace),
@@ -212,6 +217,8 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Ps(a) => ps::run(&store, &a),
         Cmd::Update(a) => update::run(&store, a),
         Cmd::Events(a) => events::run(&store, &a),
+        Cmd::Checkpoint(a) => checkpoint::checkpoint(&store, &a, criu, &mut trace),
+        Cmd::Restore(a) => checkpoint::restore(&store, &a, criu, systemd, &mut trace),
         Cmd::Spec(a) => spec::run(&a),
         Cmd::Features => features::run(),
         Cmd::Serve { args } => {

@@ -5,6 +5,7 @@ use std::io::Write;
 
 use sprout_runtime::{Error, Result};
 
+pub mod checkpoint;
 pub mod create;
 pub mod delete;
 pub mod events;

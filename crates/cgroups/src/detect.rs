@@ -17,16 +17,11 @@ pub(crate) fn fs_magic(path: &Path) -> Result<Option<i64>> {
     };
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|e| io_err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
-    // SAFETY: an all-zero statfs is a valid value of this plain C struct (an out-buffer).
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is NUL-terminated and `st` a writable statfs; both outlive the call.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        let e = std::io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::ENOENT) => Ok(None),
-            _ => Err(io_err(e)),
-        };
-    }
+    let st = match rustix::fs::statfs(c.as_c_str()) {
+        Ok(st) => st,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(io_err(e.into())),
+    };
     // f_type's width differs between architectures.
     #[allow(clippy::unnecessary_cast)]
     Ok(Some(st.f_type as i64))

@@ -12,7 +12,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -66,13 +66,8 @@ impl OomEvents {
     pub fn v1(dir: &Path) -> Result<OomEvents> {
         let ctl_path = dir.join("memory.oom_control");
         let oom_control = File::open(&ctl_path).map_err(|e| fs::io_err(&ctl_path, e))?;
-        // SAFETY: eventfd(2) takes integers only; the result is checked below.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            return Err(fs::io_err(dir, std::io::Error::last_os_error()));
-        }
-        // SAFETY: `efd` (>= 0) is the eventfd just created, owned by nothing else.
-        let efd = unsafe { OwnedFd::from_raw_fd(efd) };
+        let efd = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)
+            .map_err(|e| fs::io_err(dir, e.into()))?;
         let line = format!("{} {}", efd.as_raw_fd(), oom_control.as_raw_fd());
         fs::write_at(dir, "cgroup.event_control", &line)?;
         Ok(OomEvents {
@@ -166,10 +161,7 @@ impl OomEvents {
             }
             if let Source::V1 { efd, .. } = &self.src {
                 let mut buf = [0u8; 8];
-                // SAFETY: reads at most 8 bytes into the live 8-byte `buf`; `efd` is owned by
-                // `self`.
-                let r = unsafe { libc::read(efd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
-                if r == 8 {
+                if let Ok(8) = rustix::io::read(efd, &mut buf) {
                     let n = u64::from_ne_bytes(buf);
                     // The kernel also signals on rmdir: then the cgroup is gone.
                     if !self.dir.join("cgroup.event_control").exists() {

@@ -5,8 +5,7 @@
 /// `true` when the effective uid is not 0, or when /proc/self/uid_map is not the initial
 /// namespace's identity map (`0 0 4294967295`).
 pub fn running_rootless() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return true;
     }
     match std::fs::read_to_string("/proc/self/uid_map") {

@@ -2,9 +2,12 @@
 //! the slave becomes the process's stdio and controlling terminal, and the master is sent over
 //! the --console-socket with SCM_RIGHTS (what containerd, podman's conmon and runc expect).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+
+use rustix::fs::{Mode, OFlags};
+use rustix::pty::OpenptFlags;
 
 use crate::error::{Error, Result};
 use crate::sys::{cvt, send_fd};
@@ -34,18 +37,12 @@ pub struct PtyOpts {
 
 /// Open a pty master at /dev/ptmx as seen from here.
 pub fn open_ptmx() -> Result<OwnedFd> {
-    // SAFETY: open(2) of a C string literal; flags only, no mode argument is read.
-    let master = unsafe {
-        libc::open(
-            c"/dev/ptmx".as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        )
-    };
-    if master < 0 {
-        return Err(Error::last_os("process.terminal: opening /dev/ptmx"));
-    }
-    // SAFETY: open succeeded, so `master` is a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(master) })
+    rustix::fs::open(
+        c"/dev/ptmx",
+        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::os("process.terminal: opening /dev/ptmx", e.into()))
 }
 
 /// Open a new pty inside the container, hand the master over `socket`, and make the slave our
@@ -63,32 +60,21 @@ pub fn setup_pty_on(
     size: Option<(u64, u64)>,
     opts: PtyOpts,
 ) -> Result<()> {
-    // SAFETY: unlockpt takes an fd and touches no memory of ours; `master` is open (owned above).
-    cvt(unsafe { libc::unlockpt(master.as_raw_fd()) })
-        .map_err(|e| Error::os("process.terminal: unlockpt", e))?;
+    // ioctl(TIOCSPTLCK, &0), as libc's unlockpt.
+    rustix::pty::unlockpt(&master)
+        .map_err(|e| Error::os("process.terminal: unlockpt", e.into()))?;
     // TIOCGPTPEER opens the slave through the master: no path lookup in /dev/pts.
-    // SAFETY: TIOCGPTPEER takes an integer (the open flags) and returns a new fd; `master` is open.
-    let slave = unsafe {
-        libc::ioctl(
-            master.as_raw_fd(),
-            libc::TIOCGPTPEER,
-            libc::O_RDWR | libc::O_NOCTTY,
-        )
-    };
-    if slave < 0 {
-        return Err(Error::last_os("process.terminal: opening the pty slave"));
-    }
-    // SAFETY: TIOCGPTPEER succeeded, so `slave` is a new descriptor that nothing else owns.
-    let slave = unsafe { OwnedFd::from_raw_fd(slave) };
+    let slave = rustix::pty::ioctl_tiocgptpeer(&master, OpenptFlags::RDWR | OpenptFlags::NOCTTY)
+        .map_err(|e| Error::os("process.terminal: opening the pty slave", e.into()))?;
     if let Some((h, w)) = size {
-        let ws = libc::winsize {
+        let ws = rustix::termios::Winsize {
             ws_row: h as u16,
             ws_col: w as u16,
             ws_xpixel: 0,
             ws_ypixel: 0,
         };
-        // SAFETY: TIOCSWINSZ reads one winsize from the live local `ws`; `master` is open.
-        unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+        // ioctl(TIOCSWINSZ); a failure leaves the kernel's default size, as before.
+        let _ = rustix::termios::tcsetwinsize(&master, ws);
     }
     if opts.clear_onlcr {
         // SAFETY: termios is plain data (all-zero is valid); tcgetattr writes the live local
@@ -115,22 +101,20 @@ pub fn setup_pty_on(
     send_fd(socket, &name, master.as_raw_fd())
         .map_err(|e| Error::os("--console-socket: sending the pty master", e))?;
     drop(master);
-    // SAFETY: setsid, ioctl(TIOCSCTTY, 0) and dup2 take integers only. dup2 onto 0, 1 and 2
-    // replaces the stdio fds, which no OwnedFd of ours holds; `slave` (open, owned above) stays
-    // ours and is closed by its drop.
-    unsafe {
-        if opts.ctty {
-            libc::setsid();
-            if libc::ioctl(slave.as_raw_fd(), libc::TIOCSCTTY, 0) < 0 {
-                return Err(Error::last_os("process.terminal: TIOCSCTTY"));
-            }
-        }
-        for fd in 0..3 {
-            if libc::dup2(slave.as_raw_fd(), fd) < 0 {
-                return Err(Error::last_os("process.terminal: dup2"));
-            }
-        }
+    if opts.ctty {
+        // Fails (EPERM) only for a process group leader, which then keeps its session, as
+        // before: the TIOCSCTTY below says whether the terminal could be taken.
+        let _ = rustix::process::setsid();
+        rustix::process::ioctl_tiocsctty(&slave)
+            .map_err(|e| Error::os("process.terminal: TIOCSCTTY", e.into()))?;
     }
+    // dup2 onto 0, 1 and 2 (rustix's stdio forms: no OwnedFd is made for the targets); `slave`
+    // stays ours and is closed by its drop.
+    let dup =
+        |r: rustix::io::Result<()>| r.map_err(|e| Error::os("process.terminal: dup2", e.into()));
+    dup(rustix::stdio::dup2_stdin(&slave))?;
+    dup(rustix::stdio::dup2_stdout(&slave))?;
+    dup(rustix::stdio::dup2_stderr(&slave))?;
     Ok(())
 }
 

@@ -8,10 +8,11 @@
 //! binary or holds more privilege than the container (CVE-2019-5736, and ptrace by a container
 //! holding CAP_SYS_PTRACE).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
 use oci_spec::runtime::{Capability, LinuxNamespaceType, Process, Spec};
+use rustix::process::{Gid, Uid};
 
 use crate::bail;
 use crate::config::parse_spec;
@@ -316,18 +317,11 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     drop(child_chan);
     drop(console);
     let reap = |fd: &OwnedFd| {
-        // SAFETY: siginfo_t is plain data: all-zero is a valid value.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid writes one siginfo_t into the live local `info`; P_PIDFD with a pidfd of
-        // our own child (borrowed, open) reaps that child only.
-        unsafe {
-            libc::waitid(
-                libc::P_PIDFD,
-                fd.as_raw_fd() as libc::id_t,
-                &mut info,
-                libc::WEXITED,
-            )
-        };
+        // P_PIDFD with a pidfd of our own child reaps that child only.
+        let _ = rustix::process::waitid(
+            rustix::process::WaitId::PidFd(fd.as_fd()),
+            rustix::process::WaitIdOptions::EXITED,
+        );
     };
     let kill_and_reap = |fd: &OwnedFd| {
         let _ = sys::pidfd_send_signal(fd, libc::SIGKILL);
@@ -473,8 +467,8 @@ fn exec_child(
 ) -> Error {
     let r = (|| -> Result<(init::Exec, Option<OwnedFd>)> {
         init::unblock_all_signals();
-        // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integers only and touches no memory of ours.
-        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        let _ =
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
         chan.wait_go()
             .map_err(|e| Error::os("waiting for the runtime", e))?;
         // Before seccomp, which may not allow memfd_create.
@@ -504,12 +498,11 @@ fn exec_child(
             mp.apply()?;
         }
         if types.contains(&LinuxNamespaceType::User) {
-            // SAFETY: setresgid/setresuid take integers only (root of the user namespace just
-            // joined, where the init's maps make 0 valid).
-            unsafe {
-                libc::setresgid(0, 0, 0);
-                libc::setresuid(0, 0, 0);
-            }
+            // Root of the user namespace just joined, where the init's maps make 0 valid. The
+            // raw per-thread syscalls: this helper is a raw clone, single-threaded, whose libc
+            // thread list is stale.
+            let _ = rustix::thread::set_thread_res_gid(Gid::ROOT, Gid::ROOT, Gid::ROOT);
+            let _ = rustix::thread::set_thread_res_uid(Uid::ROOT, Uid::ROOT, Uid::ROOT);
         }
         let tty = process.terminal().unwrap_or(false);
         if tty {
@@ -526,13 +519,8 @@ fn exec_child(
             )?;
         }
         let cwd = cstr(process.cwd());
-        // SAFETY: chdir reads the NUL-terminated CString `cwd`, alive for the call.
-        if unsafe { libc::chdir(cwd.as_ptr()) } < 0 {
-            return Err(Error::last_os(format!(
-                "process.cwd {}",
-                process.cwd().display()
-            )));
-        }
+        rustix::process::chdir(cwd.as_c_str())
+            .map_err(|e| Error::os(format!("process.cwd {}", process.cwd().display()), e.into()))?;
         init::check_cwd_inside(process.cwd())?;
         let exec = init::prepare_exec(process)?;
         // The channel is close-on-exec (lock_down marks every fd).
@@ -562,17 +550,16 @@ fn spawn_without_trampoline(chan: &Channel, tty: bool, exec: &init::Exec) -> Err
         Err(e) => return Error::os("forking the process", e),
     };
     if pid == 0 {
-        // SAFETY: setsid has no memory effects; a fresh child is never a group leader.
-        // Its own session and process group inside the container, as runc (and the trampoline).
-        unsafe { libc::setsid() };
+        // Its own session and process group inside the container, as runc (and the trampoline);
+        // a fresh child is never a group leader, so this does not fail.
+        let _ = rustix::process::setsid();
         if tty {
-            // SAFETY: ioctl on fd 0 with an integer argument.
-            unsafe {
-                if libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                    let e = Error::last_os("process.terminal: TIOCSCTTY");
-                    let _ = chan.send(sync::ERROR, e.to_wire().as_bytes());
-                    libc::_exit(127);
-                }
+            if let Err(e) = rustix::process::ioctl_tiocsctty(rustix::stdio::stdin()) {
+                let e = Error::os("process.terminal: TIOCSCTTY", e.into());
+                let _ = chan.send(sync::ERROR, e.to_wire().as_bytes());
+                // SAFETY: _exit takes an integer; the child leaves without running the
+                // runtime's atexit handlers.
+                unsafe { libc::_exit(127) };
             }
         }
         let e = init::do_execve(exec);

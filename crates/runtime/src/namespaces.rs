@@ -321,8 +321,10 @@ pub fn write_id_maps(
     uid: &[oci_spec::runtime::LinuxIdMapping],
     gid: &[oci_spec::runtime::LinuxIdMapping],
 ) -> Result<()> {
-    // SAFETY: geteuid/getegid take no arguments, touch no memory and always succeed.
-    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let (euid, egid) = (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    );
     write_one_map(
         pid,
         "uid_map",

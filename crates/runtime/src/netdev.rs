@@ -52,8 +52,7 @@ pub fn validate(devs: &HashMap<String, LinuxNetDevice>, has_new_net: bool) -> Re
     if !has_new_net {
         bail!("linux.netDevices: moving network devices needs a network namespace in linux.namespaces");
     }
-    // SAFETY: geteuid has no arguments and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         bail!("linux.netDevices: moving network devices is not supported for rootless containers");
     }
     let mut names: Vec<&str> = Vec::new();

@@ -1,9 +1,11 @@
-//! Thin wrappers over the raw syscalls the start path uses. libc is used directly (rather than a
-//! higher-level crate) where we need exact control over flags and over what allocates, since most
-//! of this runs in a freshly cloned child.
+//! Thin wrappers over the raw syscalls the start path uses. Where rustix (linux_raw backend)
+//! wraps one exactly (pidfd_open, pivot_root, sched_{get,set}affinity, socket) it is called
+//! without `unsafe`; it does not allocate with a `&CStr` path, so it may run in the freshly
+//! cloned child. The rest use libc directly, for exact control over flags and over what
+//! allocates.
 //!
 //! The raw `libc::syscall` glue of the crate lives here (clone3, the CLONE_PARENT clone,
-//! openat2, pidfd_*, close_range, pivot_root, keyctl, rt_sigaction, execveat), except the new
+//! openat2, pidfd_send_signal, close_range, keyctl, rt_sigaction, execveat), except the new
 //! mount API (rootfs/mountapi.rs) and the NUMA ones, which size their masks by the spec's
 //! limits (numa.rs).
 
@@ -12,6 +14,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+use rustix::process::{Pid, PidfdFlags};
 
 pub fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -115,10 +119,9 @@ fn fmt_fd_path(buf: &mut [u8; 32], fd: RawFd) -> &str {
 }
 
 pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open(2) takes two integers and touches no memory of ours.
-    let fd = cvt_l(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
-    // SAFETY: pidfd_open succeeded, so `fd` is a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    // The kernel's answer for a pid <= 0, which rustix's Pid cannot hold.
+    let pid = Pid::from_raw(pid.max(0)).ok_or(io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)
 }
 
 pub fn pidfd_send_signal(pidfd: &OwnedFd, sig: i32) -> io::Result<()> {
@@ -292,13 +295,13 @@ pub fn monotonic_us() -> u64 {
 
 /// `ip link set lo up` in the current network namespace (runc and crun do it for a new netns).
 pub fn loopback_up() -> io::Result<()> {
-    // SAFETY: socket(2) takes integers only.
-    let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if sock < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: socket succeeded, so `sock` is a new descriptor that nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(sock) };
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let sock = rustix::net::socket_with(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
     // SAFETY: ifreq is a name array and a union of plain integers/addresses: all-zero is valid.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
@@ -327,32 +330,30 @@ pub fn loopback_up() -> io::Result<()> {
 /// in our affinity mask (the caller resets it later, `numa::reset_affinity`); false (nothing
 /// changed) with a single allowed CPU or on any error.
 pub fn start_on_other_cpu(pid: i32) -> bool {
-    // SAFETY: cpu_set_t is a bit array: all-zero is the empty set.
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: the kernel writes at most `size` bytes, the size of the live local `mask`.
-    if unsafe { libc::sched_getaffinity(0, size, &mut mask) } < 0 {
+    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+    // rustix's CpuSet is 128 bytes, the size of libc's cpu_set_t passed before.
+    let Ok(mask) = sched_getaffinity(None) else {
         return false;
-    }
+    };
+    // libc's: rustix's sched_getcpu would read the vDSO, which first loads the aux vector.
     // SAFETY: sched_getcpu takes nothing and touches no memory of ours.
     let cur = unsafe { libc::sched_getcpu() };
     if cur < 0 {
         return false;
     }
-    let n = 8 * size;
+    let n = CpuSet::MAX_CPU;
     let Some(other) = (1..n)
         .map(|i| (cur as usize + i) % n)
-        // SAFETY: c < n = 8 * size_of::<cpu_set_t>(): the bit tested is inside `mask`.
-        .find(|&c| unsafe { libc::CPU_ISSET(c, &mask) })
+        .find(|&c| mask.is_set(c))
     else {
         return false;
     };
-    // SAFETY: as above, all-zero is the empty set.
-    let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `other` < n, a bit inside `one`.
-    unsafe { libc::CPU_SET(other, &mut one) };
-    // SAFETY: the kernel reads `size` bytes, the size of the live local `one`.
-    unsafe { libc::sched_setaffinity(pid, size, &one) == 0 }
+    let mut one = CpuSet::new();
+    one.set(other);
+    let Some(pid) = Pid::from_raw(pid.max(0)) else {
+        return false;
+    };
+    sched_setaffinity(Some(pid), &one).is_ok()
 }
 
 #[repr(C)]
@@ -431,10 +432,7 @@ pub fn clone_parent() -> io::Result<libc::pid_t> {
 /// pivot_root(2): `new_root` becomes the root of the calling process's mount namespace and the
 /// old one is stacked at `put_old`.
 pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
-    // SAFETY: both paths are borrowed NUL-terminated strings, alive for the call; the kernel
-    // only reads them.
-    cvt_l(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
-        .map(drop)
+    Ok(rustix::process::pivot_root(new_root, put_old)?)
 }
 
 /// keyctl(KEYCTL_JOIN_SESSION_KEYRING, name): a new session keyring called `name`, joined.

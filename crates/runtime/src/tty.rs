@@ -2,27 +2,21 @@
 //! itself (over an internal socketpair) and proxies it to its own stdin/stdout, in raw mode when
 //! stdin is a terminal, resizing on SIGWINCH, until the container's init exits.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use crate::error::{Error, Result};
 use crate::sys;
 
 /// An internal console socket pair: (the end the init sends on, the end we receive on).
 pub fn console_pair() -> Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: socketpair writes two fds into the live local 2-element `fds`.
-    sys::cvt(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })
-    .map_err(|e| Error::os("console socketpair", e))?;
-    // SAFETY: socketpair succeeded, so fds[0] and fds[1] are two new descriptors that nothing else
-    // owns, each wrapped once.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(|e| Error::os("console socketpair", e.into()))
 }
 
 pub fn recv_master(sock: &OwnedFd) -> Result<OwnedFd> {

@@ -208,8 +208,7 @@ pub(crate) fn host_id(uid_map: &str, id: u32) -> Option<u32> {
 /// This process's effective uid as the parent user namespace sees it (the initial one for
 /// rootless podman: the user's real uid). The euid itself when it cannot be told.
 pub(crate) fn host_euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = rustix::process::geteuid().as_raw();
     std::fs::read_to_string("/proc/self/uid_map")
         .ok()
         .and_then(|m| host_id(&m, euid))
@@ -282,8 +281,7 @@ fn target() -> std::result::Result<Target, String> {
         })? {
             return Ok(t);
         }
-        // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
-        if unsafe { libc::geteuid() } != 0 {
+        if !rustix::process::geteuid().is_root() {
             return Err(format!(
                 "rootless, and the user's systemd manager is not to be found (no \
                  $XDG_RUNTIME_DIR/systemd/private, $DBUS_SESSION_BUS_ADDRESS or \
@@ -292,8 +290,7 @@ fn target() -> std::result::Result<Target, String> {
             ));
         }
     }
-    // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
-    if unsafe { libc::geteuid() } == 0 && Path::new(PRIVATE_SOCKET).exists() {
+    if rustix::process::geteuid().is_root() && Path::new(PRIVATE_SOCKET).exists() {
         return Ok(Target {
             addr: Addr::Path(PRIVATE_SOCKET.into()),
             bus: false,

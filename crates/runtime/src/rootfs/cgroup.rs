@@ -1,6 +1,6 @@
 //! The cgroup mount: which host cgroup directories it shows, and the mount itself.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use super::{
@@ -10,7 +10,7 @@ use super::{
     paths::ensure_in_root,
 };
 use crate::error::{Error, Result};
-use crate::sys::{cstr, cstr_s, cvt, fd_path, mount, open_in_root};
+use crate::sys::{cstr, cstr_s, fd_path, mount, open_in_root};
 
 /// What the cgroup mount needs: (name under /sys/fs/cgroup, host path of our cgroup in it).
 pub type CgroupBinds = Vec<(String, PathBuf)>;
@@ -192,22 +192,17 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
     for (name, host) in (ctx.cgroup_binds)() {
         let t = if !name.is_empty() && !name.contains('/') && name != "." && name != ".." {
             let cname = cstr_s(&name);
-            // SAFETY: mkdirat reads the NUL-terminated CString `cname` (a single component: no '/',
-            // not . or ..), alive for the call; `tmp` is borrowed (open).
-            cvt(unsafe { libc::mkdirat(tmp.as_raw_fd(), cname.as_ptr(), 0o755) })
-                .map_err(|e| Error::os(format!("cgroup tmpfs: mkdir {name}"), e))?;
-            // SAFETY: openat reads the NUL-terminated CString `cname`, alive for the call; `tmp` is
-            // borrowed (open).
-            let fd = cvt(unsafe {
-                libc::openat(
-                    tmp.as_raw_fd(),
-                    cname.as_ptr(),
-                    libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                )
-            })
-            .map_err(|e| Error::os(format!("cgroup tmpfs: {name}"), e))?;
-            // SAFETY: openat succeeded (cvt), so `fd` is a new descriptor that nothing else owns.
-            unsafe { OwnedFd::from_raw_fd(fd) }
+            use rustix::fs::{Mode, OFlags};
+            // A single component (no '/', not . or ..) in `tmp`.
+            rustix::fs::mkdirat(&tmp, cname.as_c_str(), Mode::from_raw_mode(0o755))
+                .map_err(|e| Error::os(format!("cgroup tmpfs: mkdir {name}"), e.into()))?;
+            rustix::fs::openat(
+                &tmp,
+                cname.as_c_str(),
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| Error::os(format!("cgroup tmpfs: {name}"), e.into()))?
         } else {
             ensure_in_root(ctx.rootfs_fd, &dest.join(&name), false)?
         };

@@ -5,6 +5,9 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
+use rustix::fs::{chmodat, chownat, symlinkat, unlinkat, AtFlags, Mode};
+use rustix::process::{Gid, Uid};
+
 use oci_spec::runtime::{LinuxDevice, LinuxDeviceType, Mount};
 
 use super::{
@@ -68,9 +71,7 @@ pub(super) fn create_device_in(
         .ok_or_else(|| Error::msg(format!("linux.devices: bad path {}", path.display())))?;
     // mknodat needs a real directory fd (O_PATH works for *at calls with a name).
     let cname = cstr(name);
-    // SAFETY: unlinkat reads the NUL-terminated CString `cname`, alive for the call; `dir` is
-    // borrowed (open).
-    unsafe { libc::unlinkat(dir.as_raw_fd(), cname.as_ptr(), 0) };
+    let _ = unlinkat(dir, cname.as_c_str(), AtFlags::empty());
     let r = if in_userns {
         -1
     } else {
@@ -86,33 +87,26 @@ pub(super) fn create_device_in(
         }
     };
     if r == 0 {
-        // SAFETY: fchownat reads the NUL-terminated CString `cname`, alive for the call;
-        // AT_SYMLINK_NOFOLLOW: a symlink there is not followed.
-        let r = unsafe {
-            libc::fchownat(
-                dir.as_raw_fd(),
-                cname.as_ptr(),
-                uid,
-                gid,
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        };
-        if r < 0 {
-            return Err(Error::last_os(format!(
-                "linux.devices: chown {}",
-                path.display()
-            )));
-        }
+        // AT_SYMLINK_NOFOLLOW: a symlink there is not followed. The _unchecked ids pass -1
+        // ("unchanged") through as fchownat did.
+        let (u, g) = (Uid::from_raw_unchecked(uid), Gid::from_raw_unchecked(gid));
+        chownat(
+            dir,
+            cname.as_c_str(),
+            Some(u),
+            Some(g),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| Error::os(format!("linux.devices: chown {}", path.display()), e.into()))?;
         // mknod is subject to umask; set the exact mode (the node was just made by us: a plain
         // name in a directory we hold, no symlink can be there).
-        // SAFETY: fchmodat reads the NUL-terminated CString `cname`, alive for the call; `dir` is
-        // borrowed (open).
-        if unsafe { libc::fchmodat(dir.as_raw_fd(), cname.as_ptr(), mode & 0o7777, 0) } < 0 {
-            return Err(Error::last_os(format!(
-                "linux.devices: chmod {}",
-                path.display()
-            )));
-        }
+        chmodat(
+            dir,
+            cname.as_c_str(),
+            Mode::from_raw_mode(mode & 0o7777),
+            AtFlags::empty(),
+        )
+        .map_err(|e| Error::os(format!("linux.devices: chmod {}", path.display()), e.into()))?;
         return Ok(());
     }
     let err = if in_userns {
@@ -222,15 +216,11 @@ pub fn create_devices(
         for (name, target) in links {
             let n = cstr_s(name);
             if name == "ptmx" {
-                // SAFETY: unlinkat reads the NUL-terminated CString `n`, alive for the call; `dev`
-                // is borrowed (open).
-                unsafe { libc::unlinkat(dev.as_raw_fd(), n.as_ptr(), 0) };
+                let _ = unlinkat(&dev, n.as_c_str(), AtFlags::empty());
             }
-            // SAFETY: symlinkat reads two NUL-terminated strings (the C string literal `target` and
-            // the CString `n`), alive for the call; `dev` is borrowed (open).
-            let r = unsafe { libc::symlinkat(target.as_ptr(), dev.as_raw_fd(), n.as_ptr()) };
-            if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
-                return Err(Error::last_os(format!("creating /dev/{name}")));
+            match symlinkat(target, &dev, n.as_c_str()) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(Error::os(format!("creating /dev/{name}"), e.into())),
             }
         }
     }

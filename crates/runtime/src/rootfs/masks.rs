@@ -1,6 +1,6 @@
 //! Masked and read-only paths (after pivot_root).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
 use super::{
     mountapi::{mount_setattr, move_mount_to_fd, open_tree},
@@ -21,13 +21,9 @@ pub fn mask_paths(paths: &[String]) -> Result<()> {
         let c = cstr_s(p);
         // One stat decides: a failed mount(2) is not cheap (the kernel waits for an RCU grace
         // period to free the half-made mount), so never try the wrong kind first.
-        // SAFETY: `stat` is plain integers: all-zero is a valid value.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: stat reads the NUL-terminated CString `c` and writes one stat into the live local
-        // `st`.
-        if unsafe { libc::stat(c.as_ptr(), &mut st) } < 0 {
+        let Ok(st) = rustix::fs::stat(c.as_c_str()) else {
             continue; // missing: nothing to mask
-        }
+        };
         let r = if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
             mount(Some(c"/dev/null"), &c, None, libc::MS_BIND, None)
         } else if let Some(first) = &shared_tmpfs {
@@ -59,19 +55,13 @@ pub fn readonly_paths(paths: &[String]) -> Result<()> {
         };
         mount_setattr(tree.as_raw_fd(), true, MOUNT_ATTR_RDONLY, 0)
             .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
-        // SAFETY: open reads the NUL-terminated CString `c`, alive for the call; flags only, no
-        // mode.
-        let target = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-            )
-        };
-        if target < 0 {
-            return Err(Error::last_os(format!("linux.readonlyPaths: {p}")));
-        }
-        // SAFETY: open succeeded, so `target` is a new descriptor that nothing else owns.
-        let target = unsafe { OwnedFd::from_raw_fd(target) };
+        use rustix::fs::{Mode, OFlags};
+        let target = rustix::fs::open(
+            c.as_c_str(),
+            OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e.into()))?;
         move_mount_to_fd(tree.as_raw_fd(), target.as_raw_fd())
             .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
     }

@@ -1,7 +1,7 @@
 //! The spec's mounts, one by one, and the bind sources the runtime opens for the init.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::Mount;
@@ -83,12 +83,13 @@ pub fn open_bind_sources(
             wanted
                 .iter()
                 .filter_map(|(i, p)| {
-                    // SAFETY: `p` is a NUL-terminated path; a successful open returns a new fd
-                    // that nothing else owns.
-                    let fd = unsafe { libc::open(p.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-                    // SAFETY: open succeeded (fd >= 0), so `fd` is a new descriptor that nothing
-                    // else owns.
-                    (fd >= 0).then(|| (*i, unsafe { OwnedFd::from_raw_fd(fd) }))
+                    use rustix::fs::{Mode, OFlags};
+                    let fd = rustix::fs::open(
+                        p.as_c_str(),
+                        OFlags::PATH | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    );
+                    fd.ok().map(|fd| (*i, fd))
                 })
                 .collect()
         })

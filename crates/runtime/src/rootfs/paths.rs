@@ -79,20 +79,11 @@ fn readlink_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStringExt;
     let cname = cstr(name);
     let mut buf = vec![0u8; libc::PATH_MAX as usize];
-    // SAFETY: readlinkat reads the NUL-terminated `cname` and writes at most buf.len() bytes into
-    // the live `buf`; `dir` is borrowed (open).
-    let n = unsafe {
-        libc::readlinkat(
-            dir.as_raw_fd(),
-            cname.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n <= 0 {
+    let n = rustix::fs::readlinkat_raw(dir, cname.as_c_str(), &mut buf[..]).ok()?;
+    if n == 0 {
         return None;
     }
-    buf.truncate(n as usize);
+    buf.truncate(n);
     Some(PathBuf::from(std::ffi::OsString::from_vec(buf)))
 }
 
@@ -139,25 +130,13 @@ fn ensure_in_root_inner(root: &OwnedFd, path: &Path, file: bool) -> Result<(Owne
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
                 let name = cstr(c.as_os_str());
                 // mkdirat/mknodat on an O_PATH dirfd works; the name is a single component.
-                let r = if last && file {
-                    // SAFETY: mknodat reads the NUL-terminated CString `name` (one component),
-                    // alive for the call; `cur` is borrowed (open); a regular file needs no dev
-                    // number (0).
-                    unsafe {
-                        libc::mknodat(cur.as_raw_fd(), name.as_ptr(), libc::S_IFREG | 0o644, 0)
-                    }
-                } else {
-                    // SAFETY: mkdirat reads the NUL-terminated CString `name`, alive for the call;
-                    // `cur` is borrowed (open).
-                    unsafe { libc::mkdirat(cur.as_raw_fd(), name.as_ptr(), 0o755) }
-                };
-                if r < 0 {
-                    let e = io::Error::last_os_error();
-                    if e.raw_os_error() != Some(libc::EEXIST) {
+                match make_at(&cur, &name, last && file) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => {
                         return Err(Error::os(
                             format!("creating {} in the rootfs", sofar.display()),
-                            e,
-                        ));
+                            e.into(),
+                        ))
                     }
                 }
                 open_in_root(root.as_raw_fd(), &sofar, libc::O_PATH, 0).map_err(|e| {
@@ -176,6 +155,23 @@ fn ensure_in_root_inner(root: &OwnedFd, path: &Path, file: bool) -> Result<(Owne
     Ok((cur, false))
 }
 
+/// mknodat(`name`, S_IFREG | 0644, 0) (`file`) or mkdirat(`name`, 0755) in `dir` (an O_PATH
+/// dirfd works for both; `name` is a single component).
+fn make_at(dir: &OwnedFd, name: &std::ffi::CStr, file: bool) -> rustix::io::Result<()> {
+    use rustix::fs::{FileType, Mode};
+    if file {
+        rustix::fs::mknodat(
+            dir,
+            name,
+            FileType::RegularFile,
+            Mode::from_raw_mode(0o644),
+            0,
+        )
+    } else {
+        rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o755))
+    }
+}
+
 /// Create `name` (a directory, or an empty file) in `dir` and open it; EEXIST (a race with
 /// another creator) is fine. `path` is the full container path, for errors and the reopen.
 pub(super) fn create_in(
@@ -186,22 +182,13 @@ pub(super) fn create_in(
     file: bool,
 ) -> Result<OwnedFd> {
     let cname = cstr(name);
-    let r = if file {
-        // SAFETY: mknodat reads the NUL-terminated CString `cname`, alive for the call; `dir` is
-        // borrowed (open); a regular file needs no dev number (0).
-        unsafe { libc::mknodat(dir.as_raw_fd(), cname.as_ptr(), libc::S_IFREG | 0o644, 0) }
-    } else {
-        // SAFETY: mkdirat reads the NUL-terminated CString `cname`, alive for the call; `dir` is
-        // borrowed (open).
-        unsafe { libc::mkdirat(dir.as_raw_fd(), cname.as_ptr(), 0o755) }
-    };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EEXIST) {
+    match make_at(dir, &cname, file) {
+        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+        Err(e) => {
             return Err(Error::os(
                 format!("creating {} in the rootfs", path.display()),
-                e,
-            ));
+                e.into(),
+            ))
         }
     }
     open_in_root(root.as_raw_fd(), path, libc::O_PATH, 0)

@@ -1,6 +1,7 @@
 //! The root itself: propagation, pivot_root (or move + chroot), read-only root, sysctls.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use rustix::fs::{Mode, OFlags};
+use rustix::mount::{unmount, UnmountFlags};
 use std::path::{Path, PathBuf};
 
 use super::options::propagation_flag;
@@ -65,32 +66,22 @@ pub(super) fn make_parent_mount_private(path: &Path) -> Result<()> {
 /// lazy unmount cannot propagate to the host.
 pub fn pivot(rootfs: &Path) -> Result<()> {
     let c = cstr(rootfs);
-    // SAFETY: open reads the NUL-terminated CString `c`, alive for the call; flags only, no mode.
-    let newroot = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if newroot < 0 {
-        return Err(Error::last_os("opening the rootfs for pivot_root"));
-    }
-    // SAFETY: open succeeded, so `newroot` is a new descriptor that nothing else owns.
-    let newroot = unsafe { OwnedFd::from_raw_fd(newroot) };
+    let newroot = rustix::fs::open(
+        c.as_c_str(),
+        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::os("opening the rootfs for pivot_root", e.into()))?;
     // An fd on the old root, so that after pivot_root we can name exactly that mount: "." would
     // name the new root for mount(2) (which does not follow the old root stacked on it) and
     // turning the container's own mounts into slaves would undo their propagation options.
-    // SAFETY: open of a C string literal; flags only, no mode.
-    let oldroot = unsafe {
-        libc::open(
-            c"/".as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    // SAFETY: open succeeded (oldroot >= 0), so it is a new descriptor that nothing else owns.
-    let oldroot = (oldroot >= 0).then(|| unsafe { OwnedFd::from_raw_fd(oldroot) });
-    // SAFETY: fchdir takes the fd of `newroot`, owned above and open.
-    cvt(unsafe { libc::fchdir(newroot.as_raw_fd()) }).map_err(|e| Error::os("chdir rootfs", e))?;
+    let oldroot = rustix::fs::open(
+        c"/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok();
+    rustix::process::fchdir(&newroot).map_err(|e| Error::os("chdir rootfs", e.into()))?;
     pivot_root(c".", c".").map_err(|e| Error::os("pivot_root", e))?;
     // Make the old root rslave so its lazy unmount cannot propagate to the host, then detach it.
     // Through /proc/self/fd when the container has a /proc; otherwise "/" was already made rslave
@@ -99,17 +90,11 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
         .as_ref()
         .map(fd_path)
         .filter(|p| mount(None, p, None, libc::MS_SLAVE | libc::MS_REC, None).is_ok());
-    match via_fd {
-        // SAFETY: umount2 reads the NUL-terminated CString `p`, alive for the call.
-        Some(p) => cvt(unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) })
-            .map_err(|e| Error::os("detaching the old root", e))?,
-        // SAFETY: umount2 of a C string literal.
-        None => cvt(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) })
-            .map_err(|e| Error::os("detaching the old root", e))?,
-    };
+    let old = via_fd.as_deref().unwrap_or(c".");
+    unmount(old, UnmountFlags::DETACH)
+        .map_err(|e| Error::os("detaching the old root", e.into()))?;
     drop(oldroot);
-    // SAFETY: chdir of a C string literal.
-    cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
+    rustix::process::chdir(c"/").map_err(|e| Error::os("chdir /", e.into()))?;
     Ok(())
 }
 
@@ -123,14 +108,11 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
 pub fn move_and_chroot(rootfs: &Path) -> Result<()> {
     hide_full_proc_and_sys(rootfs)?;
     let c = cstr(rootfs);
-    // SAFETY: chdir reads the NUL-terminated CString `c`, alive for the call.
-    cvt(unsafe { libc::chdir(c.as_ptr()) }).map_err(|e| Error::os("chdir rootfs", e))?;
+    rustix::process::chdir(c.as_c_str()).map_err(|e| Error::os("chdir rootfs", e.into()))?;
     mount(Some(c"."), c"/", None, libc::MS_MOVE, None)
         .map_err(|e| Error::os("moving the rootfs to /", e))?;
-    // SAFETY: chroot of a C string literal.
-    cvt(unsafe { libc::chroot(c".".as_ptr()) }).map_err(|e| Error::os("chroot", e))?;
-    // SAFETY: chdir of a C string literal.
-    cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
+    rustix::process::chroot(c".").map_err(|e| Error::os("chroot", e.into()))?;
+    rustix::process::chdir(c"/").map_err(|e| Error::os("chdir /", e.into()))?;
     Ok(())
 }
 
@@ -190,9 +172,8 @@ fn hide_full_proc_and_sys(rootfs: &Path) -> Result<()> {
                 ))
             }
         }
-        // SAFETY: umount2 reads the NUL-terminated CString `c`, alive for the call.
-        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-            let e = std::io::Error::last_os_error();
+        if let Err(e) = unmount(c.as_c_str(), UnmountFlags::DETACH) {
+            let e = std::io::Error::from(e);
             if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EPERM)) {
                 return Err(Error::os(
                     format!("--no-pivot: detaching {}", p.display()),

@@ -7,6 +7,9 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use oci_spec::runtime::{Process, Spec};
+use rustix::fs::{Mode, OFlags};
+use rustix::process::{DumpableBehavior, Gid, Uid};
+use rustix::thread::{set_thread_res_gid, set_thread_res_uid};
 
 use crate::error::{Error, Result};
 use crate::namespaces::Plan;
@@ -47,8 +50,7 @@ pub fn run(ctx: &InitCtx) -> ! {
     // non-dumpable process's /proc files belong to root, which an unprivileged parent cannot
     // open. Stay dumpable until the maps are written (runc's nsexec does the same).
     if !ctx.plan.new_user {
-        // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integers only and touches no memory of ours.
-        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        let _ = rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable);
     }
     let mut tr = ChildTrace::new(ctx.trace);
     let mut go = GoLatch {
@@ -230,23 +232,21 @@ pub struct Exec {
 pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
     if arg0.contains('/') {
         let c = cstr_s(arg0);
-        // SAFETY: `stat` is plain integers: all-zero is a valid value.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // Worded as runc (Go's errors): docker maps "no such file or directory" to exit 127 and
         // "permission denied" to 126.
-        // SAFETY: stat reads the NUL-terminated CString `c` and writes one stat into the live local
-        // `st`.
-        if unsafe { libc::stat(c.as_ptr(), &mut st) } < 0 {
-            let e = std::io::Error::last_os_error();
-            let what = if e.raw_os_error() == Some(libc::ENOENT) {
-                "no such file or directory".to_string()
-            } else {
-                e.to_string()
-            };
-            return Err(Error::msg(format!(
-                "process.args: exec: {arg0:?}: stat {arg0}: {what}"
-            )));
-        }
+        let st = match rustix::fs::stat(c.as_c_str()) {
+            Ok(st) => st,
+            Err(e) => {
+                let what = if e == rustix::io::Errno::NOENT {
+                    "no such file or directory".to_string()
+                } else {
+                    std::io::Error::from(e).to_string()
+                };
+                return Err(Error::msg(format!(
+                    "process.args: exec: {arg0:?}: stat {arg0}: {what}"
+                )));
+            }
+        };
         if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0 {
             return Err(Error::msg(format!(
                 "process.args: exec: {arg0:?}: permission denied (not an executable file)"
@@ -271,15 +271,10 @@ pub fn resolve_program(arg0: &str, env: &[String]) -> Result<CString> {
         let dir = if dir.is_empty() { "." } else { dir };
         let cand = format!("{dir}/{arg0}");
         let c = cstr_s(&cand);
-        // SAFETY: `stat` is plain integers: all-zero is a valid value.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: stat reads the NUL-terminated CString `c` and writes one stat into the live local
-        // `st`.
-        if unsafe { libc::stat(c.as_ptr(), &mut st) } == 0
-            && st.st_mode & libc::S_IFMT == libc::S_IFREG
-            && st.st_mode & 0o111 != 0
-        {
-            return Ok(c);
+        if let Ok(st) = rustix::fs::stat(c.as_c_str()) {
+            if st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_mode & 0o111 != 0 {
+                return Ok(c);
+            }
         }
     }
     Err(Error::msg(format!(
@@ -324,12 +319,11 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     {
         // Joined a user namespace: its root, as runc's nsexec becomes, so that what the init
         // makes (mount points, /dev nodes) has mapped owners (EOVERFLOW otherwise).
-        // SAFETY: setresgid/setresuid take integers only.
-        cvt(unsafe { libc::setresgid(0, 0, 0) })
-            .map_err(|e| Error::os("becoming root in the joined user namespace (gid)", e))?;
-        // SAFETY: as above.
-        cvt(unsafe { libc::setresuid(0, 0, 0) })
-            .map_err(|e| Error::os("becoming root in the joined user namespace (uid)", e))?;
+        // The raw per-thread syscalls (the init is a raw clone: single-threaded).
+        set_thread_res_gid(Gid::ROOT, Gid::ROOT, Gid::ROOT)
+            .map_err(|e| Error::os("becoming root in the joined user namespace (gid)", e.into()))?;
+        set_thread_res_uid(Uid::ROOT, Uid::ROOT, Uid::ROOT)
+            .map_err(|e| Error::os("becoming root in the joined user namespace (uid)", e.into()))?;
     }
     if plan.fork_for_pid {
         fork_pid1(ctx)?;
@@ -359,15 +353,12 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         }
         go.wait(ctx)?;
         // The maps are written: non-dumpable from here on (see `run`).
-        // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integers only and touches no memory of ours.
-        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-        // SAFETY: setresgid takes integers only; 0 is mapped in the user namespace whose maps the
-        // parent wrote before GO.
-        cvt(unsafe { libc::setresgid(0, 0, 0) })
-            .map_err(|e| Error::os("becoming root in the user namespace (gid)", e))?;
-        // SAFETY: setresuid takes integers only; as for the gid, 0 is mapped.
-        cvt(unsafe { libc::setresuid(0, 0, 0) })
-            .map_err(|e| Error::os("becoming root in the user namespace (uid)", e))?;
+        let _ = rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable);
+        // 0 is mapped in the user namespace whose maps the parent wrote before GO.
+        set_thread_res_gid(Gid::ROOT, Gid::ROOT, Gid::ROOT)
+            .map_err(|e| Error::os("becoming root in the user namespace (gid)", e.into()))?;
+        set_thread_res_uid(Uid::ROOT, Uid::ROOT, Uid::ROOT)
+            .map_err(|e| Error::os("becoming root in the user namespace (uid)", e.into()))?;
     }
     let joined_user = plan
         .joins
@@ -382,16 +373,12 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             .any(|(t, _)| *t == oci_spec::runtime::LinuxNamespaceType::Uts)
     {
         if let Some(h) = spec.hostname().as_deref().filter(|h| !h.is_empty()) {
-            // SAFETY: sethostname reads h.len() bytes from the borrowed str `h` (no NUL needed: the
-            // length is given).
-            cvt(unsafe { libc::sethostname(h.as_ptr().cast(), h.len()) })
-                .map_err(|e| Error::os("hostname", e))?;
+            rustix::system::sethostname(h.as_bytes())
+                .map_err(|e| Error::os("hostname", e.into()))?;
         }
         if let Some(d) = spec.domainname().as_deref().filter(|d| !d.is_empty()) {
-            // SAFETY: setdomainname reads d.len() bytes from the borrowed str `d` (no NUL needed:
-            // the length is given).
-            cvt(unsafe { libc::setdomainname(d.as_ptr().cast(), d.len()) })
-                .map_err(|e| Error::os("domainname", e))?;
+            rustix::system::setdomainname(d.as_bytes())
+                .map_err(|e| Error::os("domainname", e.into()))?;
         }
     }
 
@@ -540,10 +527,8 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         rootfs::move_and_chroot(ctx.rootfs)?;
     } else if !has_mount_ns {
         let c = cstr(ctx.rootfs);
-        // SAFETY: chroot reads the NUL-terminated CString `c`, alive for the call.
-        cvt(unsafe { libc::chroot(c.as_ptr()) }).map_err(|e| Error::os("chroot", e))?;
-        // SAFETY: chdir of a C string literal.
-        cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map_err(|e| Error::os("chdir /", e))?;
+        rustix::process::chroot(c.as_c_str()).map_err(|e| Error::os("chroot", e.into()))?;
+        rustix::process::chdir(c"/").map_err(|e| Error::os("chdir /", e.into()))?;
     }
     if has_mount_ns {
         rootfs::apply_root_propagation(linux.and_then(|l| l.rootfs_propagation().as_deref()))?;
@@ -585,13 +570,11 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     // made read-only (runc creates it while preparing the rootfs).
     let cwd = process.cwd();
     let ccwd = cstr(cwd);
-    // SAFETY: chdir with a NUL-terminated path that outlives the calls.
-    if unsafe { libc::chdir(ccwd.as_ptr()) } < 0 {
+    if rustix::process::chdir(ccwd.as_c_str()).is_err() {
         std::fs::create_dir_all(cwd)
             .map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
-        // SAFETY: as above.
-        cvt(unsafe { libc::chdir(ccwd.as_ptr()) })
-            .map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e))?;
+        rustix::process::chdir(ccwd.as_c_str())
+            .map_err(|e| Error::os(format!("process.cwd {}", cwd.display()), e.into()))?;
     }
     check_cwd_inside(cwd)?;
 
@@ -873,15 +856,7 @@ fn exec_now(ctx: &InitCtx, exec: Exec, tramp: Option<OwnedFd>, tr: &mut ChildTra
     }
     if let Some(fifo) = ctx.fifo {
         let mut b = [0u8; 1];
-        loop {
-            // SAFETY: read writes at most 1 byte into the live local 1-byte `b`; the fifo is
-            // borrowed (open).
-            let n = unsafe { libc::read(fifo.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
-            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            break;
-        }
+        while let Err(rustix::io::Errno::INTR) = rustix::io::read(fifo, &mut b) {}
     }
     // The no_new_privs filter (when the trampoline did not take it) goes on before the
     // startContainer hooks: they run in the container under its seccomp filter, as runc's
@@ -974,18 +949,12 @@ fn host_pid() -> i32 {
 
 fn open_dir(p: &Path) -> Result<OwnedFd> {
     let c = cstr(p);
-    // SAFETY: open reads the NUL-terminated CString `c`, alive for the call; flags only, no mode.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(Error::last_os(format!("root.path {}", p.display())));
-    }
-    // SAFETY: open succeeded, so `fd` is a new descriptor that nothing else owns.
-    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+    rustix::fs::open(
+        c.as_c_str(),
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::os(format!("root.path {}", p.display()), e.into()))
 }
 
 /// Whether the config bind-mounts something onto /sys (the host's, as `spec --rootless` does).

@@ -454,6 +454,39 @@ EOF2
 pm_failed_create_cleanup() { # after a failed create podman runs `delete --force`, which must succeed quietly
   cap pm run --rm --sysctl net.ipv4.no_such_knob=1 "$IMG" true; [ "$RC" != 0 ] || return 1
   hasnt "$OUT" 'does not exist|Removing container .* from runtime after creation failed'; }
+# podman container checkpoint / restore (CRIU through the runtime's checkpoint and restore): a
+# counter's memory, stdio and rootfs changes survive. Run only where `criu check` passes.
+PM_COUNTER='i=0; while :; do i=$((i+1)); echo $i > /tmp/count; echo tick $i; sleep 0.1; done'
+pm_checkpoint() {
+  local n=ck-$PMRT at id
+  pm run -d --name $n "$IMG" sh -c "$PM_COUNTER" >/dev/null || return 1
+  wait_for "tick 5" pm logs $n || { pm rm -f -t0 $n; return 1; }
+  cap pm container checkpoint $n; eq "$RC" 0 || { echo "checkpoint: $OUT"; pm rm -f -t0 $n; return 1; }
+  cap pm inspect -f '{{.State.Status}}' $n; eq "$OUT" exited || { pm rm -f -t0 $n; return 1; }
+  at=$(pm logs $n | tail -1 | awk '{print $2}')
+  cap pm container restore $n; eq "$RC" 0 || { echo "restore: $OUT"; pm rm -f -t0 $n; return 1; }
+  wait_for "^running" pm inspect -f "{{.State.Status}}" $n || { pm rm -f -t0 $n; return 1; }
+  wait_for "tick $((at + 3))" pm logs $n || { pm rm -f -t0 $n; return 1; }
+  # It went on from where it stopped (its memory came back), not from 1 again.
+  cap pm logs $n; [ "$(printf '%s\n' "$OUT" | grep -c '^tick 1$')" = 1 ] \
+    || { echo "the counter restarted:"; printf '%s\n' "$OUT" | head; pm rm -f -t0 $n; return 1; }
+  id=$(pm inspect -f '{{.Id}}' $n)   # restored by that runtime: its state is under its root
+  [ -d "/run/$PMRT/$id" ] || { echo "no /run/$PMRT/$id"; pm rm -f -t0 $n; return 1; }
+  cap pm rm -f -t 0 $n; eq "$RC" 0
+}
+pm_checkpoint_export() { # --export, rm, restore --import: a new container on a new rootfs
+  local n=cke-$PMRT f=$TMP/ck-$PMRT.tar.gz at
+  pm run -d --name $n "$IMG" sh -c "$PM_COUNTER" >/dev/null || return 1
+  wait_for "tick 5" pm logs $n || { pm rm -f -t0 $n; return 1; }
+  cap pm container checkpoint --export "$f" $n; eq "$RC" 0 || { echo "checkpoint: $OUT"; pm rm -f -t0 $n; return 1; }
+  at=$(pm logs $n | tail -1 | awk '{print $2}')
+  cap pm rm -f -t 0 $n; eq "$RC" 0 || return 1
+  cap pm container restore --import "$f"; eq "$RC" 0 || { echo "restore --import: $OUT"; pm rm -f -t0 $n; return 1; }
+  wait_for "^running" pm inspect -f "{{.State.Status}}" $n || { pm rm -f -t0 $n; return 1; }
+  local c; c=$(pm exec $n cat /tmp/count)
+  [ -n "$c" ] && [ "$c" -gt "$at" ] || { echo "count $c after restore, $at at the checkpoint"; pm rm -f -t0 $n; return 1; }
+  cap pm rm -f -t 0 $n; eq "$RC" 0
+}
 pm_oci_archive() { # the OCI archive round-trips (image load through podman, run)
   cap pm load -q -i "$TMP/busybox-podman-oci.tar"; [ "$RC" = 0 ] || { echo "$OUT"; return 1; }
   cap pm run --rm "$IMG" true; eq "$RC" 0
@@ -470,6 +503,14 @@ run_podman() {
            pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom cgroupns_private pod exec_paused misc_flags hooks error_surfaces failed_create_cleanup oci_archive; do
     for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
   done
+  local why
+  if why=$(criu check 2>&1); then
+    for c in checkpoint checkpoint_export; do
+      for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
+    done
+  else
+    skip podman/checkpoint "criu check fails here: $(printf '%s\n' "$why" | grep -m1 Error)"
+  fi
   # Every container podman made is gone from the runtime's state dir (ids from podman's event log).
   PMRT=sprout; pm rm -af -t 0 >/dev/null 2>&1
   local left="" id

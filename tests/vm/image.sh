@@ -3,7 +3,7 @@
 # (trixie) made with mmdebstrap from the apt mirror this host already uses, distro kernel,
 # systemd, podman, crun, runc, conmon, docker, containerd, an unprivileged user `tester` with
 # subuid/subgid 100000:65536 (lingering, so its systemd user manager is up for rootless podman),
-# python3 + pip (serve installs handler packages), python3-dbus + python3-gi for tests/integration's fake systemd), gcc + libc6-dev (tests/security builds its static probe with cc), nodejs
+# criu (checkpoint/restore), python3 + pip (serve installs handler packages), python3-dbus + python3-gi for tests/integration's fake systemd), gcc + libc6-dev (tests/security builds its static probe with cc), nodejs
 # (tests/compliance/tap-summary.js).
 #
 #   bash tests/vm/image.sh          prints the image directory on the last line of stdout
@@ -69,7 +69,7 @@ PKGS=(
   gcc libc6-dev
   podman crun runc conmon uidmap passt slirp4netns netavark aardvark-dns nftables iptables
   fuse-overlayfs catatonit containers-storage golang-github-containers-common
-  busybox-static
+  busybox-static criu
   docker.io docker-cli containerd
 )
 

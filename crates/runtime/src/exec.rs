@@ -232,10 +232,16 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         .map(crate::pidfd_socket::PidfdSocket::connect)
         .transpose()?;
     let linux = spec.linux().as_ref();
-    let types: Vec<LinuxNamespaceType> = linux
+    let mut types: Vec<LinuxNamespaceType> = linux
         .and_then(|l| l.namespaces().as_ref())
         .map(|v| v.iter().map(|n| n.typ()).collect())
         .unwrap_or_default();
+    // An init CRIU restored lives in a time namespace criu made (its clocks go on from the
+    // checkpoint) that the config does not name: the process joins it too, or the next
+    // checkpoint holds a tree criu cannot restore (a child in another time namespace).
+    if !types.contains(&LinuxNamespaceType::Time) && other_time_ns(st.pid) {
+        types.push(LinuxNamespaceType::Time);
+    }
     let seccomp = match linux.and_then(|l| l.seccomp().as_ref()) {
         Some(p) => Some(sprout_seccomp::prepare(p, Some(&store.seccomp_cache()))?.0),
         None => None,
@@ -540,6 +546,19 @@ fn exec_child(
         );
     }
     spawn_without_trampoline(chan, tty, &exec)
+}
+
+/// Whether `pid` is in another time namespace than this process.
+fn other_time_ns(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ino = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
+    match (
+        ino(&format!("/proc/{pid}/ns/time")),
+        ino("/proc/self/ns/time"),
+    ) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
+    }
 }
 
 /// The trampoline's spawn, done by the runtime itself (when the trampoline can't run): the

@@ -12,6 +12,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
@@ -483,30 +484,114 @@ fn checkpoint_and_restore_errors_come_before_criu_and_leave_nothing() {
     c.delete().assert_ok();
 }
 
-#[test]
-fn checkpoint_refuses_a_container_with_a_terminal() {
-    let ctx = Ctx::new("cr_tty");
-    let mut b = ctx.bundle(&["sleep", "100"]);
-    b.set("/process/terminal", json!(true));
-    let sock = ctx.dir.join("console.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
-    let s = sock.to_str().unwrap().to_string();
-    let t = std::thread::spawn(move || {
-        // Keep the pty master until the test ends.
-        listener.accept().ok()
+/// Accept one `--console-socket` connection, take the pty master and send every `tick N` line
+/// read from it.
+fn console_ticks(sock: &Path) -> Receiver<u64> {
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let listener = std::os::unix::net::UnixListener::bind(sock).unwrap();
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let Ok((stream, _)) = listener.accept() else {
+            return;
+        };
+        let fd = recv_fd(stream.as_raw_fd());
+        // SAFETY: the fd was just received and is owned by nothing else.
+        let mut master = unsafe { fs::File::from_raw_fd(fd) };
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while let Ok(1) = master.read(&mut b) {
+            if b[0] != b'\n' {
+                line.push(b[0]);
+                continue;
+            }
+            let l = String::from_utf8_lossy(&line)
+                .trim_end_matches('\r')
+                .to_string();
+            line.clear();
+            if let Some(n) = l.strip_prefix("tick ").and_then(|n| n.parse().ok()) {
+                if tx.send(n).is_err() {
+                    return;
+                }
+            }
+        }
     });
-    b.create_with(&["--console-socket", &s]).assert_ok();
-    let _conn = t.join().unwrap();
-    b.start().assert_ok();
+    rx
+}
+
+#[test]
+fn a_container_with_a_terminal_gets_a_new_pty_on_its_console_socket() {
+    let Some(criu) = criu() else { return };
+    let ctx = Ctx::new("cr_tty");
+    let counter = "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.05; done";
+    let mut a = ctx.bundle(&["sh", "-c", counter]);
+    a.set("/process/terminal", json!(true));
+    a.bind_host_dir("/data");
+    let sock_a = ctx.dir.join("console-a.sock");
+    let ticks_a = console_ticks(&sock_a);
+    a.create_with(&["--console-socket", sock_a.to_str().unwrap()])
+        .assert_ok();
+    a.start().assert_ok();
+    let mut last = 0;
+    for _ in 0..5 {
+        last = ticks_a
+            .recv_timeout(Duration::from_secs(30))
+            .expect("ticks on the first pty");
+    }
     let images = ctx.scratch("images");
+    let img = images.to_str().unwrap();
+    ctx.rt(&["--criu", &criu, "checkpoint", "--image-path", img, &a.id])
+        .assert_ok();
+    while let Ok(n) = ticks_a.recv_timeout(Duration::from_millis(500)) {
+        last = n;
+    }
+    // Restored with a new terminal: its master arrives on the new console socket.
+    let mut b = ctx.bundle(&["sh", "-c", counter]);
+    b.set("/process/terminal", json!(true));
+    b.bind_host_dir("/data");
+    b.write_config();
+    let bundle_b = b.bundle_arg();
+    let sock_b = ctx.dir.join("console-b.sock");
+    let ticks_b = console_ticks(&sock_b);
+    // Without a console socket: refused before criu runs, nothing left.
     ctx.rt(&[
-        "checkpoint",
+        "--criu",
+        &criu,
+        "restore",
+        "-d",
+        "--bundle",
+        &bundle_b,
         "--image-path",
-        images.to_str().unwrap(),
+        img,
         &b.id,
     ])
-    .assert_one_line_error(&["process.terminal"]);
+    .assert_one_line_error(&["process.terminal", "--console-socket"]);
+    assert!(cgroup_left(&b.id).is_empty());
+    ctx.rt(&[
+        "--criu",
+        &criu,
+        "restore",
+        "-d",
+        "--console-socket",
+        sock_b.to_str().unwrap(),
+        "--bundle",
+        &bundle_b,
+        "--image-path",
+        img,
+        &b.id,
+    ])
+    .assert_ok();
+    let first = ticks_b
+        .recv_timeout(Duration::from_secs(30))
+        .expect("ticks on the restored container's new pty");
+    assert!(
+        first > last && first <= last + 2,
+        "the counter should go on from {last} on the new pty, it printed {first}"
+    );
     assert_eq!(b.status().as_deref(), Some("running"));
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+    b.delete().assert_ok();
 }
 
 #[test]

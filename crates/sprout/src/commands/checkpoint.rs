@@ -7,7 +7,7 @@ use sprout_runtime::criu::{self, CriuOpts, RestoreOpts};
 use sprout_runtime::lifecycle;
 use sprout_runtime::state::Store;
 use sprout_runtime::trace::Trace;
-use sprout_runtime::{Error, Kind, Result};
+use sprout_runtime::{Error, Result};
 
 /// The flags `checkpoint` and `restore` share.
 #[derive(Args, Clone, Default)]
@@ -131,29 +131,7 @@ pub fn checkpoint(
     trace: &mut Trace,
 ) -> Result<i32> {
     let mut o = opts(&a.c, criu_bin)?;
-    if let Some(p) = a.parent_path.as_ref().filter(|p| !p.as_os_str().is_empty()) {
-        // criu's --prev-images-dir is relative to the image directory (runc's rule too).
-        if p.is_absolute() {
-            return Err(Error::new(
-                Kind::InvalidArgument,
-                format!(
-                    "--parent-path {}: must be relative to --image-path",
-                    p.display()
-                ),
-            ));
-        }
-        if !o.image_path.join(p).is_dir() {
-            return Err(Error::new(
-                Kind::NotFound,
-                format!(
-                    "--parent-path {}: no such directory under --image-path {}",
-                    p.display(),
-                    o.image_path.display()
-                ),
-            ));
-        }
-        o.parent_path = Some(p.clone());
-    }
+    o.parent_path = a.parent_path.clone().filter(|p| !p.as_os_str().is_empty());
     o.leave_running = a.leave_running;
     o.pre_dump = a.pre_dump;
     o.page_server = a.page_server.clone().filter(|s| !s.is_empty());

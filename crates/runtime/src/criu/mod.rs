@@ -1,8 +1,10 @@
 //! `checkpoint` and `restore` through CRIU (criu(8), found as `--criu`, else `criu` on $PATH),
 //! with runc's flags and files.
 //!
-//! sprout runs criu's command line, not its RPC interface (`criu swrk`): one fork and exec per
-//! call, no protobuf. What runc passes over RPC goes on the command line:
+//! sprout talks to `criu swrk` over its RPC socket as runc does ([`rpc`]: one request, its
+//! notifications, one answer), because two things containers need exist only there: a
+//! terminal's pty master comes back as an fd (`orphan-pts-master`, sent to `--console-socket`),
+//! and criu runs as sprout's child with sprout's fds. What goes in the request:
 //!
 //! - **Mounts CRIU cannot see the source of** are marked external at dump and given their new
 //!   source at restore: the config's bind mounts (key: the destination; restore: the bundle's
@@ -12,25 +14,25 @@
 //!   mountinfo at dump and written to `sprout-criu.json` in the image directory.
 //! - **Stdio**: the init's fds 0-2 go to `descriptors.json` (runc's file, same format); at restore
 //!   a pipe among them is replaced by the restoring process's own fd of that number
-//!   (`--inherit-fd`), as runc does, so conmon's (or the shim's) new pipes carry the output.
+//!   (`inherit_fd`), as runc does, so conmon's (or the shim's) new pipes carry the output.
 //! - **Namespaces the config joins by path**: the network and pid namespaces are external
-//!   (`--external net[INODE]:extRootNetNS`, restored from an fd of the same path); the others are
-//!   joined with `--join-ns`.
+//!   (`net[INODE]:extRootNetNS`, restored from an fd of the same path); the others are joined
+//!   (`join_ns`).
 //! - **cgroups**: `restore` makes the container's cgroup and applies `linux.resources` first, as
-//!   `create` does; criu runs inside it and puts the restored tasks there (`--cgroup-root`).
-//! - **The rootfs** must be a mount point for `criu restore --root`: criu runs in a mount namespace
-//!   of its own where the rootfs is bound on `<state dir>/criu-root`; nothing is mounted in the
+//!   `create` does; criu runs inside it and puts the restored tasks there (`cg_root`).
+//! - **The rootfs** must be a mount point for criu's `root`: criu runs in a mount namespace of its
+//!   own where the rootfs is bound on `<state dir>/criu-root`; nothing is mounted in the
 //!   caller's namespace.
-//!
-//! A container with a terminal is refused: CRIU hands its pty master back only over RPC
-//! (`orphan-pts-master`).
+//! - criu's configuration file: the annotation `org.criu.config` (empty: none), else
+//!   /etc/criu/runc.conf, as runc (so a host configured for runc's checkpoints works the same).
 
-use std::ffi::OsString;
+pub mod rpc;
+
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
+use rpc::{opt, Msg};
 
 use oci_spec::runtime::{LinuxNamespaceType, Mount, Spec};
 use serde::{Deserialize, Serialize};
@@ -47,10 +49,6 @@ pub const DESCRIPTORS_FILE: &str = "descriptors.json";
 /// sprout's own list of the mounts it marked external at dump.
 pub const EXTERNAL_FILE: &str = "sprout-criu.json";
 const CRIU_ROOT: &str = "criu-root";
-const PIDFILE: &str = "criu-restore.pid";
-
-/// runc's `--manage-cgroups-mode` values.
-const CG_MODES: &[&str] = &["soft", "full", "strict", "ignore"];
 
 /// What `checkpoint` and `restore` share (runc's CriuOpts).
 #[derive(Clone, Debug, Default)]
@@ -145,7 +143,36 @@ fn unescape(s: &str) -> String {
 /// The container's mounts CRIU must be told are external, from the init's mountinfo (container
 /// view: the rootfs is `/`): every config bind mount that is mounted, every cgroup mount that
 /// binds a host cgroup directory (its root is not `/`), and every /dev node bound from devtmpfs.
-pub fn externals_from_mountinfo(mountinfo: &str, spec: &Spec) -> Vec<External> {
+/// `dest` (a mount destination) as the container sees it once its symlinks are followed inside
+/// `rootfs` (RESOLVE_IN_ROOT), as the kernel followed them when the init mounted there: a bind
+/// whose destination is a symlink is mounted where the link points (runc's securejoin). The
+/// normalised `dest` where that cannot be resolved.
+pub fn resolve_in_rootfs(rootfs: &Path, dest: &str) -> String {
+    let plain = normalize(dest);
+    let Ok(canon) = std::fs::canonicalize(rootfs) else {
+        return plain;
+    };
+    let Ok(root) = std::fs::File::open(&canon) else {
+        return plain;
+    };
+    match sys::open_in_root(root.as_raw_fd(), Path::new(&plain), libc::O_PATH, 0) {
+        Ok(fd) => std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .ok()
+            .and_then(|p| {
+                p.strip_prefix(&canon)
+                    .ok()
+                    .map(|r| normalize(&r.to_string_lossy()))
+            })
+            .unwrap_or(plain),
+        Err(_) => plain,
+    }
+}
+
+pub fn externals_from_mountinfo(
+    mountinfo: &str,
+    spec: &Spec,
+    resolve: impl Fn(&str) -> String,
+) -> Vec<External> {
     let mounts = parse_mountinfo(mountinfo);
     let cgroup_dest = spec
         .mounts()
@@ -159,7 +186,7 @@ pub fn externals_from_mountinfo(mountinfo: &str, spec: &Spec) -> Vec<External> {
         .iter()
         .flatten()
         .filter(|m| crate::rootfs::is_bind(m))
-        .map(|m| normalize(&m.destination().to_string_lossy()))
+        .map(|m| resolve(&m.destination().to_string_lossy()))
         .collect();
     let mut out: Vec<External> = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -228,7 +255,7 @@ fn criu_bin(o: &CriuOpts) -> PathBuf {
 
 fn check_modes(o: &CriuOpts) -> Result<()> {
     if let Some(m) = &o.manage_cgroups_mode {
-        if !CG_MODES.contains(&m.as_str()) {
+        if rpc::cg_mode(m).is_none() {
             bail!(
                 kind = Kind::InvalidArgument,
                 "--manage-cgroups-mode: invalid value {m:?} (soft, full, strict or ignore)"
@@ -258,37 +285,61 @@ fn check_modes(o: &CriuOpts) -> Result<()> {
     Ok(())
 }
 
-/// Flags both dump and restore take, from runc's.
-fn common_args(o: &CriuOpts, args: &mut Vec<OsString>) {
-    if o.tcp_established {
-        args.push("--tcp-established".into());
-    }
-    if o.tcp_skip_in_flight {
-        args.push("--skip-in-flight".into());
-    }
-    if o.link_remap {
-        args.push("--link-remap".into());
-    }
-    if o.ext_unix_sk {
-        args.push("--ext-unix-sk".into());
-    }
-    if o.shell_job {
-        args.push("--shell-job".into());
-    }
-    if o.file_locks {
-        args.push("--file-locks".into());
-    }
-    if o.auto_dedup {
-        args.push("--auto-dedup".into());
+/// What dump and restore share (runc's CriuOpts in criu_opts).
+fn common_opts(o: &CriuOpts, images: &OwnedFd, work: Option<&OwnedFd>, log: &str) -> Msg {
+    let mut m = Msg::default();
+    m.int(opt::IMAGES_DIR_FD, images.as_raw_fd())
+        .int(opt::LOG_LEVEL, 4)
+        .str(opt::LOG_FILE, log)
+        .flag(opt::NOTIFY_SCRIPTS, true)
+        .flag(opt::MANAGE_CGROUPS, true)
+        .flag(opt::ORPHAN_PTS_MASTER, true)
+        .flag(opt::TCP_ESTABLISHED, o.tcp_established)
+        .flag(opt::TCP_SKIP_IN_FLIGHT, o.tcp_skip_in_flight)
+        .flag(opt::LINK_REMAP, o.link_remap)
+        .flag(opt::EXT_UNIX_SK, o.ext_unix_sk)
+        .flag(opt::SHELL_JOB, o.shell_job)
+        .flag(opt::FILE_LOCKS, o.file_locks)
+        .flag(opt::AUTO_DEDUP, o.auto_dedup);
+    if let Some(w) = work {
+        m.int(opt::WORK_DIR_FD, w.as_raw_fd());
     }
     if !o.empty_ns.is_empty() {
-        args.push("--empty-ns".into());
-        args.push("net".into());
+        m.uint(opt::EMPTY_NS, libc::CLONE_NEWNET as u64);
     }
-    match &o.manage_cgroups_mode {
-        Some(m) => args.push(format!("--manage-cgroups={m}").into()),
-        None => args.push("--manage-cgroups".into()),
+    if let Some(mode) = o.manage_cgroups_mode.as_deref().and_then(rpc::cg_mode) {
+        m.uint(opt::MANAGE_CGROUPS_MODE, mode);
     }
+    m
+}
+
+/// runc's rule for criu's configuration file.
+fn config_file(m: &mut Msg, annotations: Option<&std::collections::HashMap<String, String>>) {
+    match annotations.and_then(|a| a.get("org.criu.config")) {
+        Some(f) if f.is_empty() => {}
+        Some(f) => {
+            m.str(opt::CONFIG_FILE, f);
+        }
+        None => {
+            m.str(opt::CONFIG_FILE, "/etc/criu/runc.conf");
+        }
+    }
+}
+
+fn open_dir(p: &Path, flag: &str) -> Result<OwnedFd> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(p)
+        .map(OwnedFd::from)
+        .map_err(|e| Error::os(format!("{flag} {}", p.display()), e))
+}
+
+/// The request: criu_req { type, opts }.
+fn request(typ: u64, opts: &Msg) -> Msg {
+    let mut r = Msg::default();
+    r.uint(1, typ).msg(2, opts);
+    r
 }
 
 fn mkdir_0700(p: &Path, flag: &str) -> Result<()> {
@@ -305,8 +356,14 @@ fn log_dir(o: &CriuOpts) -> &Path {
     o.work_path.as_deref().unwrap_or(&o.image_path)
 }
 
-/// The error of a failed criu run: its exit status and the last `Error` lines of its log.
-fn criu_failed(what: &str, status: std::process::ExitStatus, log: &Path) -> Error {
+/// The error of a failed criu call: criu's own message and errno when it sent them, its exit
+/// status, and the first and last `Error` lines of its log.
+fn criu_failed(
+    what: &str,
+    resp: Option<&rpc::Resp>,
+    status: Option<std::process::ExitStatus>,
+    log: &Path,
+) -> Error {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let errors: Vec<&str> = text
         .lines()
@@ -314,21 +371,38 @@ fn criu_failed(what: &str, status: std::process::ExitStatus, log: &Path) -> Erro
         .collect();
     // The first error is the cause (the later ones are criu giving up); the last says how it
     // ended.
-    let last = match (errors.first(), errors.last()) {
+    let lines = match (errors.first(), errors.last()) {
         (Some(a), Some(b)) if a != b => format!("{}; ...; {}", a.trim(), b.trim()),
         (Some(a), _) => a.trim().to_string(),
         _ => String::new(),
     };
-    let code = status
-        .code()
-        .map(|c| format!("exit status {c}"))
-        .unwrap_or_else(|| format!("{status}"));
+    let mut why = Vec::new();
+    if let Some(m) = resp
+        .and_then(|r| r.errmsg.as_deref())
+        .filter(|m| !m.is_empty())
+    {
+        why.push(m.trim().to_string());
+    }
+    if let Some(e) = resp.and_then(|r| r.errno).filter(|e| *e != 0) {
+        why.push(format!(
+            "errno {e} ({})",
+            std::io::Error::from_raw_os_error(e)
+        ));
+    }
+    if let Some(s) = status.filter(|s| !s.success()) {
+        why.push(format!("{s}"));
+    }
     Error::msg(format!(
-        "{what}: criu failed ({code}){}; log: {}",
-        if last.is_empty() {
+        "{what}: criu failed{}{}; log: {}",
+        if why.is_empty() {
             String::new()
         } else {
-            format!(": {last}")
+            format!(" ({})", why.join(", "))
+        },
+        if lines.is_empty() {
+            String::new()
+        } else {
+            format!(": {lines}")
         },
         log.display()
     ))
@@ -387,67 +461,63 @@ pub fn checkpoint(store: &Store, id: &str, o: &CriuOpts, trace: &mut Trace) -> R
         );
     }
     let spec = load_spec(store, id)?;
-    if spec
-        .process()
-        .as_ref()
-        .and_then(|p| p.terminal())
-        .unwrap_or(false)
-    {
-        bail!(
-            kind = Kind::InvalidArgument,
-            "process.terminal: sprout cannot checkpoint a container with a terminal (CRIU returns \
-             its pty only over RPC)"
-        );
-    }
     mkdir_0700(&o.image_path, "--image-path")?;
-    if let Some(w) = &o.work_path {
-        mkdir_0700(w, "--work-path")?;
+    if let Some(p) = &o.parent_path {
+        // criu's parent_img is relative to the image directory (runc's rule too).
+        if p.is_absolute() {
+            bail!(
+                kind = Kind::InvalidArgument,
+                "--parent-path {}: must be relative to --image-path",
+                p.display()
+            );
+        }
+        if !o.image_path.join(p).is_dir() {
+            bail!(
+                kind = Kind::NotFound,
+                "--parent-path {}: no such directory under --image-path {}",
+                p.display(),
+                o.image_path.display()
+            );
+        }
     }
+    let images = open_dir(&o.image_path, "--image-path")?;
+    let work = match &o.work_path {
+        Some(w) => {
+            mkdir_0700(w, "--work-path")?;
+            Some(open_dir(w, "--work-path")?)
+        }
+        None => None,
+    };
     let pid = st.pid;
-    let mut args: Vec<OsString> = vec![
-        if o.pre_dump { "pre-dump" } else { "dump" }.into(),
-        "-t".into(),
-        pid.to_string().into(),
-        "-D".into(),
-        o.image_path.clone().into(),
-    ];
-    if let Some(w) = &o.work_path {
-        args.push("-W".into());
-        args.push(w.clone().into());
-    }
     let log_name = if o.pre_dump {
         "pre-dump.log"
     } else {
         "dump.log"
     };
-    args.extend(["-o".into(), log_name.into(), "-v4".into()]);
-    args.push("--root".into());
-    args.push(st.rootfs.clone().into());
-    common_args(o, &mut args);
-    if o.leave_running {
-        args.push("--leave-running".into());
-    }
+    let mut m = common_opts(o, &images, work.as_ref(), log_name);
+    m.int(opt::PID, pid)
+        .str(opt::ROOT, &st.rootfs.to_string_lossy())
+        .flag(opt::LEAVE_RUNNING, o.leave_running);
+    config_file(&mut m, spec.annotations().as_ref());
     if let Some(p) = &o.parent_path {
-        args.push("--prev-images-dir".into());
-        args.push(p.clone().into());
+        m.str(opt::PARENT_IMG, &p.to_string_lossy());
     }
     if o.pre_dump || o.parent_path.is_some() {
-        args.push("--track-mem".into());
+        m.flag(opt::TRACK_MEM, true);
     }
     if let Some(ps) = &o.page_server {
-        let (addr, port) = ps.rsplit_once(':').ok_or_else(|| {
-            Error::new(
-                Kind::InvalidArgument,
-                format!("--page-server {ps:?}: expected ADDRESS:PORT"),
-            )
-        })?;
-        args.extend([
-            "--page-server".into(),
-            "--address".into(),
-            addr.into(),
-            "--port".into(),
-            port.into(),
-        ]);
+        let (addr, port) = ps
+            .rsplit_once(':')
+            .and_then(|(a, p)| Some((a, p.parse::<i32>().ok()?)))
+            .ok_or_else(|| {
+                Error::new(
+                    Kind::InvalidArgument,
+                    format!("--page-server {ps:?}: expected ADDRESS:PORT"),
+                )
+            })?;
+        let mut info = Msg::default();
+        info.str(1, addr).int(2, port);
+        m.msg(opt::PS, &info);
     }
     // CRIU freezes with the container's freezer cgroup (runc does too), else with ptrace.
     if let Some(cg) = &st.cgroup {
@@ -456,52 +526,36 @@ pub fn checkpoint(store: &Store, id: &str, o: &CriuOpts, trace: &mut Trace) -> R
             _ => cg.v1_path("freezer"),
         };
         if let Some(f) = freezer {
-            args.push("--freeze-cgroup".into());
-            args.push(f.into());
+            m.str(opt::FREEZE_CGROUP, &f.to_string_lossy());
         }
     }
-    for t in [LinuxNamespaceType::Network, LinuxNamespaceType::Pid] {
+    for (t, name) in [
+        (LinuxNamespaceType::Network, "net"),
+        (LinuxNamespaceType::Pid, "pid"),
+    ] {
         if ns_path(&spec, t).is_some() {
-            let link = format!(
-                "/proc/{pid}/ns/{}",
-                if t == LinuxNamespaceType::Network {
-                    "net"
-                } else {
-                    "pid"
-                }
-            );
-            let md = std::fs::metadata(&link).map_err(|e| Error::os(&link, e))?;
             use std::os::unix::fs::MetadataExt;
-            args.push("--external".into());
-            args.push(
-                format!(
-                    "{}[{}]:{}",
-                    if t == LinuxNamespaceType::Network {
-                        "net"
-                    } else {
-                        "pid"
-                    },
-                    md.ino(),
-                    ext_ns_key(t)
-                )
-                .into(),
+            let link = format!("/proc/{pid}/ns/{name}");
+            let md = std::fs::metadata(&link).map_err(|e| Error::os(&link, e))?;
+            m.str(
+                opt::EXTERNAL,
+                &format!("{name}[{}]:{}", md.ino(), ext_ns_key(t)),
             );
         }
     }
     if !o.pre_dump {
         let mi = std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
             .map_err(|e| Error::os(format!("container {id:?}: reading its mounts"), e))?;
-        let ext = externals_from_mountinfo(&mi, &spec);
+        let ext = externals_from_mountinfo(&mi, &spec, |d| resolve_in_rootfs(&st.rootfs, d));
         for e in &ext {
-            args.push("--external".into());
-            args.push(format!("mnt[{0}]:{0}", e.mountpoint()).into());
+            m.str(opt::EXTERNAL, &format!("mnt[{0}]:{0}", e.mountpoint()));
         }
         let file = ExternalFile { mounts: ext };
         state::write_atomic(
             &o.image_path.join(EXTERNAL_FILE),
             &serde_json::to_vec_pretty(&file).unwrap_or_default(),
         )?;
-        // runc's descriptors.json: what the init's stdio were, for restore's --inherit-fd.
+        // runc's descriptors.json: what the init's stdio were, for restore's inherit_fd.
         let fds: Vec<String> = (0..3)
             .map(|i| {
                 std::fs::read_link(format!("/proc/{pid}/fd/{i}"))
@@ -516,20 +570,17 @@ pub fn checkpoint(store: &Store, id: &str, o: &CriuOpts, trace: &mut Trace) -> R
     }
     trace.mark("criu_prepare");
     let criu = criu_bin(o);
-    let status = Command::new(&criu)
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|e| spawn_error(&criu, e))?;
+    let sw = rpc::start(&criu, || Ok(())).map_err(|e| spawn_error(&criu, e))?;
+    let typ = if o.pre_dump { rpc::PRE_DUMP } else { rpc::DUMP };
+    let what = if o.pre_dump { "pre-dump" } else { "checkpoint" };
+    let log = log_dir(o).join(log_name);
+    let (resp, status) = sw
+        .call(&request(typ, &m), |_, _, _| Ok(()))
+        .map_err(|e| e.context(format!("{what}: criu ({})", criu.display())))?;
     trace.mark("criu_dump");
-    if !status.success() {
-        return Err(criu_failed(
-            if o.pre_dump { "pre-dump" } else { "checkpoint" },
-            status,
-            &log_dir(o).join(log_name),
-        ));
+    // A pre-dump's criu waits for further requests and exits on EOF with a failure status.
+    if !resp.success || (!o.pre_dump && !status.success()) {
+        return Err(criu_failed(what, Some(&resp), Some(status), &log));
     }
     if !(o.leave_running || o.pre_dump) {
         crate::lifecycle::delete(store, id, true, trace)?;
@@ -598,20 +649,20 @@ fn cgroup_source(cg: &sprout_cgroups::Manager, hierarchy: &str) -> Option<PathBu
     })
 }
 
-/// `--cgroup-root` values: every hierarchy's path (relative to its mount) of the new cgroup.
-fn cgroup_roots(cg: &sprout_cgroups::Manager) -> Vec<String> {
+/// cg_root entries: every hierarchy's path (relative to its mount) of the new cgroup, by
+/// controller; cgroup2's has none (the root of every hierarchy not named).
+fn cgroup_roots(cg: &sprout_cgroups::Manager) -> Vec<(Option<String>, String)> {
     let mut out = Vec::new();
     for (name, _) in cg.v1_paths() {
         if let Some((dir, mount)) = cg.v1_dir_and_mount(name) {
             if let Ok(rel) = dir.strip_prefix(mount) {
-                out.push(format!("{name}:/{}", rel.display()));
+                out.push((Some(name.to_string()), format!("/{}", rel.display())));
             }
         }
     }
     if let (Some(dir), Some(mount)) = (cg.unified_path(), cg.unified_mount()) {
         if let Ok(rel) = dir.strip_prefix(mount) {
-            // No controller: the root of every hierarchy not named before (cgroup2's "").
-            out.push(format!("/{}", rel.display()));
+            out.push((None, format!("/{}", rel.display())));
         }
     }
     out
@@ -619,35 +670,98 @@ fn cgroup_roots(cg: &sprout_cgroups::Manager) -> Vec<String> {
 
 /// The mount points of the config's bind mounts, made in the rootfs as `create` makes them
 /// (criu mounts on them and does not make them), unless a tmpfs of the config holds them (criu
-/// restores a tmpfs's whole content, its mount points with it). runc does the same.
-fn make_bind_mountpoints(config: &Config) -> Result<()> {
+/// restores a tmpfs's whole content, its mount points with it). `root` is the rootfs bound in
+/// this process's own mount namespace: each bind is mounted there in the config's order while
+/// the later mount points are made, so that one nested in an earlier bind is made in that
+/// bind's source, as at create; they are unmounted again before criu runs. runc does the same.
+fn make_bind_mountpoints(config: &Config, root: &Path) -> Result<()> {
     let mounts: &[Mount] = config.spec.mounts().as_deref().unwrap_or(&[]);
     let tmpfs: Vec<String> = mounts
         .iter()
         .filter(|m| m.typ().as_deref() == Some("tmpfs"))
         .map(|m| normalize(&m.destination().to_string_lossy()))
         .collect();
-    let binds = mounts.iter().filter(|m| crate::rootfs::is_bind(m));
-    let mut root: Option<OwnedFd> = None;
-    for (i, m) in binds.enumerate() {
-        let dest = normalize(&m.destination().to_string_lossy());
-        if tmpfs.iter().any(|t| dest.starts_with(&format!("{t}/"))) {
-            continue;
+    let root_fd: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(root)
+        .map_err(|e| Error::os(format!("root.path {}", config.rootfs.display()), e))?
+        .into();
+    let mut mounted: Vec<OwnedFd> = Vec::new();
+    let r = (|| -> Result<()> {
+        for (i, m) in mounts.iter().enumerate() {
+            if !crate::rootfs::is_bind(m) {
+                continue;
+            }
+            let dest = normalize(&m.destination().to_string_lossy());
+            if tmpfs.iter().any(|t| dest.starts_with(&format!("{t}/"))) {
+                continue;
+            }
+            let Some(src) = crate::rootfs::bind_source(&config.bundle, m) else {
+                continue;
+            };
+            let file = std::fs::metadata(&src).is_ok_and(|md| !md.is_dir());
+            let target = crate::rootfs::ensure_in_root(&root_fd, Path::new(&dest), file)
+                .map_err(|e| e.context(format!("mounts[{i}]: making the mount point {dest}")))?;
+            // Through the O_PATH fd of the target: what ensure_in_root resolved inside the
+            // rootfs, never a path a symlink could lead out of it.
+            let t = sys::fd_path(&target);
+            let s = sys::cstr(&src);
+            // SAFETY: mount reads the NUL-terminated CStrings `s` and `t`, alive for the call.
+            let ok = unsafe {
+                libc::mount(
+                    s.as_ptr(),
+                    t.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                )
+            } == 0;
+            if ok {
+                // The bind's root, resolved again inside the rootfs, to unmount it by fd.
+                if let Ok(fd) = crate::rootfs::ensure_in_root(&root_fd, Path::new(&dest), file) {
+                    mounted.push(fd);
+                }
+            }
         }
-        let file = crate::rootfs::bind_source(&config.bundle, m)
-            .and_then(|p| std::fs::metadata(p).ok())
-            .is_some_and(|md| !md.is_dir());
-        if root.is_none() {
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-                .open(&config.rootfs)
-                .map_err(|e| Error::os(format!("root.path {}", config.rootfs.display()), e))?;
-            root = Some(OwnedFd::from(f));
-        }
-        let r = root.as_ref().expect("opened above");
-        crate::rootfs::ensure_in_root(r, Path::new(&dest), file)
-            .map_err(|e| e.context(format!("mounts[{i}]: making the mount point {dest}")))?;
+        Ok(())
+    })();
+    for fd in mounted.iter().rev() {
+        let p = sys::fd_path(fd);
+        // SAFETY: umount2 reads the NUL-terminated CString `p`, alive for the call.
+        unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) };
+    }
+    r
+}
+
+/// Move this process to a mount namespace of its own (slave: nothing propagates back to the
+/// caller's, and every mount keeps its peer group as its master, which criu copies to a bind
+/// mount it restores from an external source: on a host whose / is shared, systemd's default,
+/// a private namespace makes that copy fail with EINVAL) and bind `rootfs` on `target` there.
+fn private_mount_ns_with(rootfs: &Path, target: &Path) -> Result<()> {
+    let (r, t) = (sys::cstr(rootfs), sys::cstr(target));
+    // SAFETY: unshare takes a flag; mount reads the NUL-terminated CStrings `r` and `t` (alive
+    // for the calls) and C string literals. This process is single-threaded (CLONE_FS is not
+    // shared), as unshare(CLONE_NEWNS) requires.
+    unsafe {
+        sys::cvt(libc::unshare(libc::CLONE_NEWNS))
+            .map_err(|e| Error::os("restore: a mount namespace for criu", e))?;
+        sys::cvt(libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        ))
+        .map_err(|e| Error::os("restore: making the mount namespace a slave", e))?;
+        sys::cvt(libc::mount(
+            r.as_ptr(),
+            t.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        ))
+        .map_err(|e| Error::os(format!("restore: binding {} for criu", rootfs.display()), e))?;
     }
     Ok(())
 }
@@ -668,6 +782,12 @@ pub fn restore(
             "restore: --pre-dump, --leave-running, --parent-path and --page-server are checkpoint flags"
         );
     }
+    if c.lsm_mount_context.is_some() {
+        bail!(
+            kind = Kind::InvalidArgument,
+            "--lsm-mount-context: not supported by sprout"
+        );
+    }
     let inventory = c.image_path.join("inventory.img");
     if !inventory.exists() {
         bail!(
@@ -683,13 +803,15 @@ pub fn restore(
         .process()
         .as_ref()
         .ok_or_else(|| Error::msg("process: missing (nothing to run)"))?;
-    if process.terminal().unwrap_or(false) {
-        bail!(
+    // A terminal's new pty master goes to --console-socket (criu's orphan-pts-master).
+    let console = match (process.terminal().unwrap_or(false), &o.console_socket) {
+        (true, Some(p)) => Some(crate::console::connect(p)?),
+        (true, None) => bail!(
             kind = Kind::InvalidArgument,
-            "process.terminal: sprout cannot restore a container with a terminal (CRIU returns \
-             its pty only over RPC)"
-        );
-    }
+            "process.terminal: restoring a container with a terminal needs --console-socket"
+        ),
+        (false, _) => None,
+    };
     let linux = spec.linux().as_ref();
     if ns_path(spec, LinuxNamespaceType::Cgroup).is_some() {
         bail!(
@@ -771,43 +893,37 @@ pub fn restore(
     }
     trace.mark("cgroup");
 
-    make_bind_mountpoints(&config)?;
-
-    // The command line.
+    // criu needs the rootfs as a mount point. This process moves to a mount namespace of its
+    // own (nothing is mounted in the caller's), binds the rootfs on criu-root there, and opens
+    // the images and work directories there too: criu reaches them through /proc/<our
+    // pid>/fd, and mounts its cgroup yard in the work directory, which must be a mount of its
+    // own namespace (the one criu inherits from us).
     let criu_root = dir.join(CRIU_ROOT);
     std::fs::create_dir(&criu_root).map_err(|e| Error::os(criu_root.display(), e))?;
-    let pidfile = dir.join(PIDFILE);
+    private_mount_ns_with(&config.rootfs, &criu_root)?;
+    make_bind_mountpoints(&config, &criu_root)?;
+    let images = open_dir(&c.image_path, "--image-path")?;
+    let work = match &c.work_path {
+        Some(w) => Some(open_dir(w, "--work-path")?),
+        None => None,
+    };
     let log_name = "restore.log";
-    let mut args: Vec<OsString> = vec!["restore".into(), "-D".into(), c.image_path.clone().into()];
-    if let Some(w) = &c.work_path {
-        args.push("-W".into());
-        args.push(w.clone().into());
-    }
-    args.extend([
-        "-o".into(),
-        log_name.into(),
-        "-v4".into(),
-        "--root".into(),
-        criu_root.clone().into(),
-        "--restore-detached".into(),
-        "--restore-sibling".into(),
-        "--evasive-devices".into(),
-        "--pidfile".into(),
-        pidfile.clone().into(),
-    ]);
-    common_args(c, &mut args);
+    let mut m = common_opts(c, &images, work.as_ref(), log_name);
+    m.str(opt::ROOT, &criu_root.to_string_lossy())
+        .flag(opt::RST_SIBLING, true)
+        .flag(opt::EVASIVE_DEVICES, true);
+    config_file(&mut m, spec.annotations().as_ref());
     if let Some(p) = &c.lsm_profile {
-        args.push("--lsm-profile".into());
-        args.push(p.into());
-    }
-    if let Some(p) = &c.lsm_mount_context {
-        args.push("--lsm-mount-context".into());
-        args.push(p.into());
+        m.str(opt::LSM_PROFILE, p);
     }
     if c.manage_cgroups_mode.as_deref() != Some("ignore") {
-        for r in cgroup_roots(&cg) {
-            args.push("--cgroup-root".into());
-            args.push(r.into());
+        for (ctrl, path) in cgroup_roots(&cg) {
+            let mut r = Msg::default();
+            if let Some(ctrl) = ctrl {
+                r.str(1, &ctrl);
+            }
+            r.str(2, &path);
+            m.msg(opt::CG_ROOT, &r);
         }
     }
     let mounts: &[Mount] = spec.mounts().as_deref().unwrap_or(&[]);
@@ -816,7 +932,11 @@ pub fn restore(
             External::Bind { mountpoint } => mounts
                 .iter()
                 .filter(|m| crate::rootfs::is_bind(m))
-                .find(|m| normalize(&m.destination().to_string_lossy()) == *mountpoint)
+                .find(|m| {
+                    resolve_in_rootfs(&config.rootfs, &m.destination().to_string_lossy())
+                        == *mountpoint
+                        || normalize(&m.destination().to_string_lossy()) == *mountpoint
+                })
                 .and_then(|m| crate::rootfs::bind_source(&config.bundle, m))
                 .ok_or_else(|| {
                     Error::field(
@@ -838,12 +958,12 @@ pub fn restore(
             })?,
             External::Device { host, .. } => PathBuf::from(host),
         };
-        let mut a = OsString::from(format!("mnt[{}]:", e.mountpoint()));
-        a.push(src.as_os_str());
-        args.push("--external".into());
-        args.push(a);
+        m.str(
+            opt::EXTERNAL,
+            &format!("mnt[{}]:{}", e.mountpoint(), src.to_string_lossy()),
+        );
     }
-    // Files criu gets for --inherit-fd, as (our fd, its number in criu, key). criu's own stdio is
+    // Files criu gets as inherit_fd, as (our fd, its number in criu, key). criu's own stdio is
     // /dev/null (what it and the tools it runs print must not reach the container's output).
     let mut passes: Vec<(OwnedFd, i32, String)> = Vec::new();
     // Stdio pipes: ours replace the dumped ones (runc's rule: only pipes).
@@ -874,10 +994,9 @@ pub fn restore(
                     LinuxNamespaceType::Time => "time",
                     _ => continue,
                 };
-                let mut a = OsString::from(format!("{name}:"));
-                a.push(p.as_os_str());
-                args.push("--join-ns".into());
-                args.push(a);
+                let mut j = Msg::default();
+                j.str(1, name).str(2, &p.to_string_lossy());
+                m.msg(opt::JOIN_NS, &j);
             }
         }
     }
@@ -891,71 +1010,74 @@ pub fn restore(
         + 1;
     for (k, (_, target, key)) in passes.iter_mut().enumerate() {
         *target = base + k as i32;
-        args.push("--inherit-fd".into());
-        args.push(format!("fd[{target}]:{key}").into());
+        let mut f = Msg::default();
+        f.str(1, key).int(2, *target);
+        m.msg(opt::INHERIT_FD, &f);
     }
 
-    // criu: in a mount namespace of its own, where the rootfs is bound on criu-root, and in the
-    // container's cgroup (what it restores lands there, whatever --manage-cgroups-mode says).
-    let rootfs_c = sys::cstr(&config.rootfs);
-    let target_c = sys::cstr(&criu_root);
+    // criu: in the container's cgroup (what it restores lands there, whatever
+    // --manage-cgroups-mode says), the inherited files at their numbers.
     let dups: Vec<(i32, i32)> = passes
         .iter()
         .map(|(fd, target, _)| (fd.as_raw_fd(), *target))
         .collect();
     let cg_child = cg.clone();
     let criu = criu_bin(c);
-    let mut cmd = Command::new(&criu);
-    cmd.args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: the closure runs in the forked child before exec. sprout is single-threaded here
-    // (no thread was started), so the allocations in add_pid cannot meet a lock held by another
-    // thread at fork. unshare, mount and dup2 take integers and the NUL-terminated CStrings
-    // `rootfs_c` and `target_c`, alive (moved into the closure) for the calls; every source fd
-    // of `dups` is open (held by `passes` until after the child has exec'd).
-    unsafe {
-        cmd.pre_exec(move || {
-            sys::cvt(libc::unshare(libc::CLONE_NEWNS))?;
-            sys::cvt(libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ))?;
-            sys::cvt(libc::mount(
-                rootfs_c.as_ptr(),
-                target_c.as_ptr(),
-                std::ptr::null(),
-                libc::MS_BIND | libc::MS_REC,
-                std::ptr::null(),
-            ))?;
-            for (fd, target) in &dups {
-                sys::cvt(libc::dup2(*fd, *target))?;
-            }
-            cg_child
-                .add_pid(libc::getpid())
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            Ok(())
-        });
-    }
-    let status = cmd.status().map_err(|e| spawn_error(&criu, e))?;
+    // The closure runs in the forked child before exec. sprout is single-threaded here (no
+    // thread was started), so the allocations in add_pid cannot meet a lock held by another
+    // thread at fork.
+    let setup = move || -> std::io::Result<()> {
+        for (fd, target) in &dups {
+            // SAFETY: dup2 takes integers; every source fd of `dups` is open (held by `passes`
+            // until criu has exec'd).
+            sys::cvt(unsafe { libc::dup2(*fd, *target) })?;
+        }
+        cg_child
+            .add_pid(std::process::id() as i32)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok(())
+    };
+    let sw = rpc::start(&criu, setup).map_err(|e| spawn_error(&criu, e))?;
     drop(passes);
+    let log = log_dir(c).join(log_name);
+    let mut console = console;
+    let mut notified_pid: Option<i32> = None;
+    let called = sw.call(&request(rpc::RESTORE, &m), |script, pid, fd| {
+        match script {
+            "orphan-pts-master" => {
+                let master = fd.ok_or_else(|| Error::msg("restore: criu sent no pty master"))?;
+                if let Some(sock) = console.take() {
+                    sys::send_fd(sock.as_raw_fd(), b"/dev/ptmx", master.as_raw_fd())
+                        .map_err(|e| Error::os("--console-socket: sending the pty master", e))?;
+                }
+            }
+            "post-restore" => notified_pid = pid,
+            _ => {}
+        }
+        Ok(())
+    });
+    let t = sys::cstr(&criu_root);
+    // SAFETY: umount2 reads the NUL-terminated CString `t`, alive for the call.
+    unsafe { libc::umount2(t.as_ptr(), libc::MNT_DETACH) };
     let _ = std::fs::remove_dir(&criu_root);
     trace.mark("criu_restore");
-    let pid: Option<i32> = std::fs::read_to_string(&pidfile)
-        .ok()
-        .and_then(|s| s.trim().parse().ok());
-    let _ = std::fs::remove_file(&pidfile);
+    let (resp, status) = match called {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(p) = notified_pid {
+                undo.pid = sys::pidfd_open(p).ok();
+            }
+            return Err(e.context(format!("restore: criu ({})", criu.display())));
+        }
+    };
+    let pid = resp.restored_pid.or(notified_pid);
     if let Some(p) = pid {
         undo.pid = sys::pidfd_open(p).ok();
     }
-    if !status.success() {
-        return Err(criu_failed("restore", status, &log_dir(c).join(log_name)));
+    if !resp.success || !status.success() {
+        return Err(criu_failed("restore", Some(&resp), Some(status), &log));
     }
-    let pid = pid.ok_or_else(|| Error::msg("restore: criu wrote no pid"))?;
+    let pid = pid.ok_or_else(|| Error::msg("restore: criu sent no pid"))?;
     let pidfd = undo
         .pid
         .take()
@@ -1009,7 +1131,7 @@ mod tests {
 
     #[test]
     fn externals_are_binds_host_cgroup_dirs_and_devices() {
-        let e = externals_from_mountinfo(MI, &spec());
+        let e = externals_from_mountinfo(MI, &spec(), normalize);
         assert_eq!(
             e,
             vec![
@@ -1039,7 +1161,7 @@ mod tests {
     #[test]
     fn external_file_roundtrip() {
         let f = ExternalFile {
-            mounts: externals_from_mountinfo(MI, &spec()),
+            mounts: externals_from_mountinfo(MI, &spec(), normalize),
         };
         let j = serde_json::to_string(&f).unwrap();
         assert!(j.contains("\"kind\":\"cgroup\""), "{j}");

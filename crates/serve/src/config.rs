@@ -1,5 +1,6 @@
 //! Engine configuration (TOML). Every field has a default that works out of the box.
 
+use crate::error::{Error, Kind};
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -212,28 +213,37 @@ impl HandlerConfig {
 }
 
 impl Config {
-    pub fn load(path: Option<&std::path::Path>) -> Result<Config, String> {
+    /// The config at `path` (defaults without one), checked. An error is of kind
+    /// [`Kind::Config`] (with the errno where the file could not be read).
+    pub fn load(path: Option<&std::path::Path>) -> crate::error::Result<Config> {
         let mut c = match path {
             None => Config::default(),
             Some(p) => {
-                let raw =
-                    std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-                toml::from_str(&raw).map_err(|e| format!("{}: {e}", p.display()))?
+                let raw = std::fs::read_to_string(p)
+                    .map_err(|e| Error::io(Kind::Config, p.display(), e))?;
+                toml::from_str(&raw)
+                    .map_err(|e| Error::new(Kind::Config, format!("{}: {e}", p.display())))?
             }
         };
         if c.python_dir.is_none() {
             c.python_dir = Some(default_python_dir());
         }
         if c.max_per_handler == 0 || c.max_sandboxes == 0 || c.max_connections == 0 {
-            return Err("max_per_handler, max_sandboxes and max_connections must be > 0".into());
+            return Err(Error::new(
+                Kind::Config,
+                "max_per_handler, max_sandboxes and max_connections must be > 0",
+            ));
         }
         if c.header_timeout_ms == 0 {
-            return Err("header_timeout_ms must be > 0".into());
+            return Err(Error::new(Kind::Config, "header_timeout_ms must be > 0"));
         }
         if c.max_reply_bytes == 0 || c.max_reply_bytes > crate::proto::MAX_REPLY {
-            return Err(format!(
-                "max_reply_bytes must be between 1 and {}",
-                crate::proto::MAX_REPLY
+            return Err(Error::new(
+                Kind::Config,
+                format!(
+                    "max_reply_bytes must be between 1 and {}",
+                    crate::proto::MAX_REPLY
+                ),
             ));
         }
         Ok(c)

@@ -13,6 +13,7 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use crate::admission::Refused;
 use crate::engine::{ApiError, Engine};
+use crate::error::{Error, Kind};
 
 type Resp = Response<Full<Bytes>>;
 
@@ -93,9 +94,9 @@ async fn handle(eng: Arc<Engine>, req: Request<Incoming>) -> Result<Resp, Infall
                     "request body is not valid JSON",
                 )));
             }
-            if let Err(why) = check_event(&body) {
+            if let Err(e) = check_event(&body) {
                 eng.metrics.request("none", 400, 0.0);
-                return Ok(err(ApiError::new(400, "bad_json", why)));
+                return Ok(err(e.into()));
             }
             let t0 = std::time::Instant::now();
             // Wait for a turn here, asynchronously (admission.rs), not on a blocking thread.
@@ -199,10 +200,11 @@ pub const MAX_INT_DIGITS: usize = 4300;
 /// invalid UTF-8 (serde skips the strings it ignores without decoding them), nesting deeper
 /// than [`MAX_DEPTH`] (serde's ignore does not count it), integers of more than
 /// [`MAX_INT_DIGITS`] digits. `body` is already known to be valid JSON. One pass, no
-/// allocation.
-pub fn check_event(body: &[u8]) -> Result<(), String> {
+/// allocation (but for the error). An error is of kind [`Kind::InvalidEvent`].
+pub fn check_event(body: &[u8]) -> crate::error::Result<()> {
+    let bad = |msg: String| Err(Error::new(Kind::InvalidEvent, msg));
     if std::str::from_utf8(body).is_err() {
-        return Err("request body is not valid UTF-8".into());
+        return bad("request body is not valid UTF-8".into());
     }
     let (n, mut i, mut depth) = (body.len(), 0, 0usize);
     while i < n {
@@ -217,7 +219,7 @@ pub fn check_event(body: &[u8]) -> Result<(), String> {
             b'[' | b'{' => {
                 depth += 1;
                 if depth > MAX_DEPTH {
-                    return Err(format!("request body nests deeper than {MAX_DEPTH} levels"));
+                    return bad(format!("request body nests deeper than {MAX_DEPTH} levels"));
                 }
                 i += 1;
             }
@@ -233,7 +235,7 @@ pub fn check_event(body: &[u8]) -> Result<(), String> {
                 }
                 let int = !(j < n && matches!(body[j], b'.' | b'e' | b'E'));
                 if int && j - start > MAX_INT_DIGITS {
-                    return Err(format!(
+                    return bad(format!(
                         "request body has an integer of {} digits (at most {MAX_INT_DIGITS})",
                         j - start
                     ));
@@ -257,7 +259,14 @@ mod tests {
     fn event_checks() {
         let nest = |d: usize| format!("{}{}", "[".repeat(d), "]".repeat(d));
         assert!(check_event(nest(MAX_DEPTH).as_bytes()).is_ok());
-        assert!(check_event(nest(MAX_DEPTH + 1).as_bytes()).is_err());
+        let e = check_event(nest(MAX_DEPTH + 1).as_bytes()).unwrap_err();
+        assert_eq!(e.kind(), Kind::InvalidEvent);
+        assert_eq!(
+            e.to_string(),
+            format!("request body nests deeper than {MAX_DEPTH} levels")
+        );
+        let a = ApiError::from(e);
+        assert_eq!((a.status, a.kind), (400, "bad_json"));
         // Brackets, digits and escaped quotes inside strings do not count.
         let s = format!("[\"{}\\\"{}\"]", "[".repeat(200), "1".repeat(5000));
         assert!(check_event(s.as_bytes()).is_ok(), "{s}");
@@ -265,7 +274,10 @@ mod tests {
         assert!(check_event(format!("-{}", "1".repeat(4301)).as_bytes()).is_err());
         assert!(check_event(format!("{{\"a\":{}e5}}", "1".repeat(5000)).as_bytes()).is_ok());
         assert!(check_event(format!("[2,{}]", "1".repeat(4301)).as_bytes()).is_err());
-        assert!(check_event(b"\"\xff\"").is_err());
+        assert_eq!(
+            check_event(b"\"\xff\"").unwrap_err().to_string(),
+            "request body is not valid UTF-8"
+        );
         assert!(check_event("\"\u{e9}\"".as_bytes()).is_ok());
     }
 }

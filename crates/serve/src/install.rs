@@ -5,6 +5,7 @@
 //! request time, and two handlers share a package directory exactly when they pin the same
 //! version.
 
+use crate::error::{Error, Kind, Result};
 use crate::locked::Locked;
 use std::collections::HashMap;
 use std::io::Read;
@@ -31,8 +32,9 @@ fn valid_token(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+' | '!'))
 }
 
-/// Parse requirements.txt: `name==version` lines, comments and blanks ignored.
-pub fn parse_requirements(raw: &str) -> Result<Vec<Pkg>, String> {
+/// Parse requirements.txt: `name==version` lines, comments and blanks ignored. An error is
+/// of kind [`Kind::InvalidRequirements`].
+pub fn parse_requirements(raw: &str) -> Result<Vec<Pkg>> {
     let mut out = Vec::new();
     for (i, line) in raw.lines().enumerate() {
         let l = line.split('#').next().unwrap_or("").trim();
@@ -40,16 +42,19 @@ pub fn parse_requirements(raw: &str) -> Result<Vec<Pkg>, String> {
             continue;
         }
         let Some((n, v)) = l.split_once("==") else {
-            return Err(format!(
-                "requirements.txt line {}: '{l}' is not pinned (name==version)",
-                i + 1
+            return Err(Error::new(
+                Kind::InvalidRequirements,
+                format!(
+                    "requirements.txt line {}: '{l}' is not pinned (name==version)",
+                    i + 1
+                ),
             ));
         };
         let (n, v) = (n.trim(), v.trim());
         if !valid_token(n) || !valid_token(v) || v.contains("==") {
-            return Err(format!(
-                "requirements.txt line {}: bad requirement '{l}'",
-                i + 1
+            return Err(Error::new(
+                Kind::InvalidRequirements,
+                format!("requirements.txt line {}: bad requirement '{l}'", i + 1),
             ));
         }
         // PEP 503 normalised name.
@@ -71,7 +76,7 @@ pub struct InstallCache {
     timeout: Duration,
     locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// Recent failures (not retried for a minute).
-    failed: Mutex<HashMap<String, (Instant, String)>>,
+    failed: Mutex<HashMap<String, (Instant, Error)>>,
 }
 
 impl InstallCache {
@@ -111,8 +116,9 @@ impl InstallCache {
         (n, bytes)
     }
 
-    /// The installed directory of `p`, installing it first if needed.
-    pub fn ensure(&self, p: &Pkg) -> Result<PathBuf, String> {
+    /// The installed directory of `p`, installing it first if needed. An error is of kind
+    /// [`Kind::Install`] (with the errno where the failure had one).
+    pub fn ensure(&self, p: &Pkg) -> Result<PathBuf> {
         let dst = self.path(p);
         if dst.is_dir() {
             return Ok(dst);
@@ -128,13 +134,15 @@ impl InstallCache {
         if dst.is_dir() {
             return Ok(dst);
         }
-        std::fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| Error::io(Kind::Install, self.dir.display(), e))?;
         let tmp = self.dir.join(format!(".tmp-{key}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         let r = self.pip_install(p, &tmp);
         match r {
             Ok(()) => {
-                std::fs::rename(&tmp, &dst).map_err(|e| format!("{}: {e}", dst.display()))?;
+                std::fs::rename(&tmp, &dst)
+                    .map_err(|e| Error::io(Kind::Install, dst.display(), e))?;
                 Ok(dst)
             }
             Err(e) => {
@@ -147,7 +155,7 @@ impl InstallCache {
         }
     }
 
-    fn pip_install(&self, p: &Pkg, target: &Path) -> Result<(), String> {
+    fn pip_install(&self, p: &Pkg, target: &Path) -> Result<()> {
         let spec = format!("{}=={}", p.name, p.version);
         let mut cmd = std::process::Command::new(&self.pip[0]);
         cmd.args(&self.pip[1..])
@@ -167,7 +175,7 @@ impl InstallCache {
             .stderr(std::process::Stdio::piped());
         let mut child = cmd
             .spawn()
-            .map_err(|e| format!("running {}: {e}", self.pip.join(" ")))?;
+            .map_err(|e| Error::io(Kind::Install, format!("running {}", self.pip.join(" ")), e))?;
         let pid = child.id() as i32;
         let mut err = child.stderr.take().unwrap();
         let errt = std::thread::spawn(move || {
@@ -192,14 +200,18 @@ impl InstallCache {
                     .chars()
                     .take(400)
                     .collect();
-                Err(format!(
-                    "installing {spec} failed (pip exit {code}): {tail}"
+                Err(Error::new(
+                    Kind::Install,
+                    format!("installing {spec} failed (pip exit {code}): {tail}"),
                 ))
             }
             None => {
                 // SAFETY: kill(2) takes integers only; `pid` is our pip child (wait_pid timed out).
                 unsafe { libc::kill(pid, libc::SIGKILL) };
-                Err(format!("installing {spec}: pip timed out"))
+                Err(Error::new(
+                    Kind::Install,
+                    format!("installing {spec}: pip timed out"),
+                ))
             }
         }
     }

@@ -4,6 +4,7 @@
 mod admission;
 mod config;
 mod engine;
+mod error;
 mod http;
 mod install;
 mod locked;

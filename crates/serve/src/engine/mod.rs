@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 use sprout_cgroups::{PoolCgroup as PoolCg, ResidentPool};
 
 use crate::config::{Config, HandlerConfig};
+use crate::error::{Error, Kind};
 use crate::install::{self, InstallCache};
 use crate::locked::Locked;
 use crate::metrics::Metrics;
@@ -68,8 +69,8 @@ pub fn pool_resources(mem_mb: u64, pids: i64, cpu_milli: u64) -> oci_spec::runti
 
 /// Kill and remove what an engine with this config recorded (`cleanup`, the watchdog): the
 /// number of pool cgroups removed.
-pub fn clean_recorded(cfg: &Config) -> Result<usize, String> {
-    let layout = sprout_cgroups::Layout::detect().map_err(|e| e.to_string())?;
+pub fn clean_recorded(cfg: &Config) -> crate::error::Result<usize> {
+    let layout = sprout_cgroups::Layout::detect()?;
     Ok(new_pool(layout, cfg, pool_resources(1, 1, 0)).cleanup_previous())
 }
 
@@ -98,6 +99,22 @@ impl ApiError {
             }
         }
         serde_json::to_vec(&v).unwrap()
+    }
+}
+
+/// A request's own fault, from the kind of the error: 400 with the `"kind"` a client reads
+/// (`bad_request` for a handler name, `bad_json` for a body, `bad_requirements`,
+/// `install_failed`); anything else is the engine's, 500 `engine`.
+impl From<Error> for ApiError {
+    fn from(e: Error) -> ApiError {
+        let (status, kind) = match e.kind() {
+            Kind::InvalidName => (400, "bad_request"),
+            Kind::InvalidEvent => (400, "bad_json"),
+            Kind::InvalidRequirements => (400, "bad_requirements"),
+            Kind::Install => (400, "install_failed"),
+            _ => (500, "engine"),
+        };
+        ApiError::new(status, kind, e.to_string())
     }
 }
 
@@ -313,8 +330,8 @@ fn monotonic_s() -> f64 {
 /// The one check of a handler name, for every way one comes in (`handler add`, `handler
 /// remove`, `POST /run/<name>`): 1-64 ASCII letters, digits, `-` and `_`, so a name is always
 /// one plain entry of the registry (no `/`, no `..`, not absolute, not hidden). The error is
-/// one line naming the bad name.
-pub fn check_handler_name(n: &str) -> Result<(), String> {
+/// one line naming the bad name, kind [`Kind::InvalidName`].
+pub fn check_handler_name(n: &str) -> crate::error::Result<()> {
     let ok = !n.is_empty()
         && n.len() <= 64
         && n.chars()
@@ -322,9 +339,12 @@ pub fn check_handler_name(n: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "bad handler name '{}' (1-64 letters, digits, - and _)",
-            n.escape_debug()
+        Err(Error::new(
+            Kind::InvalidName,
+            format!(
+                "bad handler name '{}' (1-64 letters, digits, - and _)",
+                n.escape_debug()
+            ),
         ))
     }
 }
@@ -345,27 +365,27 @@ fn open_dir_path(p: &Path) -> std::io::Result<OwnedFd> {
 }
 
 impl Engine {
-    pub fn start(cfg: Config) -> Result<Arc<Engine>, String> {
+    pub fn start(cfg: Config) -> crate::error::Result<Arc<Engine>> {
         let run = cfg.run_dir.clone();
-        std::fs::create_dir_all(&run).map_err(|e| format!("{}: {e}", run.display()))?;
+        std::fs::create_dir_all(&run).map_err(|e| Error::io(Kind::Io, run.display(), e))?;
         // One engine per run dir.
         let pidf = run.join("engine.pid");
         if let Ok(old) = std::fs::read_to_string(&pidf) {
             if let Ok(p) = old.trim().parse::<i32>() {
                 let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
                 if p != std::process::id() as i32 && comm.trim().starts_with("sprout-serve") {
-                    return Err(format!(
-                        "another sprout-serve (pid {p}) uses {}",
-                        run.display()
+                    return Err(Error::new(
+                        Kind::InUse,
+                        format!("another sprout-serve (pid {p}) uses {}", run.display()),
                     ));
                 }
             }
         }
-        std::fs::write(&pidf, std::process::id().to_string()).map_err(|e| e.to_string())?;
+        std::fs::write(&pidf, std::process::id().to_string())?;
         // Held until we exit: a previous engine's watchdog, still cleaning up after it, is
         // done before we look at what it left (watchdog.rs).
         let run_lock = crate::watchdog::lock_run_dir(&run, true)
-            .map_err(|e| format!("{}: {e}", run.join("engine.lock").display()))?;
+            .map_err(|e| Error::io(Kind::Io, run.join("engine.lock").display(), e))?;
         std::mem::forget(run_lock);
         // Before the reaper thread starts: it waits for any child, the compiler's included.
         let python_dir = cfg
@@ -373,9 +393,9 @@ impl Engine {
             .clone()
             .unwrap_or_else(crate::config::default_python_dir);
         let pylib = rootfs::prepare_pylib(&run, &python_dir, &cfg.python)
-            .map_err(|e| format!("python dir: {e}"))?;
+            .map_err(|e| Error::io(Kind::Io, "python dir", e))?;
         crate::reaper::start();
-        let layout = sprout_cgroups::Layout::detect().map_err(|e| e.to_string())?;
+        let layout = sprout_cgroups::Layout::detect()?;
         let sb = &cfg.sandbox;
         let pool = new_pool(
             layout,
@@ -387,34 +407,34 @@ impl Engine {
             None => Some(1024 * std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
         });
         let stale_cg = pool.cleanup_previous();
-        let stale_mounts = rootfs::prepare_run_dir(&run).map_err(|e| format!("run dir: {e}"))?;
+        let stale_mounts =
+            rootfs::prepare_run_dir(&run).map_err(|e| Error::io(Kind::Io, "run dir", e))?;
         if stale_cg + stale_mounts > 0 {
             eprintln!("sprout-serve: cleaned up after a previous instance: {stale_cg} cgroups, {stale_mounts} mounts");
         }
         let base = rootfs::build_base(&run, cfg.base_rootfs.as_deref(), &pylib)
-            .map_err(|e| format!("base root: {e}"))?;
+            .map_err(|e| Error::io(Kind::Io, "base root", e))?;
         let mp_dir = match &cfg.base_rootfs {
             Some(c) => c.join("packages"),
             None => base.join("packages"),
         };
         pool.prealloc(cfg.pool_prealloc.min(cfg.max_sandboxes))
-            .map_err(|e| format!("cgroup pool: {e}"))?;
+            .map_err(|e| Error::from(e).context("cgroup pool"))?;
         let (seccomp, bpf_hex) = if sb.seccomp {
             let (p, _) =
-                sprout_seccomp::prepare(&default_seccomp(), Some(&run.join("seccomp-cache")))
-                    .map_err(|e| e.to_string())?;
+                sprout_seccomp::prepare(&default_seccomp(), Some(&run.join("seccomp-cache")))?;
             let hex: String = p.bpf_bytes().iter().map(|b| format!("{b:02x}")).collect();
             (Some(p), hex)
         } else {
             (None, String::new())
         };
         let logs = crate::logsink::LogSink::start(&cfg.sandbox_log, cfg.sandbox_log_bytes)
-            .map_err(|e| format!("sandbox_log: {e}"))?;
+            .map_err(|e| Error::io(Kind::Io, "sandbox_log", e))?;
         let null = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_CLOEXEC)
             .open("/dev/null")
-            .map_err(|e| format!("/dev/null: {e}"))?;
+            .map_err(|e| Error::io(Kind::Io, "/dev/null", e))?;
         let (tx, rx) = mpsc::channel::<Job>();
         let installs = InstallCache::new(
             cfg.package_cache.clone(),
@@ -530,9 +550,7 @@ impl Engine {
     }
 
     pub fn handler_info(&self, name: &str) -> Result<HandlerInfo, ApiError> {
-        if let Err(e) = check_handler_name(name) {
-            return Err(ApiError::new(400, "bad_request", e));
-        }
+        check_handler_name(name)?;
         let dir = self.cfg.registry.join(name);
         let f = dir.join("f.py");
         if !f.is_file() {
@@ -546,8 +564,7 @@ impl Engine {
         let ht = dir.join("handler.toml");
         let version = format!("{}/{}/{}", mtime(&f), mtime(&req), mtime(&ht));
         let pkgs = match std::fs::read_to_string(&req) {
-            Ok(raw) => install::parse_requirements(&raw)
-                .map_err(|e| ApiError::new(400, "bad_requirements", e))?,
+            Ok(raw) => install::parse_requirements(&raw)?,
             Err(_) => vec![],
         };
         let cfg: HandlerConfig = match std::fs::read_to_string(&ht) {
@@ -558,10 +575,7 @@ impl Engine {
         };
         let mut packages = Vec::new();
         for p in &pkgs {
-            let d = self
-                .installs
-                .ensure(p)
-                .map_err(|e| ApiError::new(400, "install_failed", e))?;
+            let d = self.installs.ensure(p)?;
             packages.push((p.key(), d));
         }
         Ok(HandlerInfo {

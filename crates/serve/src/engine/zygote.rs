@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::error::{Error, Kind};
 use crate::install;
 use crate::locked::Locked;
 use crate::{proto, rootfs, spawn};
@@ -95,7 +96,7 @@ impl Engine {
                 eprintln!("sprout-serve: zygote [{key}] failed: {e}");
                 self.zygotes
                     .locked()
-                    .insert(key, ZSlot::Failed(Instant::now(), e));
+                    .insert(key, ZSlot::Failed(Instant::now(), e.to_string()));
             }
         }
     }
@@ -126,15 +127,19 @@ impl Engine {
         rootfs::remove_root(&z.root);
     }
 
+    /// Start the zygote for package set `key`: forked from `parent`, or exec'd (the root
+    /// zygote). An error is of kind [`Kind::Zygote`], its source the cgroup or I/O error
+    /// where there was one; what was made for the zygote is given back.
     pub(super) fn start_zygote(
         &self,
         key: &str,
         pkgs: &[(String, PathBuf)],
         extra: &[String],
         parent: Option<Arc<Zygote>>,
-    ) -> Result<Zygote, String> {
+    ) -> Result<Zygote, Error> {
+        let zerr = |e: Error| e.with_kind(Kind::Zygote);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut cg = self.pool.get().map_err(|e| e.to_string())?;
+        let mut cg = self.pool.get().map_err(|e| zerr(e.into()))?;
         // A zygote's cgroup also carries what its children are charged before they move to
         // their own (page tables, the first copy-on-write pages): it gets the zygote limit.
         let sb = &self.cfg.sandbox;
@@ -145,18 +150,18 @@ impl Engine {
         );
         if let Err(e) = self.pool.set_limits(&mut cg, &zres) {
             self.pool.put(cg);
-            return Err(format!("zygote cgroup limits: {e}"));
+            return Err(zerr(Error::from(e).context("zygote cgroup limits")));
         }
         let root = self.roots.join(format!("z{id}"));
         if let Err(e) = rootfs::make_root(&self.base, &self.mp_dir, &root, None, pkgs, 1) {
             self.pool.put(cg);
-            return Err(e.to_string());
+            return Err(zerr(e.into()));
         }
-        let fail = |cg: PoolCg, e: String| {
+        let fail = |cg: PoolCg, e: Error| {
             let _ = cg.mgr.kill_all(libc::SIGKILL);
             self.pool.put(cg);
             rootfs::remove_root(&root);
-            e
+            zerr(e)
         };
         // Forked from a parent: import only what it lacks. Exec'd: the root zygote's preload.
         let mut preload: Vec<String> = match &parent {
@@ -170,10 +175,10 @@ impl Engine {
         }
         preload.extend(extra.iter().cloned());
         let paths: Vec<String> = pkgs.iter().map(|(k, _)| format!("/packages/{k}")).collect();
-        let (a, b) = proto::pair().map_err(|e| e.to_string())?;
+        let (a, b) = proto::pair().map_err(|e| zerr(e.into()))?;
         let rootfd = match open_dir_path(&root) {
             Ok(f) => f,
-            Err(e) => return Err(fail(cg, e.to_string())),
+            Err(e) => return Err(fail(cg, e.into())),
         };
         let _ = a.set_read_timeout(Some(Duration::from_secs(120)));
         let r = if let Some(p) = &parent {
@@ -207,7 +212,7 @@ impl Engine {
             };
             let logw = match self.logs.pipe(tag) {
                 Ok(w) => w,
-                Err(e) => return Err(fail(cg, format!("zygote log pipe: {e}"))),
+                Err(e) => return Err(fail(cg, Error::io(Kind::Zygote, "zygote log pipe", e))),
             };
             if let Err(e) = spawn::spawn_zygote(
                 &self.cfg.python,
@@ -216,7 +221,7 @@ impl Engine {
                 logw.as_raw_fd(),
                 self.null_fd.as_raw_fd(),
             ) {
-                return Err(fail(cg, format!("spawn zygote: {e}")));
+                return Err(fail(cg, Error::io(Kind::Zygote, "spawn zygote", e)));
             }
             drop(b);
             let mut fds = vec![rootfd.as_raw_fd()];
@@ -230,8 +235,8 @@ impl Engine {
         drop(rootfd);
         let v = match r {
             Ok(v) if v.get("ready") == Some(&Value::Bool(true)) => v,
-            Ok(v) => return Err(fail(cg, format!("zygote: {v}"))),
-            Err(e) => return Err(fail(cg, format!("zygote did not start: {e}"))),
+            Ok(v) => return Err(fail(cg, Error::new(Kind::Zygote, format!("zygote: {v}")))),
+            Err(e) => return Err(fail(cg, Error::io(Kind::Zygote, "zygote did not start", e))),
         };
         let _ = a.set_read_timeout(Some(Duration::from_secs(10)));
         let imported: Vec<String> = v["imported"]

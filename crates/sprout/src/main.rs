@@ -124,7 +124,14 @@ fn abort_on_panic() {
 
 fn main() -> ExitCode {
     abort_on_panic();
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // go-runc (containerd's shim) spells restore's --no-subreaper with one dash, which runc's
+    // flag parser takes. restore has no process arguments, so the word cannot be one of those.
+    if argv.iter().any(|a| a == "restore") {
+        for a in argv.iter_mut().filter(|a| *a == "-no-subreaper") {
+            *a = "--no-subreaper".into();
+        }
+    }
     if let Some(args) = serve::serve_args(&argv) {
         return serve::exec_serve(&args);
     }

@@ -442,6 +442,18 @@ fn checkpoint_and_restore_errors_come_before_criu_and_leave_nothing() {
         &r.id,
     ])
     .assert_one_line_error(&["--image-path", "no checkpoint"]);
+    // containerd's shim (go-runc) writes `-no-subreaper` with one dash, as runc's parser takes.
+    ctx.rt(&[
+        "restore",
+        "-d",
+        "-no-subreaper",
+        "--bundle",
+        &bundle,
+        "--image-path",
+        img,
+        &r.id,
+    ])
+    .assert_one_line_error(&["--image-path", "no checkpoint"]);
     ctx.rt(&["state", &r.id]).assert_fail();
     assert!(cgroup_left(&r.id).is_empty());
     assert!(!ctx.root.join(&r.id).exists(), "state directory left");

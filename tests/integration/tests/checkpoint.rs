@@ -607,6 +607,48 @@ fn a_container_with_a_terminal_gets_a_new_pty_on_its_console_socket() {
 }
 
 #[test]
+fn images_cannot_choose_which_host_paths_are_bound_in() {
+    let Some(criu) = criu() else { return };
+    let ctx = Ctx::new("cr_tamper");
+    let (a, _data) = counter_bundle(&ctx);
+    let bundle_a = a.bundle_arg();
+    let mut run = spawn_piped(&ctx, &criu, &["run", "-d", "--bundle", &bundle_a, &a.id]);
+    run.wait_ok();
+    run.tick();
+    let images = ctx.scratch("images");
+    let img = images.to_str().unwrap();
+    ctx.rt(&["--criu", &criu, "checkpoint", "--image-path", img, &a.id])
+        .assert_ok();
+    // A checkpoint archive from elsewhere (podman restore --import) that asks for the host's
+    // /etc as a "device": refused, from the config's point of view, before criu restores
+    // anything; nothing is left.
+    let f = images.join("sprout-criu.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&f).unwrap()).unwrap();
+    v["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"kind": "device", "mountpoint": "/dev/evil", "host": "/etc"}));
+    fs::write(&f, serde_json::to_vec(&v).unwrap()).unwrap();
+    let (b, _data_b) = counter_bundle(&ctx);
+    let bundle_b = b.bundle_arg();
+    ctx.rt(&[
+        "--criu",
+        &criu,
+        "restore",
+        "-d",
+        "--bundle",
+        &bundle_b,
+        "--image-path",
+        img,
+        &b.id,
+    ])
+    .assert_one_line_error(&["linux.devices", "/etc"]);
+    ctx.rt(&["state", &b.id]).assert_fail();
+    assert!(cgroup_left(&b.id).is_empty());
+    assert!(!ctx.root.join(&b.id).exists(), "state directory left");
+}
+
+#[test]
 fn checkpoint_help_exits_zero() {
     // podman decides whether a runtime can checkpoint by running `<runtime> checkpoint --help`.
     let ctx = Ctx::new("cr_help");

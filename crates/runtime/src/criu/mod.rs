@@ -630,6 +630,12 @@ impl Drop for Undo<'_> {
             let _ = cg.kill_all(libc::SIGKILL);
             let _ = cg.destroy();
         }
+        // The rootfs bound for criu (in this process's own mount namespace) keeps the state
+        // directory busy.
+        let t = sys::cstr(self.store.dir(&self.id).join(CRIU_ROOT));
+        // SAFETY: umount2 reads the NUL-terminated CString `t`, alive for the call; EINVAL when
+        // nothing is mounted there.
+        unsafe { libc::umount2(t.as_ptr(), libc::MNT_DETACH) };
         let _ = self.store.remove(&self.id);
     }
 }
@@ -956,7 +962,30 @@ pub fn restore(
                      which this host's cgroup layout does not have"
                 ))
             })?,
-            External::Device { host, .. } => PathBuf::from(host),
+            // Only a device the config gives the container (or a default one), at its own path,
+            // as runc (its restore maps each linux.devices path to itself): the images may come
+            // from an archive (podman restore --import) and must not choose what of the host's
+            // /dev is bound into the container.
+            External::Device { mountpoint, host } => {
+                let allowed = host == mountpoint
+                    && (crate::rootfs::default_devices()
+                        .iter()
+                        .any(|(p, _, _)| format!("/dev/{p}") == *host)
+                        || linux.and_then(|l| l.devices().as_ref()).is_some_and(|d| {
+                            d.iter()
+                                .any(|d| normalize(&d.path().to_string_lossy()) == *host)
+                        }));
+                if !allowed {
+                    return Err(Error::field(
+                        "linux.devices",
+                        format!(
+                            "the checkpoint binds the host's {host} on {mountpoint}, which the \
+                             config does not give the container"
+                        ),
+                    ));
+                }
+                PathBuf::from(host)
+            }
         };
         m.str(
             opt::EXTERNAL,

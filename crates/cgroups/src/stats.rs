@@ -1,13 +1,17 @@
 //! Resource usage, shaped like the `data` object of runc's `events --stats` JSON
 //! (same field names; cpu times in nanoseconds; "max" limits read as u64::MAX).
 //! Best effort: a file or controller the host lacks leaves its fields at zero.
+//!
+//! This file holds the types, the dispatch over the drivers' `STATS` lists and the helpers
+//! the readers share; each controller's reader is in its own file, `v1/<controller>.rs` or
+//! `v2/<controller>.rs`.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fs::{self, flat_keyed, read_u64_opt};
+use crate::fs::{self, read_u64_opt};
 use crate::{Manager, Result};
 
 fn is_zero(v: &u64) -> bool {
@@ -133,11 +137,51 @@ pub struct Stats {
     pub hugetlb: HashMap<String, HugetlbStats>,
 }
 
-fn u(dir: &Path, file: &str) -> Result<u64> {
+/// One controller's statistics reader: fills its fields of [`Stats`] from its directory (a
+/// v1 hierarchy's, or the cgroup2 leaf). Each lives in its controller's file
+/// (`v1/<controller>.rs`, `v2/<controller>.rs`), beside that controller's `apply`; the
+/// drivers list them in `STATS`.
+pub(crate) type ReadStats = fn(&Path, &mut Stats) -> Result<()>;
+
+/// v1/hybrid: each reader of [`crate::v1::STATS`] on its hierarchy's directory, for the
+/// hierarchies the container has; without a v1 hugetlb hierarchy, the hybrid cgroup2 leaf's
+/// hugetlb files.
+pub(crate) fn v1(m: &Manager) -> Result<Stats> {
+    let mut st = Stats::default();
+    for (controller, read) in crate::v1::STATS {
+        if let Some(d) = m.v1_path(controller) {
+            read(d, &mut st)?;
+        }
+    }
+    if m.v1_path("hugetlb").is_none() {
+        if let Some(d) = m.unified_path() {
+            crate::v2::hugetlb::stats(d, &mut st)?;
+        }
+    }
+    Ok(st)
+}
+
+/// Pure v2: each reader of [`crate::v2::STATS`] on the leaf.
+pub(crate) fn v2(m: &Manager) -> Result<Stats> {
+    let mut st = Stats::default();
+    let Some(d) = m.unified_path() else {
+        return Ok(st);
+    };
+    for (_, read) in crate::v2::STATS {
+        read(d, &mut st)?;
+    }
+    Ok(st)
+}
+
+// ---- what the readers share
+
+/// A u64 file, 0 when it is missing ("max" reads as u64::MAX).
+pub(crate) fn u(dir: &Path, file: &str) -> Result<u64> {
     Ok(read_u64_opt(dir, file)?.unwrap_or(0))
 }
 
-fn opt_read(dir: &Path, file: &str) -> Result<Option<String>> {
+/// A file's text, None when it is missing.
+pub(crate) fn opt_read(dir: &Path, file: &str) -> Result<Option<String>> {
     match fs::read(&dir.join(file)) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -145,17 +189,8 @@ fn opt_read(dir: &Path, file: &str) -> Result<Option<String>> {
     }
 }
 
-fn mem_entry(d: &Path, prefix: &str) -> Result<MemoryEntry> {
-    Ok(MemoryEntry {
-        usage: u(d, &format!("{prefix}usage_in_bytes"))?,
-        max: u(d, &format!("{prefix}max_usage_in_bytes"))?,
-        limit: u(d, &format!("{prefix}limit_in_bytes"))?,
-        failcnt: u(d, &format!("{prefix}failcnt"))?,
-    })
-}
-
 /// Hugepage sizes with a `hugetlb.<size>.<suffix>` file in `d`.
-fn hugetlb_sizes(d: &Path, suffix: &str) -> Vec<String> {
+pub(crate) fn hugetlb_sizes(d: &Path, suffix: &str) -> Vec<String> {
     let Ok(rd) = std::fs::read_dir(d) else {
         return Vec::new();
     };
@@ -166,204 +201,4 @@ fn hugetlb_sizes(d: &Path, suffix: &str) -> Vec<String> {
             (!size.contains('.')).then(|| size.to_string())
         })
         .collect()
-}
-
-fn blkio_v1(s: &str, out: &mut Vec<BlkioEntry>) {
-    for l in s.lines() {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() != 3 {
-            continue;
-        }
-        let Some((ma, mi)) = f[0].split_once(':') else {
-            continue;
-        };
-        let (Ok(major), Ok(minor), Ok(value)) = (ma.parse(), mi.parse(), f[2].parse()) else {
-            continue;
-        };
-        out.push(BlkioEntry {
-            major,
-            minor,
-            op: f[1].to_string(),
-            value,
-        });
-    }
-}
-
-pub(crate) fn v1(m: &Manager) -> Result<Stats> {
-    let mut st = Stats::default();
-    if let Some(d) = m.v1_path("cpuacct") {
-        st.cpu.usage.total = u(d, "cpuacct.usage")?;
-        if let Some(s) = opt_read(d, "cpuacct.usage_percpu")? {
-            st.cpu.usage.percpu = s
-                .split_whitespace()
-                .filter_map(|v| v.parse().ok())
-                .collect();
-        }
-        if let Some(s) = opt_read(d, "cpuacct.stat")? {
-            // SAFETY: sysconf(3) takes an integer name and touches no memory of ours.
-            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-            for (k, v) in flat_keyed(&s) {
-                let ns = v.saturating_mul(1_000_000_000 / hz);
-                match k {
-                    "user" => st.cpu.usage.user = ns,
-                    "system" => st.cpu.usage.kernel = ns,
-                    _ => {}
-                }
-            }
-        }
-    }
-    if let Some(d) = m.v1_path("cpu") {
-        if let Some(s) = opt_read(d, "cpu.stat")? {
-            for (k, v) in flat_keyed(&s) {
-                match k {
-                    "nr_periods" => st.cpu.throttling.periods = v,
-                    "nr_throttled" => st.cpu.throttling.throttled_periods = v,
-                    "throttled_time" => st.cpu.throttling.throttled_time = v,
-                    _ => {}
-                }
-            }
-        }
-    }
-    if let Some(d) = m.v1_path("memory") {
-        st.memory.usage = mem_entry(d, "memory.")?;
-        st.memory.swap = mem_entry(d, "memory.memsw.")?;
-        st.memory.kernel = mem_entry(d, "memory.kmem.")?;
-        st.memory.kernel_tcp = mem_entry(d, "memory.kmem.tcp.")?;
-        if let Some(s) = opt_read(d, "memory.stat")? {
-            st.memory.raw = flat_keyed(&s).map(|(k, v)| (k.to_string(), v)).collect();
-            st.memory.cache = st
-                .memory
-                .raw
-                .get("total_cache")
-                .or(st.memory.raw.get("cache"))
-                .copied()
-                .unwrap_or(0);
-        }
-    }
-    if let Some(d) = m.v1_path("pids") {
-        st.pids.current = u(d, "pids.current")?;
-        st.pids.limit = u(d, "pids.max")?;
-    }
-    if let Some(d) = m.v1_path("blkio") {
-        // CFQ's recursive stats, else the throttle layer's (always present).
-        let (bytes, ios) = if d.join("blkio.io_service_bytes_recursive").exists() {
-            (
-                "blkio.io_service_bytes_recursive",
-                "blkio.io_serviced_recursive",
-            )
-        } else {
-            (
-                "blkio.throttle.io_service_bytes_recursive",
-                "blkio.throttle.io_serviced_recursive",
-            )
-        };
-        if let Some(s) = opt_read(d, bytes)? {
-            blkio_v1(&s, &mut st.blkio.io_service_bytes_recursive);
-        }
-        if let Some(s) = opt_read(d, ios)? {
-            blkio_v1(&s, &mut st.blkio.io_serviced_recursive);
-        }
-    }
-    if let Some(d) = m.v1_path("hugetlb") {
-        for size in hugetlb_sizes(d, ".usage_in_bytes") {
-            let h = HugetlbStats {
-                usage: u(d, &format!("hugetlb.{size}.usage_in_bytes"))?,
-                max: u(d, &format!("hugetlb.{size}.max_usage_in_bytes"))?,
-                failcnt: u(d, &format!("hugetlb.{size}.failcnt"))?,
-            };
-            st.hugetlb.insert(size, h);
-        }
-    } else if let Some(d) = m.unified_path() {
-        hugetlb_v2(d, &mut st)?;
-    }
-    Ok(st)
-}
-
-fn hugetlb_v2(d: &Path, st: &mut Stats) -> Result<()> {
-    for size in hugetlb_sizes(d, ".current") {
-        let mut h = HugetlbStats {
-            usage: u(d, &format!("hugetlb.{size}.current"))?,
-            ..Default::default()
-        };
-        if let Some(s) = opt_read(d, &format!("hugetlb.{size}.events"))? {
-            h.failcnt = flat_keyed(&s)
-                .find(|(k, _)| *k == "max")
-                .map(|(_, v)| v)
-                .unwrap_or(0);
-        }
-        st.hugetlb.insert(size, h);
-    }
-    Ok(())
-}
-
-pub(crate) fn v2(m: &Manager) -> Result<Stats> {
-    let mut st = Stats::default();
-    let Some(d) = m.unified_path() else {
-        return Ok(st);
-    };
-    if let Some(s) = opt_read(d, "cpu.stat")? {
-        for (k, v) in flat_keyed(&s) {
-            let ns = v.saturating_mul(1000);
-            match k {
-                "usage_usec" => st.cpu.usage.total = ns,
-                "user_usec" => st.cpu.usage.user = ns,
-                "system_usec" => st.cpu.usage.kernel = ns,
-                "nr_periods" => st.cpu.throttling.periods = v,
-                "nr_throttled" => st.cpu.throttling.throttled_periods = v,
-                "throttled_usec" => st.cpu.throttling.throttled_time = ns,
-                _ => {}
-            }
-        }
-    }
-    st.memory.usage.usage = u(d, "memory.current")?;
-    st.memory.usage.limit = u(d, "memory.max")?;
-    st.memory.usage.max = u(d, "memory.peak")?;
-    if let Some(s) = opt_read(d, "memory.events")? {
-        st.memory.usage.failcnt = flat_keyed(&s)
-            .find(|(k, _)| *k == "max")
-            .map(|(_, v)| v)
-            .unwrap_or(0);
-    }
-    st.memory.swap.usage = u(d, "memory.swap.current")?;
-    st.memory.swap.limit = u(d, "memory.swap.max")?;
-    if let Some(s) = opt_read(d, "memory.stat")? {
-        st.memory.raw = flat_keyed(&s).map(|(k, v)| (k.to_string(), v)).collect();
-        st.memory.cache = st.memory.raw.get("file").copied().unwrap_or(0);
-    }
-    st.pids.current = u(d, "pids.current")?;
-    st.pids.limit = u(d, "pids.max")?;
-    if let Some(s) = opt_read(d, "io.stat")? {
-        for l in s.lines() {
-            let mut it = l.split_whitespace();
-            let Some((ma, mi)) = it.next().and_then(|n| n.split_once(':')) else {
-                continue;
-            };
-            let (Ok(major), Ok(minor)) = (ma.parse::<u64>(), mi.parse::<u64>()) else {
-                continue;
-            };
-            for kv in it {
-                let Some((k, v)) = kv.split_once('=') else {
-                    continue;
-                };
-                let Ok(value) = v.parse::<u64>() else {
-                    continue;
-                };
-                let (list, op) = match k {
-                    "rbytes" => (&mut st.blkio.io_service_bytes_recursive, "Read"),
-                    "wbytes" => (&mut st.blkio.io_service_bytes_recursive, "Write"),
-                    "rios" => (&mut st.blkio.io_serviced_recursive, "Read"),
-                    "wios" => (&mut st.blkio.io_serviced_recursive, "Write"),
-                    _ => continue,
-                };
-                list.push(BlkioEntry {
-                    major,
-                    minor,
-                    op: op.into(),
-                    value,
-                });
-            }
-        }
-    }
-    hugetlb_v2(d, &mut st)?;
-    Ok(st)
 }

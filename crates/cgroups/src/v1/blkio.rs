@@ -1,10 +1,14 @@
-//! v1 `blkio`: weights (CFQ or BFQ files), per-device weights and throttles.
+//! v1 `blkio`: weights (CFQ or BFQ files), per-device weights and throttles; bytes and I/Os
+//! per device as statistics.
+
+use std::path::Path;
 
 use oci_spec::runtime::LinuxResources;
 
 use super::dir;
 use crate::resources::{self as r, set, try_set};
-use crate::{Manager, Result};
+use crate::stats::opt_read;
+use crate::{BlkioEntry, Manager, Result, Stats};
 
 pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
     let Some(b) = res.block_io() else {
@@ -99,4 +103,48 @@ pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// CFQ's recursive statistics, else the throttle layer's (always present).
+pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
+    let (bytes, ios) = if d.join("blkio.io_service_bytes_recursive").exists() {
+        (
+            "blkio.io_service_bytes_recursive",
+            "blkio.io_serviced_recursive",
+        )
+    } else {
+        (
+            "blkio.throttle.io_service_bytes_recursive",
+            "blkio.throttle.io_serviced_recursive",
+        )
+    };
+    if let Some(s) = opt_read(d, bytes)? {
+        entries(&s, &mut st.blkio.io_service_bytes_recursive);
+    }
+    if let Some(s) = opt_read(d, ios)? {
+        entries(&s, &mut st.blkio.io_serviced_recursive);
+    }
+    Ok(())
+}
+
+/// `MAJOR:MINOR OP VALUE` lines (a `Total` line has two fields and is skipped).
+fn entries(s: &str, out: &mut Vec<BlkioEntry>) {
+    for l in s.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() != 3 {
+            continue;
+        }
+        let Some((ma, mi)) = f[0].split_once(':') else {
+            continue;
+        };
+        let (Ok(major), Ok(minor), Ok(value)) = (ma.parse(), mi.parse(), f[2].parse()) else {
+            continue;
+        };
+        out.push(BlkioEntry {
+            major,
+            minor,
+            op: f[1].to_string(),
+            value,
+        });
+    }
 }

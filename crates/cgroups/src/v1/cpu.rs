@@ -1,10 +1,15 @@
-//! v1 `cpu`: shares, CFS quota and period, burst, realtime runtime and period, idle.
+//! v1 `cpu`: shares, CFS quota and period, burst, realtime runtime and period, idle; the
+//! throttling statistics (cpu.stat).
+
+use std::path::Path;
 
 use oci_spec::runtime::LinuxResources;
 
 use super::dir;
+use crate::fs::flat_keyed;
 use crate::resources::{self as r, invalid, set};
-use crate::{Manager, Result};
+use crate::stats::opt_read;
+use crate::{Manager, Result, Stats};
 
 pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
     let Some(c) = res.cpu() else {
@@ -90,6 +95,21 @@ pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
         }
         if let Some(i) = idle {
             set(d, "cpu.idle", &i.to_string(), "cpu.idle", false)?;
+        }
+    }
+    Ok(())
+}
+
+/// Throttling from cpu.stat (the usage is cpuacct's).
+pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
+    if let Some(s) = opt_read(d, "cpu.stat")? {
+        for (k, v) in flat_keyed(&s) {
+            match k {
+                "nr_periods" => st.cpu.throttling.periods = v,
+                "nr_throttled" => st.cpu.throttling.throttled_periods = v,
+                "throttled_time" => st.cpu.throttling.throttled_time = v,
+                _ => {}
+            }
         }
     }
     Ok(())

@@ -1,10 +1,14 @@
 //! v1 `hugetlb`: hugetlb.<size>.limit_in_bytes (and .rsvd); on a hybrid host without a v1
-//! hugetlb hierarchy, the cgroup2 leaf's files.
+//! hugetlb hierarchy, the cgroup2 leaf's files. Usage, maximum usage and failcnt per size as
+//! statistics (without a v1 hierarchy, `v2/hugetlb.rs` reads the leaf's).
+
+use std::path::Path;
 
 use oci_spec::runtime::LinuxResources;
 
 use crate::resources::{self as r, not_mounted, set, try_set};
-use crate::{Layout, Manager, Result};
+use crate::stats::{hugetlb_sizes, u};
+use crate::{HugetlbStats, Layout, Manager, Result, Stats};
 
 pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
     let Some(limits) = res.hugepage_limits().as_deref() else {
@@ -38,4 +42,16 @@ pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
         return crate::v2::hugetlb::write(u, &vals, Some(m.created()));
     }
     Err(not_mounted("hugepageLimits", "hugetlb"))
+}
+
+pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
+    for size in hugetlb_sizes(d, ".usage_in_bytes") {
+        let h = HugetlbStats {
+            usage: u(d, &format!("hugetlb.{size}.usage_in_bytes"))?,
+            max: u(d, &format!("hugetlb.{size}.max_usage_in_bytes"))?,
+            failcnt: u(d, &format!("hugetlb.{size}.failcnt"))?,
+        };
+        st.hugetlb.insert(size, h);
+    }
+    Ok(())
 }

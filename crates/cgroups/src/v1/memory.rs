@@ -1,11 +1,16 @@
 //! v1 `memory`: limit, memory+swap (ordered so that memsw >= mem holds after each write),
-//! reservation, kernel TCP, swappiness, OOM killer, hierarchy.
+//! reservation, kernel TCP, swappiness, OOM killer, hierarchy; usage, maximum, limit and
+//! failcnt of each counter, and memory.stat.
+
+use std::path::Path;
 
 use oci_spec::runtime::LinuxResources;
 
 use super::dir;
+use crate::fs::flat_keyed;
 use crate::resources::{self as r, invalid, set, try_set};
-use crate::{fs, Manager, Result};
+use crate::stats::{opt_read, u};
+use crate::{fs, Manager, MemoryEntry, Result, Stats};
 
 pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
     let Some(mem) = res.memory() else {
@@ -137,6 +142,36 @@ pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
             "memory.useHierarchy",
             false,
         )?;
+    }
+    Ok(())
+}
+
+/// One counter's usage, maximum usage, limit and failcnt (`memory.`, `memory.memsw.`,
+/// `memory.kmem.`, `memory.kmem.tcp.`).
+fn mem_entry(d: &Path, prefix: &str) -> Result<MemoryEntry> {
+    Ok(MemoryEntry {
+        usage: u(d, &format!("{prefix}usage_in_bytes"))?,
+        max: u(d, &format!("{prefix}max_usage_in_bytes"))?,
+        limit: u(d, &format!("{prefix}limit_in_bytes"))?,
+        failcnt: u(d, &format!("{prefix}failcnt"))?,
+    })
+}
+
+/// The four counters, and memory.stat (its page cache: `total_cache`, else `cache`).
+pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
+    st.memory.usage = mem_entry(d, "memory.")?;
+    st.memory.swap = mem_entry(d, "memory.memsw.")?;
+    st.memory.kernel = mem_entry(d, "memory.kmem.")?;
+    st.memory.kernel_tcp = mem_entry(d, "memory.kmem.tcp.")?;
+    if let Some(s) = opt_read(d, "memory.stat")? {
+        st.memory.raw = flat_keyed(&s).map(|(k, v)| (k.to_string(), v)).collect();
+        st.memory.cache = st
+            .memory
+            .raw
+            .get("total_cache")
+            .or(st.memory.raw.get("cache"))
+            .copied()
+            .unwrap_or(0);
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The cgroupfs driver on v1 and hybrid hosts: one directory per mounted v1 hierarchy, plus
 //! (hybrid) a cgroup2 leaf that tracks the processes. One file per controller writes its
-//! resources (`CONTROLLERS`, in the order they are written); `freezer.rs` is the v1 freezer.
+//! resources (`CONTROLLERS`, in the order they are written) and reads its statistics (`STATS`);
+//! `freezer.rs` is the v1 freezer.
 
 use std::path::{Path, PathBuf};
 
@@ -9,10 +10,12 @@ use oci_spec::runtime::LinuxResources;
 use crate::backend::{Backend, Freezer};
 use crate::fs::{self, MkdirError};
 use crate::resources::not_mounted;
+use crate::stats::ReadStats;
 use crate::{cgroupfs, stats, Error, Hier, Manager, OomEvents, Result, Stats};
 
 mod blkio;
 mod cpu;
+mod cpuacct;
 pub(crate) mod cpuset;
 mod devices;
 pub(crate) mod freezer;
@@ -43,6 +46,17 @@ const CONTROLLERS: &[(&str, Apply)] = &[
     ("net_prio", net_prio::apply),
     ("rdma", rdma::apply),
     ("unified", unified::apply),
+];
+
+/// The statistics readers (hierarchy, its file's `stats`), in the order `stats` runs them,
+/// each on its hierarchy's directory when the container has one (see [`stats::v1`]).
+pub(crate) const STATS: &[(&str, ReadStats)] = &[
+    ("cpuacct", cpuacct::stats),
+    ("cpu", cpu::stats),
+    ("memory", memory::stats),
+    ("pids", pids::stats),
+    ("blkio", blkio::stats),
+    ("hugetlb", hugetlb::stats),
 ];
 
 /// cgroupfs on a v1 or hybrid host.

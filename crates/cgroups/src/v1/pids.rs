@@ -1,10 +1,13 @@
-//! v1 `pids`: pids.max.
+//! v1 `pids`: pids.max; pids.current and pids.max as statistics.
+
+use std::path::Path;
 
 use oci_spec::runtime::LinuxResources;
 
 use super::dir;
 use crate::resources::set;
-use crate::{Manager, Result};
+use crate::stats::u;
+use crate::{Manager, Result, Stats};
 
 pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
     let Some(p) = res.pids() else {
@@ -22,4 +25,10 @@ pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
         "pids.limit",
         false,
     )
+}
+
+pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
+    st.pids.current = u(d, "pids.current")?;
+    st.pids.limit = u(d, "pids.max")?;
+    Ok(())
 }

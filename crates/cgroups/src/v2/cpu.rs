@@ -1,10 +1,14 @@
 //! v2 `cpu`: cpu.weight (from shares), cpu.max (quota and period), cpu.max.burst, cpu.idle;
-//! the realtime fields are refused.
+//! the realtime fields are refused; usage and throttling (cpu.stat) as statistics.
+
+use std::path::Path;
 
 use oci_spec::runtime::LinuxResources;
 
+use crate::fs::flat_keyed;
 use crate::resources::{self as r, invalid, set};
-use crate::{fs, Hier, Manager, Result};
+use crate::stats::opt_read;
+use crate::{fs, Hier, Manager, Result, Stats};
 
 pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
     let Some(c) = res.cpu() else {
@@ -61,6 +65,25 @@ pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
     }
     if let Some(i) = idle {
         set(d, "cpu.idle", &i.to_string(), "cpu.idle", true)?;
+    }
+    Ok(())
+}
+
+/// cpu.stat: usage (total, user, system) and throttling, microseconds as nanoseconds.
+pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
+    if let Some(s) = opt_read(d, "cpu.stat")? {
+        for (k, v) in flat_keyed(&s) {
+            let ns = v.saturating_mul(1000);
+            match k {
+                "usage_usec" => st.cpu.usage.total = ns,
+                "user_usec" => st.cpu.usage.user = ns,
+                "system_usec" => st.cpu.usage.kernel = ns,
+                "nr_periods" => st.cpu.throttling.periods = v,
+                "nr_throttled" => st.cpu.throttling.throttled_periods = v,
+                "throttled_usec" => st.cpu.throttling.throttled_time = ns,
+                _ => {}
+            }
+        }
     }
     Ok(())
 }

@@ -1,10 +1,14 @@
 //! v2 `io`: weights (io.bfq.weight, else io.weight on its own scale) and io.max throttles,
-//! every field validated before the first write.
+//! every field validated before the first write; io.stat's bytes and I/Os per device as
+//! statistics (in v1 blkio's shape).
+
+use std::path::Path;
 
 use oci_spec::runtime::LinuxResources;
 
 use crate::resources::{self as r, set, try_set};
-use crate::{warn, Hier, Manager, Result};
+use crate::stats::opt_read;
+use crate::{warn, BlkioEntry, Hier, Manager, Result, Stats};
 
 pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
     let Some(b) = res.block_io() else {
@@ -68,6 +72,44 @@ pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
     }
     for (line, field) in &max {
         set(d, "io.max", line, field, true)?;
+    }
+    Ok(())
+}
+
+/// io.stat: `rbytes`/`wbytes` as service bytes, `rios`/`wios` as serviced, per device.
+pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
+    let Some(s) = opt_read(d, "io.stat")? else {
+        return Ok(());
+    };
+    for l in s.lines() {
+        let mut it = l.split_whitespace();
+        let Some((ma, mi)) = it.next().and_then(|n| n.split_once(':')) else {
+            continue;
+        };
+        let (Ok(major), Ok(minor)) = (ma.parse::<u64>(), mi.parse::<u64>()) else {
+            continue;
+        };
+        for kv in it {
+            let Some((k, v)) = kv.split_once('=') else {
+                continue;
+            };
+            let Ok(value) = v.parse::<u64>() else {
+                continue;
+            };
+            let (list, op) = match k {
+                "rbytes" => (&mut st.blkio.io_service_bytes_recursive, "Read"),
+                "wbytes" => (&mut st.blkio.io_service_bytes_recursive, "Write"),
+                "rios" => (&mut st.blkio.io_serviced_recursive, "Read"),
+                "wios" => (&mut st.blkio.io_serviced_recursive, "Write"),
+                _ => continue,
+            };
+            list.push(BlkioEntry {
+                major,
+                minor,
+                op: op.into(),
+                value,
+            });
+        }
     }
     Ok(())
 }

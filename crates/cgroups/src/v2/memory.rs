@@ -1,10 +1,15 @@
 //! v2 `memory`: memory.swap.max (from the runtime-spec's memory+swap total), memory.max,
-//! memory.low; the v1-only fields are warned about and ignored.
+//! memory.low; the v1-only fields are warned about and ignored. Usage, peak, limit, OOM
+//! count, swap and memory.stat as statistics.
+
+use std::path::Path;
 
 use oci_spec::runtime::LinuxResources;
 
+use crate::fs::flat_keyed;
 use crate::resources::{self as r, invalid, set, try_set};
-use crate::{warn, Hier, Manager, Result};
+use crate::stats::{opt_read, u};
+use crate::{warn, Hier, Manager, Result, Stats};
 
 pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
     let Some(mem) = res.memory() else {
@@ -78,6 +83,27 @@ pub(crate) fn swap_v2(swap: i64, limit: Option<i64>) -> Result<String> {
         )),
         Some(l) => Ok((swap - l).to_string()),
     }
+}
+
+/// memory.current/max/peak, memory.events' `max` (as failcnt), memory.swap.current/max,
+/// memory.stat (its page cache: `file`).
+pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
+    st.memory.usage.usage = u(d, "memory.current")?;
+    st.memory.usage.limit = u(d, "memory.max")?;
+    st.memory.usage.max = u(d, "memory.peak")?;
+    if let Some(s) = opt_read(d, "memory.events")? {
+        st.memory.usage.failcnt = flat_keyed(&s)
+            .find(|(k, _)| *k == "max")
+            .map(|(_, v)| v)
+            .unwrap_or(0);
+    }
+    st.memory.swap.usage = u(d, "memory.swap.current")?;
+    st.memory.swap.limit = u(d, "memory.swap.max")?;
+    if let Some(s) = opt_read(d, "memory.stat")? {
+        st.memory.raw = flat_keyed(&s).map(|(k, v)| (k.to_string(), v)).collect();
+        st.memory.cache = st.memory.raw.get("file").copied().unwrap_or(0);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

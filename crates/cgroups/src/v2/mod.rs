@@ -1,6 +1,7 @@
 //! The cgroupfs driver on pure cgroup v2: one directory, controllers delegated down the
 //! directories `create` makes. One file per controller writes its resources (`CONTROLLERS`, in
-//! the order they are written); `freezer.rs` is the v2 freezer (also the hybrid leaf's).
+//! the order they are written) and reads its statistics (`STATS`); `freezer.rs` is the v2
+//! freezer (also the hybrid leaf's).
 //!
 //! Exercised for real (tests/v2_private_mount.rs): mkdir/rmdir, cgroup.subtree_control
 //! enabling (hugetlb, the one controller free on a hybrid host's unified hierarchy),
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use oci_spec::runtime::LinuxResources;
 
 use crate::backend::{Backend, Freezer};
+use crate::stats::ReadStats;
 use crate::{cgroupfs, fs, stats, Error, Hier, Manager, OomEvents, Result, Stats};
 
 mod cpu;
@@ -43,6 +45,16 @@ const CONTROLLERS: &[(&str, Apply)] = &[
     ("rdma", rdma::apply),
     ("unified", unified::apply),
     ("devices", devices::apply),
+];
+
+/// The statistics readers (controller, its file's `stats`), in the order `stats` runs them on
+/// the leaf (see [`stats::v2`]).
+pub(crate) const STATS: &[(&str, ReadStats)] = &[
+    ("cpu", cpu::stats),
+    ("memory", memory::stats),
+    ("pids", pids::stats),
+    ("io", io::stats),
+    ("hugetlb", hugetlb::stats),
 ];
 
 /// cgroupfs on a pure cgroup v2 host.

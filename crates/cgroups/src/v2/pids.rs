@@ -1,9 +1,12 @@
-//! v2 `pids`: pids.max.
+//! v2 `pids`: pids.max; pids.current and pids.max as statistics.
+
+use std::path::Path;
 
 use oci_spec::runtime::LinuxResources;
 
 use crate::resources::{self as r, set};
-use crate::{Hier, Manager, Result};
+use crate::stats::u;
+use crate::{Hier, Manager, Result, Stats};
 
 pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
     let Some(p) = res.pids() else {
@@ -14,4 +17,10 @@ pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
         0 => Ok(()),
         l => set(d, "pids.max", &r::max_or(l), "pids.limit", true),
     }
+}
+
+pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
+    st.pids.current = u(d, "pids.current")?;
+    st.pids.limit = u(d, "pids.max")?;
+    Ok(())
 }

@@ -202,7 +202,7 @@ fn a_bind_mount_on_dev_gets_no_devices_made_in_it() {
 // ---- `state` while `create` runs (crun's test_commands.py state-created) ---------------------
 
 /// While `create` is still running (here held in a createRuntime hook) the container does not
-/// exist for `state`, as with runc and crun (their state is written once the container is
+/// exist for `state` (nor for `list`), as with runc and crun (their state is written once the container is
 /// created); once `create` returns, `state` says "created". sprout showed a passing "stopped"
 /// (pid 0) or "creating", which a client polling `state` after starting `create` took for the
 /// result.
@@ -228,9 +228,19 @@ fn state_during_create_says_the_container_does_not_exist_yet() {
         mark.exists().then_some(())
     });
     let o = ctx.rt(&["state", &b.id]);
+    // `list` does not show it either (runc lists the containers whose state it can load).
+    let l = ctx.rt(&["list", "--format", "json"]);
     std::fs::write(&go, "").unwrap();
     o.assert_fail();
     o.assert_one_line_error(&["does not exist"]);
+    l.assert_ok();
+    assert!(
+        !l.stdout.contains(&b.id),
+        "list shows a container still being created: {}",
+        l.stdout
+    );
     create.wait(Duration::from_secs(30)).assert_ok();
     assert_eq!(b.status().as_deref(), Some("created"));
+    let l = ctx.rt(&["list", "--format", "json"]);
+    assert!(l.stdout.contains(&b.id), "{}", l.stdout);
 }

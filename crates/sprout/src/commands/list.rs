@@ -49,6 +49,11 @@ pub fn run(store: &Store, a: &ListArgs, explicit_root: bool) -> Result<i32> {
     for id in &ids {
         if let Ok(st) = store.load(id) {
             let status = st.status(store);
+            // Still being created: not a container yet, for `list` as for `state` (runc lists
+            // the containers whose state it can load; it writes it once create is done).
+            if st.pid == 0 || status == sprout_runtime::state::Status::Creating {
+                continue;
+            }
             rows.push((st, status));
         }
     }

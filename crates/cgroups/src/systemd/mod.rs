@@ -32,6 +32,7 @@
 //!    then cgroupfs, as runc.
 
 pub(crate) mod dbus;
+mod props;
 
 /// The D-Bus decoder's checks on arbitrary bytes, for the fuzz target (fuzz/, not part of the
 /// API): see `dbus::check_decode`.
@@ -46,9 +47,10 @@ use oci_spec::runtime::LinuxResources;
 use serde::{Deserialize, Serialize};
 
 use self::dbus::{Addr, Conn, Value};
+use self::props::{prop, resource_props};
 use crate::backend::{Backend, Freezer};
 use crate::path::SelfCgroup;
-use crate::{fs, resources, Error, Layout, Manager, OomEvents, Result, Stats};
+use crate::{fs, Error, Layout, Manager, OomEvents, Result, Stats};
 
 /// Environment variable: the D-Bus address (or socket path) of a message bus on which
 /// `org.freedesktop.systemd1` answers. Also makes sprout treat systemd as running.
@@ -463,147 +465,6 @@ fn wait_job(c: &mut Conn, job: &str, unit: &str) -> Result<String> {
 
 fn reset_failed(c: &mut Conn, unit: &str) {
     let _ = c.call(DEST, PATH, IFACE, "ResetFailedUnit", vec![Value::str(unit)]);
-}
-
-fn prop(name: &str, v: Value) -> Value {
-    Value::Struct(vec![Value::str(name), Value::variant(v)])
-}
-
-fn u64_or_infinity(v: i64) -> u64 {
-    if v < 0 {
-        u64::MAX
-    } else {
-        v as u64
-    }
-}
-
-/// The resource properties runc's and crun's systemd drivers set. Validates what it maps
-/// (the same field-named errors as cgroupfs `apply`).
-pub(crate) fn resource_props(layout: Layout, res: &LinuxResources) -> Result<Vec<Value>> {
-    let v2 = layout == Layout::V2;
-    let mut p = Vec::new();
-    if let Some(mem) = res.memory() {
-        let limit = resources::bytes("memory.limit", mem.limit())?;
-        if let Some(l) = limit {
-            p.push(prop(
-                if v2 { "MemoryMax" } else { "MemoryLimit" },
-                Value::U64(u64_or_infinity(l)),
-            ));
-        }
-        if v2 {
-            if let Some(r) = resources::bytes("memory.reservation", mem.reservation())? {
-                p.push(prop("MemoryLow", Value::U64(u64_or_infinity(r))));
-            }
-            if let Some(s) = mem.swap() {
-                // Memory+swap in the spec, swap alone for systemd (as runc).
-                let v = match (s, limit) {
-                    (-1, _) => Some(u64::MAX),
-                    (s, Some(l)) if s > 0 && l > 0 && s >= l => Some((s - l) as u64),
-                    _ => None,
-                };
-                if let Some(v) = v {
-                    p.push(prop("MemorySwapMax", Value::U64(v)));
-                }
-            }
-        }
-    }
-    if let Some(cpu) = res.cpu() {
-        if let Some(s) = resources::shares(cpu.shares())? {
-            if v2 {
-                p.push(prop(
-                    "CPUWeight",
-                    Value::U64(resources::shares_to_weight(s)),
-                ));
-            } else {
-                p.push(prop("CPUShares", Value::U64(s)));
-            }
-        }
-        // cpuset: systemd (>= 244, cgroup v2) owns cpuset.cpus/mems of the unit through
-        // AllowedCPUs/AllowedMemoryNodes; without them a daemon-reload would reset what the
-        // cgroupfs write sets (runc and crun send both).
-        if v2 {
-            for (name, field, v) in [
-                ("AllowedCPUs", "cpu.cpus", cpu.cpus()),
-                ("AllowedMemoryNodes", "cpu.mems", cpu.mems()),
-            ] {
-                if let Some(list) = v.as_deref().filter(|l| !l.trim().is_empty()) {
-                    let bits = cpu_list_bits(list).map_err(|why| {
-                        resources::invalid(field, format_args!("{list:?}: {why}"))
-                    })?;
-                    p.push(prop(
-                        name,
-                        Value::Array("y".into(), bits.into_iter().map(Value::Byte).collect()),
-                    ));
-                }
-            }
-        }
-        let quota = resources::quota(cpu.quota())?;
-        let period = resources::period(cpu.period())?;
-        if quota.is_some() || period.is_some() {
-            // Microseconds of CPU time per second; systemd keeps whole percents, so round
-            // up to 10ms (runc does the same, so that the cgroupfs write that follows wins).
-            let mut per_sec = u64::MAX;
-            if let Some(q) = quota.filter(|q| *q > 0) {
-                let period = period.unwrap_or(100_000);
-                per_sec = q as u64 * 1_000_000 / period;
-                if per_sec % 10_000 != 0 {
-                    per_sec = (per_sec / 10_000 + 1) * 10_000;
-                }
-            }
-            p.push(prop("CPUQuotaPerSecUSec", Value::U64(per_sec)));
-        }
-    }
-    if let Some(pids) = res.pids() {
-        match pids.limit() {
-            l if l > 0 => p.push(prop("TasksMax", Value::U64(l as u64))),
-            -1 => p.push(prop("TasksMax", Value::U64(u64::MAX))),
-            _ => {}
-        }
-    }
-    if let Some(b) = res.block_io() {
-        if let Some(w) = resources::blkio_weight("blockIO.weight", b.weight())? {
-            if v2 {
-                p.push(prop(
-                    "IOWeight",
-                    Value::U64(resources::blkio_to_io_weight(u64::from(w))),
-                ));
-            } else {
-                p.push(prop("BlockIOWeight", Value::U64(u64::from(w))));
-            }
-        }
-    }
-    Ok(p)
-}
-
-/// A cpuset list ("0-3,6") as systemd's CPU bitmask: bit n of byte n/8 is CPU (or node) n.
-pub(crate) fn cpu_list_bits(list: &str) -> std::result::Result<Vec<u8>, String> {
-    const MAX: u32 = 8192;
-    let mut bits: Vec<u8> = Vec::new();
-    for part in list.trim().split(',') {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a, b),
-            None => (part, part),
-        };
-        let num = |x: &str| {
-            x.trim()
-                .parse::<u32>()
-                .ok()
-                .filter(|n| *n < MAX)
-                .ok_or_else(|| format!("{part:?} is not a CPU number or range"))
-        };
-        let (a, b) = (num(a)?, num(b)?);
-        if a > b {
-            return Err(format!("{part:?}: the range is reversed"));
-        }
-        for n in a..=b {
-            let i = (n / 8) as usize;
-            if bits.len() <= i {
-                bits.resize(i + 1, 0);
-            }
-            bits[i] |= 1 << (n % 8);
-        }
-    }
-    Ok(bits)
 }
 
 /// Every property of StartTransientUnit for `unit` with `pid` (`None` for a slice unit).

@@ -485,7 +485,7 @@ fn connect_retries_with_the_uid_when_refused() {
 
 #[test]
 fn cpuset_lists_become_systemd_bitmasks() {
-    use super::cpu_list_bits;
+    use super::props::cpu_list_bits;
     assert_eq!(cpu_list_bits("0").unwrap(), vec![0x01]);
     assert_eq!(cpu_list_bits("0-3,6").unwrap(), vec![0x4f]);
     assert_eq!(cpu_list_bits("1,9").unwrap(), vec![0x02, 0x02]);

@@ -44,23 +44,28 @@
 //! - `backend.rs`: the driver trait (`create`, `apply`, `add_pid`, `destroy`, the freezer,
 //!   `stats`, `oom_events`, CLONE_INTO_CGROUP) and the freezer it names. Three drivers:
 //!   - `v1/`: cgroupfs on v1 and hybrid hosts. `mod.rs`: the driver, hierarchy set-up and the
-//!     order of the controllers; `freezer.rs`; one file per controller with its `apply`
-//!     (`memory`, `cpu`, `cpuset` (also the parent copy at create), `pids`, `blkio`,
-//!     `hugetlb`, `net_cls`, `net_prio`, `rdma`, `devices`, and `unified` for hybrid keys).
+//!     order of the controllers (`CONTROLLERS` for `apply`, `STATS` for `stats`);
+//!     `freezer.rs`; one file per controller with its `apply` and, where it has statistics,
+//!     its `stats` (`memory`, `cpu`, `cpuacct` (statistics only), `cpuset` (also the parent
+//!     copy at create), `pids`, `blkio`, `hugetlb`, `net_cls`, `net_prio`, `rdma`, `devices`,
+//!     and `unified` for hybrid keys).
 //!   - `v2/`: cgroupfs on pure v2. `mod.rs`: the driver, controller delegation and the order
-//!     of the controllers; `freezer.rs`; one file per controller (`memory`, `cpu`, `cpuset`,
-//!     `pids`, `io`, `hugetlb`, `network` (refusals), `rdma`, `unified`, `devices`). Adding a
-//!     v2 controller is a file there and its line in `CONTROLLERS`.
-//!   - `systemd/`: the systemd driver (`mod.rs`; cgroupfs for what systemd leaves to it) and
-//!     its D-Bus client (`dbus/`), with its tests (`tests.rs`).
+//!     of the controllers (`CONTROLLERS`, `STATS`); `freezer.rs`; one file per controller
+//!     with its `apply` and `stats` (`memory`, `cpu`, `cpuset`, `pids`, `io`, `hugetlb`,
+//!     `network` (refusals), `rdma`, `unified`, `devices`). Adding a v2 controller is a file
+//!     there and its lines in `CONTROLLERS` and `STATS`.
+//!   - `systemd/`: the systemd driver (`mod.rs`; cgroupfs for what systemd leaves to it), the
+//!     resources as unit properties, one function per controller (`props.rs`), its D-Bus
+//!     client (`dbus/`) and its tests (`tests.rs`).
 //! - `cgroupfs.rs`: what both cgroupfs drivers do alike (create's undo and runc's checks on an
 //!   existing cgroup, `add_pid`, `destroy`).
 //! - `resources.rs`: validation and conversions the controllers share, field-named errors.
 //! - `detect.rs`: the layout, by statfs. `path.rs`: cgroupsPath resolution, /proc/self/cgroup.
 //!   `fs.rs`: syscall-lean file helpers.
 //! - `ebpf.rs`: the v2 device filter (`BPF_PROG_TYPE_CGROUP_DEVICE`).
-//! - `events.rs`: OOM notifications. `stats.rs`: resource usage. `rootless.rs`: whether sprout
-//!   runs rootless. `pool.rs`: the resident pool.
+//! - `events.rs`: OOM notifications. `stats.rs`: the resource usage types, the dispatch over
+//!   the drivers' `STATS` lists and the readers' helpers. `rootless.rs`: whether sprout runs
+//!   rootless. `pool.rs`: the resident pool.
 //! - `tests.rs` (unit tests on a fake cgroupfs tree) and `testutil.rs` (its helpers).
 //!
 //! Cost on the start path (hybrid host, relative path, 9 v1 hierarchies): `new` = 2 statfs +

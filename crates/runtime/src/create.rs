@@ -167,35 +167,11 @@ pub fn create(
     trace.mark("state_dir");
 
     let layout = sprout_cgroups::Layout::detect()?;
-    let mut cg = sprout_cgroups::Manager::with_layout(
-        layout,
-        linux
-            .and_then(|l| l.cgroups_path().as_ref())
-            .and_then(|p| p.to_str()),
-        &opts.id,
-        opts.systemd_cgroup,
-    )?;
+    let mut cg = cgroup_manager(&config, layout, &opts.id, opts.systemd_cgroup)?;
     // The whole state is known now; it is written before the cgroup directories are made and
     // once more after clone with the init's pid, so that `delete --force` can undo a create
     // killed at any point (cgroup_pending: the directories may be half made).
-    let mut st = State {
-        id: opts.id.clone(),
-        pid: 0,
-        pid_start: 0,
-        bundle: config.bundle.clone(),
-        rootfs: config.rootfs.clone(),
-        created: sys::now_rfc3339(),
-        owner: String::new(),
-        annotations: spec.annotations().clone().unwrap_or_default(),
-        cgroup: Some(cg.clone()),
-        own_pid_ns: plan.new_pid,
-        systemd_cgroup: opts.systemd_cgroup,
-        cgroup_pending: true,
-        has_hooks: spec.hooks().as_ref().is_some_and(|h| {
-            h.poststart().as_ref().is_some_and(|v| !v.is_empty())
-                || h.poststop().as_ref().is_some_and(|v| !v.is_empty())
-        }),
-    };
+    let mut st = new_state(&config, &opts.id, &cg, plan.new_pid, opts.systemd_cgroup);
     store.save(&st)?;
     // On pure v2 the cgroup is made before clone, which places the init in it with
     // CLONE_INTO_CGROUP. On v1 and hybrid hosts the init has to be moved in with writes to
@@ -493,6 +469,54 @@ pub fn create(
         config,
         console_rx,
     })
+}
+
+/// The container's cgroup manager (not made yet) for `config`'s cgroupsPath.
+pub(crate) fn cgroup_manager(
+    config: &Config,
+    layout: sprout_cgroups::Layout,
+    id: &str,
+    systemd: bool,
+) -> Result<sprout_cgroups::Manager> {
+    let path = config
+        .spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.cgroups_path().as_ref())
+        .and_then(|p| p.to_str());
+    Ok(sprout_cgroups::Manager::with_layout(
+        layout, path, id, systemd,
+    )?)
+}
+
+/// The state of a container being made from `config` (no init yet, its cgroup pending), as
+/// `create` and `restore` first write it.
+pub(crate) fn new_state(
+    config: &Config,
+    id: &str,
+    cg: &sprout_cgroups::Manager,
+    own_pid_ns: bool,
+    systemd: bool,
+) -> State {
+    let spec = &config.spec;
+    State {
+        id: id.to_string(),
+        pid: 0,
+        pid_start: 0,
+        bundle: config.bundle.clone(),
+        rootfs: config.rootfs.clone(),
+        created: sys::now_rfc3339(),
+        owner: String::new(),
+        annotations: spec.annotations().clone().unwrap_or_default(),
+        cgroup: Some(cg.clone()),
+        own_pid_ns,
+        systemd_cgroup: systemd,
+        cgroup_pending: true,
+        has_hooks: spec.hooks().as_ref().is_some_and(|h| {
+            h.poststart().as_ref().is_some_and(|v| !v.is_empty())
+                || h.poststop().as_ref().is_some_and(|v| !v.is_empty())
+        }),
+    }
 }
 
 /// `Plan::fork_for_pid`: the process we cloned forks the container's pid 1 (our child too,

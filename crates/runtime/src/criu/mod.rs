@@ -240,13 +240,14 @@ fn normalize(p: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
-/// A close-on-exec duplicate of `fd`.
-fn dup_cloexec(fd: i32) -> std::io::Result<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: fcntl(F_DUPFD_CLOEXEC) takes integers only; on success the new fd is ours alone.
-    let n = sys::cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })?;
-    // SAFETY: `n` was just returned by fcntl and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+/// A close-on-exec duplicate of our stdio fd `i` (0, 1 or 2).
+fn dup_stdio(i: usize) -> std::io::Result<OwnedFd> {
+    use std::os::fd::AsFd;
+    match i {
+        0 => std::io::stdin().as_fd().try_clone_to_owned(),
+        1 => std::io::stdout().as_fd().try_clone_to_owned(),
+        _ => std::io::stderr().as_fd().try_clone_to_owned(),
+    }
 }
 
 fn criu_bin(o: &CriuOpts) -> PathBuf {
@@ -852,35 +853,12 @@ pub fn restore(
         armed: true,
     };
     let layout = sprout_cgroups::Layout::detect()?;
-    let mut cg = sprout_cgroups::Manager::with_layout(
-        layout,
-        linux
-            .and_then(|l| l.cgroups_path().as_ref())
-            .and_then(|p| p.to_str()),
-        &o.id,
-        o.systemd_cgroup,
-    )?;
-    let mut st = State {
-        id: o.id.clone(),
-        pid: 0,
-        pid_start: 0,
-        bundle: config.bundle.clone(),
-        rootfs: config.rootfs.clone(),
-        created: sys::now_rfc3339(),
-        owner: String::new(),
-        annotations: spec.annotations().clone().unwrap_or_default(),
-        cgroup: Some(cg.clone()),
-        own_pid_ns: ns_path(spec, LinuxNamespaceType::Pid).is_none()
-            && linux
-                .and_then(|l| l.namespaces().as_ref())
-                .is_some_and(|n| n.iter().any(|n| n.typ() == LinuxNamespaceType::Pid)),
-        systemd_cgroup: o.systemd_cgroup,
-        cgroup_pending: true,
-        has_hooks: spec.hooks().as_ref().is_some_and(|h| {
-            h.poststart().as_ref().is_some_and(|v| !v.is_empty())
-                || h.poststop().as_ref().is_some_and(|v| !v.is_empty())
-        }),
-    };
+    let mut cg = crate::create::cgroup_manager(&config, layout, &o.id, o.systemd_cgroup)?;
+    let own_pid_ns = ns_path(spec, LinuxNamespaceType::Pid).is_none()
+        && linux
+            .and_then(|l| l.namespaces().as_ref())
+            .is_some_and(|n| n.iter().any(|n| n.typ() == LinuxNamespaceType::Pid));
+    let mut st = crate::create::new_state(&config, &o.id, &cg, own_pid_ns, o.systemd_cgroup);
     store.save(&st)?;
     std::fs::File::create(dir.join(state::CREATING_FILE))
         .map_err(|e| Error::os("creating the state marker", e))?;
@@ -998,8 +976,7 @@ pub fn restore(
     // Stdio pipes: ours replace the dumped ones (runc's rule: only pipes).
     for (i, d) in descriptors.iter().enumerate().take(3) {
         if d.contains("pipe:") {
-            let fd = dup_cloexec(i as i32)
-                .map_err(|e| Error::os(format!("restore: stdio fd {i}"), e))?;
+            let fd = dup_stdio(i).map_err(|e| Error::os(format!("restore: stdio fd {i}"), e))?;
             passes.push((fd, 0, d.clone()));
         }
     }

@@ -346,6 +346,24 @@ fn pre_dump_then_leave_running_dump_keeps_the_container() {
         &a.id,
     ]);
     o.assert_one_line_error(&["--parent-path"]);
+    // Refused before anything is made: no image directory.
+    let never = images.join("never");
+    ctx.rt(&[
+        "--criu",
+        &criu,
+        "checkpoint",
+        "--parent-path",
+        "../nothing",
+        "--image-path",
+        never.to_str().unwrap(),
+        &a.id,
+    ])
+    .assert_one_line_error(&["--parent-path"]);
+    assert!(
+        !never.exists(),
+        "a refused checkpoint made {}",
+        never.display()
+    );
 }
 
 #[test]

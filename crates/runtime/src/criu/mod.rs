@@ -462,7 +462,6 @@ pub fn checkpoint(store: &Store, id: &str, o: &CriuOpts, trace: &mut Trace) -> R
         );
     }
     let spec = load_spec(store, id)?;
-    mkdir_0700(&o.image_path, "--image-path")?;
     if let Some(p) = &o.parent_path {
         // criu's parent_img is relative to the image directory (runc's rule too).
         if p.is_absolute() {
@@ -472,7 +471,23 @@ pub fn checkpoint(store: &Store, id: &str, o: &CriuOpts, trace: &mut Trace) -> R
                 p.display()
             );
         }
-        if !o.image_path.join(p).is_dir() {
+        // Checked before the image directory is made (a refused checkpoint leaves nothing):
+        // `..` taken lexically, as criu takes it from inside that directory.
+        let parent = o
+            .image_path
+            .join(p)
+            .components()
+            .fold(PathBuf::new(), |mut acc, c| {
+                match c {
+                    std::path::Component::ParentDir => {
+                        acc.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    c => acc.push(c),
+                }
+                acc
+            });
+        if !parent.is_dir() {
             bail!(
                 kind = Kind::NotFound,
                 "--parent-path {}: no such directory under --image-path {}",
@@ -481,6 +496,7 @@ pub fn checkpoint(store: &Store, id: &str, o: &CriuOpts, trace: &mut Trace) -> R
             );
         }
     }
+    mkdir_0700(&o.image_path, "--image-path")?;
     let images = open_dir(&o.image_path, "--image-path")?;
     let work = match &o.work_path {
         Some(w) => {

@@ -146,7 +146,18 @@ pub(crate) fn rmdir_retry(dir: &Path) -> Result<()> {
 /// container's processes may have made sub-cgroups of their own (as runc's RemovePath does).
 /// Only directories are descended into (a cgroup's other entries are its control files), and
 /// never through a symlink. A directory already gone is success.
+///
+/// The usual cgroup has no sub-cgroups and no tasks left, so one rmdir is tried first: only
+/// if the kernel refuses it (EBUSY: sub-cgroups or tasks; ENOTEMPTY) is the directory read.
+/// Listing a cgroup directory (open, getdents of its 10–35 control files, close) cost more
+/// than the rmdir itself, ten times per `delete` on a hybrid host.
 pub(crate) fn rmdir_tree_retry(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ENOTEMPTY)) => {}
+        Err(e) => return Err(io_err(dir, e)),
+    }
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),

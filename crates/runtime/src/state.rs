@@ -185,7 +185,19 @@ impl Store {
     }
 
     pub fn remove(&self, id: &str) -> Result<()> {
-        match std::fs::remove_dir_all(self.dir(id)) {
+        let dir = self.dir(id);
+        // The usual directory holds the state and the config only: unlink those and rmdir
+        // (3 syscalls); anything else there (the fifo, the creating marker, a notify socket,
+        // checkpoint files) makes the rmdir fail and the whole tree is removed.
+        for f in [STATE_FILE, CONFIG_FILE] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+        match std::fs::remove_dir(&dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(_) => {}
+        }
+        match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::os(format!("removing state of {id:?}"), e)),

@@ -24,13 +24,28 @@ mod root;
 // SAFETY: the only Arena of the binary (Arena::new's contract).
 static ALLOC: arena::Arena = unsafe { arena::Arena::new() };
 
+/// The command line: `Top<Cmd>`, every subcommand. Building clap's tree of all of them cost
+/// `run` ~0.37 ms and 450 KB of memory touched before it did anything (docs/performance.md), so
+/// a command line whose subcommand is plain to see is parsed with a tree of that one subcommand
+/// instead, `Top<one::Run>` and so on: the same derive of the same variant, so the same flags,
+/// help and errors. Anything else (help, a typo, no subcommand) gets the whole tree.
 #[derive(Parser)]
 #[command(
     name = "sprout",
     about = "a fast OCI container runtime (runc-compatible command line)",
     disable_version_flag = true
 )]
-struct Cli {
+struct Top<S: Subcommand> {
+    #[command(flatten)]
+    g: Globals,
+    #[command(subcommand)]
+    cmd: Option<S>,
+}
+
+type Cli = Top<Cmd>;
+
+#[derive(clap::Args)]
+struct Globals {
     /// Directory for container state (should be on tmpfs) [default: /run/sprout; rootless:
     /// $XDG_RUNTIME_DIR/sprout, else /run/user/<euid>/sprout when that directory exists].
     #[arg(long, global = true)]
@@ -58,48 +73,125 @@ struct Cli {
     /// Print the version.
     #[arg(short = 'v', long = "version")]
     version: bool,
-    #[command(subcommand)]
-    cmd: Option<Cmd>,
 }
 
-#[derive(Subcommand)]
-enum Cmd {
+/// The top-level options that take a value as the next word (`--root DIR`): skipped when
+/// looking for the subcommand's name.
+const GLOBAL_WITH_VALUE: [&str; 5] = ["--root", "--log", "--log-format", "--rootless", "--criu"];
+/// The top-level flags without a value.
+const GLOBAL_FLAGS: [&str; 3] = ["--debug", "--systemd-cgroup", "--trace"];
+
+/// The subcommand's name, if the words before it are only the top-level options above.
+fn plain_subcommand(argv: &[std::ffi::OsString]) -> Option<&str> {
+    let mut it = argv.iter().skip(1);
+    while let Some(a) = it.next() {
+        let a = a.to_str()?;
+        if GLOBAL_WITH_VALUE.contains(&a) {
+            it.next()?;
+        } else if GLOBAL_FLAGS.contains(&a)
+            || GLOBAL_WITH_VALUE
+                .iter()
+                .any(|o| a.strip_prefix(o).is_some_and(|v| v.starts_with('=')))
+        {
+        } else if a.starts_with('-') {
+            return None;
+        } else {
+            return Some(a);
+        }
+    }
+    None
+}
+
+/// `Cmd`, and for each of its variants a one-variant enum `one::Variant` made by the same
+/// derive from the same attributes, with `one::parse` choosing the one a name needs.
+macro_rules! commands {
+    (
+        $( $(#[$m:meta])* $v:ident($t:ty) = $name:literal, )*
+        ;
+        $( $(#[$um:meta])* $uv:ident = $uname:literal, )*
+        ;
+        $( $rest:tt )*
+    ) => {
+        #[derive(Subcommand)]
+        enum Cmd {
+            $( $(#[$m])* $v($t), )*
+            $( $(#[$um])* $uv, )*
+            $( $rest )*
+        }
+
+        mod one {
+            #![allow(clippy::large_enum_variant)]
+            use super::*;
+            $(
+                #[derive(Subcommand)]
+                pub(super) enum $v { $(#[$m])* $v($t) }
+            )*
+            $(
+                #[derive(Subcommand)]
+                pub(super) enum $uv { $(#[$um])* $uv }
+            )*
+
+            /// The command line parsed with the tree of subcommand `name` alone; None if
+            /// `name` is not one of them.
+            pub(super) fn parse(
+                name: &str,
+                argv: &[std::ffi::OsString],
+            ) -> Option<std::result::Result<Cli, clap::Error>> {
+                Some(match name {
+                    $( $name => Top::<$v>::try_parse_from(argv).map(|t| Top {
+                        g: t.g,
+                        cmd: t.cmd.map(|$v::$v(a)| Cmd::$v(a)),
+                    }), )*
+                    $( $uname => Top::<$uv>::try_parse_from(argv).map(|t| Top {
+                        g: t.g,
+                        cmd: t.cmd.map(|$uv::$uv| Cmd::$uv),
+                    }), )*
+                    _ => return None,
+                })
+            }
+        }
+    };
+}
+
+commands! {
     /// Create a container (its process waits for `start`).
-    Create(create::CreateArgs),
+    Create(create::CreateArgs) = "create",
     /// Start a created container.
-    Start(start::StartArgs),
+    Start(start::StartArgs) = "start",
     /// Create and start a container; in the foreground, wait and return its exit status.
-    Run(run::RunArgs),
+    Run(run::RunArgs) = "run",
     /// Print the state of a container as JSON.
-    State(state::StateArgs),
+    State(state::StateArgs) = "state",
     /// Send a signal to the container's init (default SIGTERM).
-    Kill(kill::KillArgs),
+    Kill(kill::KillArgs) = "kill",
     /// Delete a container.
-    Delete(delete::DeleteArgs),
+    Delete(delete::DeleteArgs) = "delete",
     /// List containers.
-    List(list::ListArgs),
+    List(list::ListArgs) = "list",
     /// Run a new process inside a container.
-    Exec(exec::ExecArgs),
+    Exec(exec::ExecArgs) = "exec",
     /// Suspend every process of a container.
-    Pause(pause::IdArg),
+    Pause(pause::IdArg) = "pause",
     /// Resume a paused container.
-    Resume(pause::IdArg),
+    Resume(pause::IdArg) = "resume",
     /// List the processes of a container: ps(1) with the given options (default -ef), its rows
     /// of the container's processes only; `-f json`: a JSON array of their host pids.
-    Ps(ps::PsArgs),
+    Ps(ps::PsArgs) = "ps",
     /// Update a container's resource limits.
-    Update(update::UpdateArgs),
+    Update(update::UpdateArgs) = "update",
     /// Print container events: resource stats every --interval and OOM notifications, as JSON
     /// lines (runc's format); --stats prints the stats once.
-    Events(events::EventsArgs),
+    Events(events::EventsArgs) = "events",
     /// Checkpoint a running container with CRIU (runc's flags).
-    Checkpoint(checkpoint::CheckpointArgs),
+    Checkpoint(checkpoint::CheckpointArgs) = "checkpoint",
     /// Restore a container from a CRIU checkpoint (runc's flags).
-    Restore(checkpoint::RestoreArgs),
+    Restore(checkpoint::RestoreArgs) = "restore",
     /// Write a default config.json.
-    Spec(spec::SpecArgs),
+    Spec(spec::SpecArgs) = "spec",
+    ;
     /// Print the runtime's features as JSON.
-    Features,
+    Features = "features",
+    ;
     /// Run the serverless engine or its CLI: execs `sprout-serve` (next to this binary, else
     /// from $PATH) with every argument (`sprout serve --help`, `handler add|remove|list`,
     /// `cleanup`, `rootfs build`). See docs/serve.md.
@@ -108,6 +200,14 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// The command line, through the one-subcommand tree where it can (see [`Top`]).
+fn parse_cli(argv: &[std::ffi::OsString]) -> std::result::Result<Cli, clap::Error> {
+    if let Some(r) = plain_subcommand(argv).and_then(|name| one::parse(name, argv)) {
+        return r;
+    }
+    Cli::try_parse_from(argv)
 }
 
 /// A panic ends the process at once (after the usual message), as `panic = "abort"` would: the
@@ -135,7 +235,7 @@ fn main() -> ExitCode {
     if let Some(args) = serve::serve_args(&argv) {
         return serve::exec_serve(&args);
     }
-    let cli = match Cli::try_parse_from(&argv) {
+    let cli = match parse_cli(&argv) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -148,14 +248,14 @@ fn main() -> ExitCode {
     };
     // As runc (configLogrus): a bad --log-format or a --log file that cannot be opened fails
     // every command before it does anything.
-    if !matches!(cli.log_format.as_str(), "" | "text" | "json") {
+    if !matches!(cli.g.log_format.as_str(), "" | "text" | "json") {
         eprintln!(
             "sprout: --log-format: invalid value {:?} (text or json)",
-            cli.log_format
+            cli.g.log_format
         );
         return ExitCode::from(1);
     }
-    if let Some(path) = &cli.log {
+    if let Some(path) = &cli.g.log {
         if let Err(e) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -166,11 +266,11 @@ fn main() -> ExitCode {
         }
     }
     log::init(LogConfig {
-        file: cli.log.clone(),
-        json: cli.log_format == "json",
-        debug: cli.debug,
+        file: cli.g.log.clone(),
+        json: cli.g.log_format == "json",
+        debug: cli.g.debug,
     });
-    if cli.version {
+    if cli.g.version {
         println!(
             "sprout version {}\nspec: {}",
             env!("CARGO_PKG_VERSION"),
@@ -197,10 +297,10 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<i32> {
-    let explicit_root = cli.root.is_some();
-    let root = root::state_root(cli.root)?;
+    let explicit_root = cli.g.root.is_some();
+    let root = root::state_root(cli.g.root)?;
     let store = Store::new(&root);
-    let mut trace = Trace::for_command(cli.trace, cli.debug);
+    let mut trace = Trace::for_command(cli.g.trace, cli.g.debug);
     sprout_runtime::log::debug(|| {
         let args: Vec<String> = std::env::args().collect();
         format!("command line: {}", args.join(" "))
@@ -208,8 +308,8 @@ fn run(cli: Cli) -> Result<i32> {
     let Some(cmd) = cli.cmd else {
         return Err(Error::msg("no command given (try --help)"));
     };
-    let systemd = cli.systemd_cgroup;
-    let criu = cli.criu.as_deref().filter(|s| !s.is_empty());
+    let systemd = cli.g.systemd_cgroup;
+    let criu = cli.g.criu.as_deref().filter(|s| !s.is_empty());
     match cmd {
         Cmd::Create(a) => create::run(&store, &a, systemd, &mut trace),
         Cmd::Start(a) => start::run(&store, &a, &mut trace),

@@ -335,3 +335,108 @@ fn run(cli: Cli) -> Result<i32> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn argv(line: &str) -> Vec<std::ffi::OsString> {
+        std::iter::once("sprout")
+            .chain(line.split_whitespace())
+            .map(Into::into)
+            .collect()
+    }
+
+    /// What a parse gave, comparable: the error as printed, or the parsed globals and the
+    /// subcommand's name.
+    fn outcome(r: std::result::Result<Cli, clap::Error>) -> String {
+        match r {
+            Err(e) => format!("error {:?}: {}", e.kind(), e.render()),
+            Ok(c) => format!(
+                "ok root={:?} log={:?} fmt={} debug={} systemd={} rootless={:?} criu={:?} trace={} version={} cmd={:?}",
+                c.g.root, c.g.log, c.g.log_format, c.g.debug, c.g.systemd_cgroup, c.g.rootless,
+                c.g.criu, c.g.trace, c.g.version,
+                c.cmd.map(|c| std::mem::discriminant(&c)),
+            ),
+        }
+    }
+
+    #[test]
+    fn the_one_subcommand_tree_parses_as_the_whole_tree() {
+        let mut lines: Vec<String> = Cli::command()
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .filter(|n| n != "serve")
+            .flat_map(|n| {
+                [
+                    format!("{n} --help"),
+                    format!("{n} -h"),
+                    format!("{n}"),
+                    format!("{n} id"),
+                    format!("{n} --bogus id"),
+                    format!("--root /r --debug {n} id"),
+                    format!("--root=/r {n} --log /l --trace id"),
+                    format!("{n} id a b c d e"),
+                ]
+            })
+            .collect();
+        lines.extend(
+            [
+                "run -b /b --pid-file /p --detach id",
+                "--log-format json --systemd-cgroup --criu /c state id",
+                "--rootless true kill id KILL",
+                "exec -t id sh -c 'x'",
+                "update --cpu-share 5 --memory -1 id",
+                "run -v",
+            ]
+            .map(String::from),
+        );
+        let mut fast = 0;
+        for l in &lines {
+            let a = argv(l);
+            if plain_subcommand(&a).is_some() {
+                fast += 1;
+            }
+            assert_eq!(
+                outcome(parse_cli(&a)),
+                outcome(Cli::try_parse_from(&a)),
+                "sprout {l}"
+            );
+        }
+        assert!(
+            fast > 100,
+            "only {fast} command lines took the one-subcommand path"
+        );
+    }
+
+    #[test]
+    fn the_subcommand_is_found_after_the_top_level_options_only() {
+        let name = |l: &str| plain_subcommand(&argv(l)).map(String::from);
+        assert_eq!(name("run x").as_deref(), Some("run"));
+        assert_eq!(
+            name("--root /r --log-format json run x").as_deref(),
+            Some("run")
+        );
+        assert_eq!(
+            name("--root=/r --debug --trace state x").as_deref(),
+            Some("state")
+        );
+        // A value that looks like a subcommand is the option's value.
+        assert_eq!(name("--root run state x").as_deref(), Some("state"));
+        // Help, the version, an unknown option, or nothing: the whole tree.
+        for l in [
+            "--help",
+            "-h",
+            "-v",
+            "--version",
+            "--bogus run x",
+            "",
+            "--root",
+        ] {
+            assert_eq!(name(l), None, "{l:?}");
+        }
+        // A word that names no subcommand is left to the whole tree (its error, its hints).
+        assert!(one::parse("stat", &argv("stat x")).is_none());
+    }
+}

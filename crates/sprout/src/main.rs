@@ -372,7 +372,7 @@ mod tests {
                 [
                     format!("{n} --help"),
                     format!("{n} -h"),
-                    format!("{n}"),
+                    n.clone(),
                     format!("{n} id"),
                     format!("{n} --bogus id"),
                     format!("--root /r --debug {n} id"),

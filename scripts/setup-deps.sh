@@ -11,6 +11,9 @@
 #   5. CRIU for checkpoint/restore: Debian's; where its `criu check` fails (bookworm's 3.17 on
 #      kernels >= 6.15: "Unexpected rt vDSO area bounds"), trixie's criu 4.1 with the libraries
 #      it needs, unpacked into the cache and run through its own loader by /usr/local/sbin/criu
+#   6. containerd 2.x (tests/clients/containerd2.sh, go install from the module proxy, cached
+#      under $SPROUT_CI_CACHE): the clients suite's CRI checkpoint checks (cri2); 1-1.5 min a
+#      version on 2 cores when not cached; a failure here only makes those checks SKIP
 #
 # Environment: SPROUT_CI_CACHE (default ~/.cache/sprout-ci),
 #              SETUP_DEPS_FORCE=1 to rebuild the cached Go/npm parts.
@@ -219,6 +222,17 @@ else
         fi
     fi
 fi
+
+# ---------------------------------------------------------------- 6. containerd 2
+step "containerd 2 (CRI CheckpointContainer for tests/clients/run.sh cri2)"
+mkdir -p "$SPROUT_CI_CACHE"
+for v in $("$HERE/../tests/clients/containerd2.sh" --versions); do
+    if d=$("$HERE/../tests/clients/containerd2.sh" "$v" 2>"$SPROUT_CI_CACHE/containerd-$v.log"); then
+        echo "    $d: $("$d/containerd" --version | awk '{print $3}')"
+    else
+        echo "    WARNING: containerd $v could not be built (the cri2 checks will skip it): $(tail -1 "$SPROUT_CI_CACHE/containerd-$v.log")" >&2
+    fi
+done
 
 # ---------------------------------------------------------------- kernel features
 step "host checks"

@@ -2,10 +2,11 @@
 # Drive sprout from real container engines (podman, containerd/ctr, Docker), end to end,
 # each check also run with runc as the reference.
 #
-#   tests/clients/run.sh [--only podman|containerd|docker|cri] [--no-ref] [--keep]
+#   tests/clients/run.sh [--only podman|containerd|docker|cri|cri2] [--no-ref] [--keep]
 #
 # Env: SPROUT (default: <repo>/target/release/sprout), REF_RUNC (default: runc on PATH),
-#      CRITEST (critest binary; default: critest on PATH or ~/go/bin/critest).
+#      CRITEST (critest binary; default: critest on PATH or ~/go/bin/critest),
+#      CRI2_VERSIONS (containerd 2 versions for the cri2 checks; tests/clients/containerd2.sh).
 # Needs root. Everything lives in a fresh temp dir: a private podman --root/--runroot,
 # a private containerd and a private dockerd (own sockets, data and state dirs), all
 # stopped by pid and removed at exit. Nothing shared with other users of the host is used or
@@ -37,7 +38,7 @@ while [ $# -gt 0 ]; do
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-case "$ONLY" in ""|podman|containerd|docker|cri) ;; *) echo "--only: podman|containerd|docker|cri" >&2; exit 2 ;; esac
+case "$ONLY" in ""|podman|containerd|docker|cri|cri2) ;; *) echo "--only: podman|containerd|docker|cri|cri2" >&2; exit 2 ;; esac
 want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root" >&2; exit 2; }
@@ -949,11 +950,144 @@ run_cri() {
 }
 
 # ---------------------------------------------------------------------------------------
+# CRI on containerd 2 (built from the Go module proxy by tests/clients/containerd2.sh, cached):
+# kubelet's checkpoint API, the CRI CheckpointContainer RPC (containerd >= 2.0; Debian's 1.6 has
+# none), per runtime handler: cri/checkpoint.go checkpoints a running counter into an archive,
+# checks the archive and that the container keeps running; with containerd 2.3 also the restore
+# through CreateContainer (the archive as the image, in a new pod), which containerd 2.4 removed.
+# Versions: CRI2_VERSIONS (default: containerd2.sh --versions, "2.4.2 2.3.7": the newest, and the
+# newest with the restore).
+CTD2=""   # $TMP/containerd2-VERSION-HANDLER: a fresh instance per handler
+CRI2_VERSIONS=${CRI2_VERSIONS:-$("$HERE/containerd2.sh" --versions)}
+CTD2_NET=sprout-test-ctd2-$RUN_ID CTD2_BR="" CTD2_SUBNET="" CTD2_PID=""
+CRI2_CGPARENT=/sprout-clients-$RUN_ID-cri2   # the pods' cgroup parent: this run's own
+ctd2_config() { # VERSION
+  local v=$1 restore=""
+  case "$v" in 2.[0-3].*) restore="enable_experimental_restore_via_create = true" ;; esac
+  mkdir -p "$CTD2"/{root,state,cni}
+  cat >"$CTD2/config.toml" <<EOF
+version = 3
+root = "$CTD2/root"
+state = "$CTD2/state"
+[grpc]
+  address = "$CTD2/containerd.sock"
+[ttrpc]
+  address = "$CTD2/containerd.sock.ttrpc"
+[debug]
+  address = "$CTD2/debug.sock"
+  level = "debug"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "$CTD_SNAP"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "$PAUSE_IMG"
+[plugins."io.containerd.cri.v1.runtime"]
+  enable_selinux = false
+  restrict_oom_score_adj = true
+  $restore
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = "$REF_RUNC"
+        Root = "$CTD2/cri-runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.sprout]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.sprout.options]
+        BinaryName = "$SPROUT"
+        Root = "$CTD2/cri-sprout"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "$CTD2/cni"
+EOF
+  if [ -z "$CTD2_BR" ]; then
+    CTD2_BR=$(free_ifname sprc2) || { echo "no free bridge interface name"; return 1; }
+    CTD2_SUBNET=$(pick_subnet $PM_SUBNET $CTD_SUBNET); [ -n "$CTD2_SUBNET" ] || { echo "no free 10.x.y.0/24 subnet"; return 1; }
+  fi
+  cat >"$CTD2/cni/10-sprout-test.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "$CTD2_NET", "plugins": [{"type": "bridge", "bridge": "$CTD2_BR", "isGateway": false,
+ "ipMasq": false, "ipam": {"type": "host-local", "subnet": "$CTD2_SUBNET", "dataDir": "$CTD2/cni-ipam"}}]}
+EOF
+}
+ctr2() { to ctr --address "$CTD2/containerd.sock" -n k8s.io "$@"; }   # Debian's ctr: the API is the same
+ctd2_start() { # BINDIR VERSION: that containerd, its own shim first on PATH
+  ctd2_config "$2" || return 1
+  PATH="$1:$PATH" "$1/containerd" --config "$CTD2/config.toml" >"$CTD2.log" 2>&1 &
+  CTD2_PID=$!
+  PIDS_TO_STOP+=("$CTD2_PID")
+  local i
+  for i in $(seq 150); do [ -S "$CTD2/containerd.sock" ] && ctr2 version >/dev/null 2>&1 && break; sleep 0.2; done
+  ctr2 version >/dev/null 2>&1 || { echo "containerd $2 did not start:"; tail -20 "$CTD2.log"; return 1; }
+  ctr2 images import "$TMP/busybox-docker.tar" >/dev/null && ctr2 images import "$TMP/pause-docker.tar" >/dev/null \
+    || { echo "ctr -n k8s.io images import failed"; return 1; }
+}
+ctd2_stop() {
+  [ -n "$CTD2_PID" ] || return 0
+  local c p
+  for c in $(ctr2 c ls -q 2>/dev/null); do
+    ctr2 t kill -s KILL "$c" >/dev/null 2>&1; sleep 0.2; ctr2 t rm -f "$c" >/dev/null 2>&1; ctr2 c rm "$c" >/dev/null 2>&1
+  done
+  stop_pid "$CTD2_PID"; CTD2_PID=""
+  # Shims outlive containerd by design: stop the ones serving this instance (by pid).
+  for p in $(pgrep -f "containerd-shim-runc-v2 .*-address $CTD2/containerd.sock" 2>/dev/null); do stop_pid "$p"; done
+  [ -n "$CTD2_BR" ] && ip link show "$CTD2_BR" >/dev/null 2>&1 && ip link del "$CTD2_BR" >/dev/null 2>&1
+  rm -f /var/lib/cni/results/"$CTD2_NET"-* 2>/dev/null
+  # This run's cgroup parent (its name has RUN_ID), only when empty (rmdir).
+  rmdir /sys/fs/cgroup/*/"${CRI2_CGPARENT#/}"/* /sys/fs/cgroup/*/"${CRI2_CGPARENT#/}" \
+        /sys/fs/cgroup/"${CRI2_CGPARENT#/}"/* /sys/fs/cgroup/"${CRI2_CGPARENT#/}" 2>/dev/null
+  umount_under "$CTD2"
+  return 0
+}
+run_cri2() {
+  echo "## CRI on containerd 2 (tests/clients/containerd2.sh): kubelet's checkpoint API"
+  local why v bin smoke=$TMP/cri-smoke who line restore st whos="sprout"
+  [ "$WITH_REF" = 1 ] && whos="sprout runc"
+  if ! why=$(criu check 2>&1); then
+    skip cri2/checkpoint "criu check fails here: $(printf '%s\n' "$why" | grep -m1 -i error)"; return
+  fi
+  command -v go >/dev/null || { skip cri2/checkpoint "no Go toolchain (containerd 2 and the CRI client are built with it)"; return; }
+  if [ ! -x "$smoke" ] && ! (cd "$HERE/cri" && GOFLAGS=-mod=mod timeout 600 go build -o "$smoke" . >"$TMP/cri-build.log" 2>&1); then
+    skip cri2/checkpoint "go build of tests/clients/cri failed: $(tail -2 "$TMP/cri-build.log" | tr '\n' ' ')"; return
+  fi
+  CLEANUPS+=("ctd2_stop")
+  for v in $CRI2_VERSIONS; do
+    if ! bin=$(timeout 1200 "$HERE/containerd2.sh" "$v" 2>"$TMP/containerd2-$v.log"); then
+      skip "cri2@$v/checkpoint" "containerd $v could not be installed from the Go module proxy: $(tail -2 "$TMP/containerd2-$v.log" | tr '\n' ' ')"
+      continue
+    fi
+    echo "# containerd $("$bin/containerd" --version | awk '{print $3}') ($bin)"
+    restore=""; case "$v" in 2.[0-3].*) restore=-restore ;; esac
+    for who in $whos; do
+      # A fresh containerd per handler: what one handler leaves behind cannot fail the other.
+      CTD2=$TMP/containerd2-$v-$who
+      ctd2_start "$bin" "$v" >"$TMP/ctd2-start.log" 2>&1 || { result $who "cri2@$v" setup 1 "$(cat "$TMP/ctd2-start.log")"; ctd2_stop; continue; }
+      mkdir -p "$TMP/cri2-logs"
+      st=0
+      while IFS= read -r line; do
+        case "$line" in
+          "PASS "*) line=${line#PASS }; result $who "${line%%/*}" "${line#*/}" 0 ;;
+          "FAIL "*) line=${line#FAIL }; result $who "${line%%/*}" "${line#*/}" 1; st=1 ;;
+          "    | "*|"# "*) echo "$line" ;;
+        esac
+      done < <(timeout -k 5 300 "$smoke" -test checkpoint $restore -endpoint "unix://$CTD2/containerd.sock" -handler $who \
+                 -image "$IMG" -logdir "$TMP/cri2-logs" -prefix "cri2@$v" -cgroup-parent "$CRI2_CGPARENT" 2>&1)
+      if [ "$st" != 0 ]; then
+        echo "#   containerd $v log, its checkpoint/restore errors:"
+        grep -E 'level=(error|warning)' "$CTD2.log" | grep -iE 'checkpoint|restore|criu' | grep -v 'Failed to handle event' | tail -6 | cut -c1-600 | sed 's/^/#     /'
+        cp "$CTD2.log" "/tmp/containerd-$v-$who.log" 2>/dev/null && echo "#   full log: /tmp/containerd-$v-$who.log"
+      fi
+      ctd2_stop
+    done
+  done
+}
+
+# ---------------------------------------------------------------------------------------
 build_images || { echo "FAIL setup/images"; echo "0 passed, 1 failed"; exit 1; }
 want podman && run_podman
 want containerd && run_containerd
 want docker && run_docker
 want cri && run_cri
+want cri2 && run_cri2
 
 echo
 [ "$WITH_REF" = 1 ] && echo "reference (runc): $RPASS passed, $RFAIL failed"

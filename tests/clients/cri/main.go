@@ -6,6 +6,7 @@
 // A stand-in for critest (which the Go module proxy does not serve here); it checks what a
 // kubelet needs from the runtime: sandbox, create/start, logs, exec (sync, exit codes),
 // resource update, stop/remove, exit codes, and errors surfacing through CreateContainer.
+// -test checkpoint runs kubelet's checkpoint API instead (checkpoint.go; containerd >= 2.0).
 package main
 
 import (
@@ -28,6 +29,7 @@ var (
 	image        = flag.String("image", "localhost/busybox:sprout", "container image (already present)")
 	logdir       = flag.String("logdir", "/tmp", "pod log directory")
 	prefix       = flag.String("prefix", "cri", "check name prefix")
+	testSet      = flag.String("test", "smoke", "smoke: the pod/container lifecycle checks; checkpoint: CheckpointContainer (and -restore), checkpoint.go")
 	npass, nfail int
 )
 
@@ -66,6 +68,10 @@ func main() {
 		} else {
 			os.Exit(1)
 		}
+	}
+	if *testSet == "checkpoint" {
+		checkpointMain(ctx, c)
+		return
 	}
 
 	uid := fmt.Sprintf("%d", time.Now().UnixNano())

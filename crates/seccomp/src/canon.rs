@@ -254,7 +254,7 @@ mod tests {
         assert_eq!(env!("CARGO_PKG_VERSION"), "0.1.0", "update the pinned keys");
         assert_eq!(
             pinned_key(&small_profile()),
-            "02003db06f3f5b72b6d7a23ae9b10cb9ee3469a76da998d904f702b099c57e32"
+            "d5fbf43fef00cb5e4339d91de0ea29a64d8ab27df5feb7bbbf5d02645a1e48c1"
         );
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/podman-default.json");
@@ -264,7 +264,7 @@ mod tests {
             serde_json::from_value(spec["linux"]["seccomp"].clone()).unwrap();
         assert_eq!(
             pinned_key(&podman),
-            "1eed105456e0448d6b5d1ea003c24ea3d2186bfd7c83a26ff9cb357d82cd0eae"
+            "2e877c3cf8c866a58fbf5a286d1306e4ed03c8906d8c04e9cfe86b0194753b5e"
         );
     }
 

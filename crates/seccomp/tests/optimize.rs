@@ -174,8 +174,9 @@ fn assert_same_decisions(p: &oci_spec::runtime::LinuxSeccomp) -> [usize; 3] {
 fn podman_default_tree_and_compact_decide_like_linear() {
     let [linear, tree, ours] = assert_same_decisions(&podman_profile());
     eprintln!("podman-default: linear {linear}, tree {tree}, compiled {ours} instructions");
-    // compact.rs must actually shorten podman's profile (it falls back to the tree silently).
-    assert!(ours * 2 < tree, "compiled {ours} vs tree {tree}");
+    // compact.rs must actually shorten podman's profile (it falls back to the tree silently):
+    // 1426 -> 325 instructions with the returns shared in islands (588 without).
+    assert!(ours * 4 < tree, "compiled {ours} vs tree {tree}");
 }
 
 #[test]

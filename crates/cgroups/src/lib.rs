@@ -629,6 +629,27 @@ impl Manager {
         self.backend().freezer(self).state()
     }
 
+    /// For `delete` of a container whose init has exited: rmdir its own directory in the
+    /// hierarchy [`Manager::pids`] reads, if `create` made it. rmdir(2) succeeds only on a
+    /// cgroup with no process and no sub-cgroup, so `true` (gone, or was already) means what
+    /// an empty `pids()` means, for one syscall instead of reading cgroup.procs and listing the
+    /// directory; `false` (busy, or not ours, or systemd's) leaves everything as it was.
+    pub fn remove_idle_leaf(&self) -> bool {
+        if self.systemd.is_some() {
+            return false;
+        }
+        let Some(dir) = self.procs_dir() else {
+            return false;
+        };
+        if !self.created.iter().any(|c| c == dir) {
+            return false;
+        }
+        match std::fs::remove_dir(dir) {
+            Ok(()) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        }
+    }
+
     /// For a `create` that was killed while making its directories (so `created` was never
     /// recorded): remove the container's leaf directories if they are empty. rmdir(2) refuses a
     /// cgroup with processes or children, so nothing in use can be removed.

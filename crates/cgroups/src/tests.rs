@@ -205,6 +205,43 @@ fn destroy_removes_sub_cgroups_inside_the_container_only() {
 }
 
 #[test]
+fn remove_idle_leaf_removes_only_an_empty_leaf_it_made() {
+    let t = TempDir::new("idleleaf");
+    let host = hybrid_host(&t);
+    let r = t.path();
+    // An empty leaf we made: removed (the freezer's, the hierarchy `pids` reads); the others
+    // are left to destroy, which then takes the freezer's as already gone.
+    let mut m = Manager::new_in(&host, Some("a/ctr"), "x", false).unwrap();
+    m.create().unwrap();
+    let freezer = m.v1_path("freezer").unwrap().to_path_buf();
+    assert!(m.remove_idle_leaf());
+    assert!(!freezer.exists());
+    assert!(m.v1_path("cpu").unwrap().is_dir());
+    assert!(m.remove_idle_leaf(), "already gone is idle too");
+    m.destroy().unwrap();
+    for c in m.created() {
+        assert!(!c.exists(), "{} left", c.display());
+    }
+    // A leaf with a sub-cgroup (here a directory: rmdir refuses it, as a cgroup with
+    // processes or children): false, nothing removed.
+    let mut m = Manager::new_in(&host, Some("a/ctr2"), "y", false).unwrap();
+    m.create().unwrap();
+    let freezer = m.v1_path("freezer").unwrap().to_path_buf();
+    std::fs::create_dir(freezer.join("sub")).unwrap();
+    assert!(!m.remove_idle_leaf());
+    assert!(freezer.join("sub").is_dir());
+    m.destroy().unwrap();
+    // A leaf that existed before the container (not in `created`): never removed.
+    std::fs::create_dir_all(r.join("freezer/pre/ctr3")).unwrap();
+    let mut m = Manager::new_in(&host, Some("pre/ctr3"), "z", false).unwrap();
+    m.create().unwrap();
+    assert!(!m.remove_idle_leaf());
+    assert!(r.join("freezer/pre/ctr3").is_dir());
+    m.destroy().unwrap();
+    assert!(r.join("freezer/pre/ctr3").is_dir());
+}
+
+#[test]
 fn create_fails_cleanly_when_own_cgroup_is_missing() {
     let t = TempDir::new("ownmissing");
     let host = hybrid_host(&t);

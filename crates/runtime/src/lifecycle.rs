@@ -343,8 +343,9 @@ fn remove(store: &Store, st: &State, status: Status, trace: &mut Trace) -> Resul
     if status != Status::Stopped {
         kill_and_wait(st)?;
     } else if let Some(cg) = &st.cgroup {
-        // The init is gone but children outside its pid namespace may remain.
-        if cg.pids().map(|p| !p.is_empty()).unwrap_or(false) {
+        // The init is gone but children outside its pid namespace may remain. The usual
+        // case, none, is told by removing the leaf they would be in.
+        if !cg.remove_idle_leaf() && cg.pids().map(|p| !p.is_empty()).unwrap_or(false) {
             kill_and_wait(st)?;
         }
     }

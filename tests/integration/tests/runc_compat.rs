@@ -2008,6 +2008,48 @@ fn kill_kill_without_a_pid_namespace_ends_every_process() {
     b.delete().assert_ok();
 }
 
+/// `delete` of a container whose init has exited while another of its processes lives on
+/// (no pid namespace, so nothing killed it with the init): that process is killed and every
+/// cgroup removed. `delete` first tries to remove the idle leaf (one rmdir) instead of reading
+/// its processes; here the leaf is busy, so it must fall back to finding and killing them.
+#[test]
+fn delete_after_the_init_exited_kills_what_it_left_and_removes_the_cgroups() {
+    let ctx = Ctx::new("delorphan");
+    let mut b = ctx.bundle(&["sh", "-c", "sleep 1004 & echo $! > /out/pid; exit 0"]);
+    let out = b.bind_host_dir("/out");
+    let ns: Vec<Value> = b.config["linux"]["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["type"] != "pid")
+        .cloned()
+        .collect();
+    b.set("/linux/namespaces", json!(ns));
+    b.create().assert_ok();
+    b.start().assert_ok();
+    b.wait_status("stopped");
+    let pid: i32 = fs::read_to_string(out.join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        sprout_test_support::pid_alive(pid) && !sprout_test_support::is_zombie(pid),
+        "the sleep should outlive the init"
+    );
+    let o = b.delete();
+    o.assert_ok();
+    let gone = || !sprout_test_support::pid_alive(pid) || sprout_test_support::is_zombie(pid);
+    for _ in 0..250 {
+        if gone() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(gone(), "the init's child {pid} survived delete");
+    ctx.assert_no_trace(&o, &b, &[], None);
+}
+
 /// runc's hooks.bats and seccomp.bats: a startContainer hook (run in the container, right
 /// before the program) without `env` gets the container process's environment, and it runs
 /// under the container's seccomp filter (also with noNewPrivileges, where the filter used to

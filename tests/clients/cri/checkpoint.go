@@ -30,6 +30,9 @@ var (
 	archiveDir   = flag.String("archive-dir", "", "-test checkpoint: where the checkpoint archive goes (default: -logdir)")
 	withRestore  = flag.Bool("restore", false, "-test checkpoint: also restore the archive through CreateContainer (containerd 2.3)")
 	cgroupParent = flag.String("cgroup-parent", "", "pods' cgroup parent (default: containerd's)")
+	// Another runtime's checkpoint: kubelet may restore on a node whose runtime is not the one
+	// that made the archive.
+	restoreHandler = flag.String("restore-handler", "", "-restore: the restored pod's runtime handler (default: -handler)")
 )
 
 // What kubelet asks for by default (sandbox and containers alike): the pod's network namespace
@@ -47,7 +50,7 @@ func (t criT) call() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.ctx, 120*time.Second)
 }
 
-func (t criT) runPod(name, uid, logs string, ns *rt.NamespaceOption) (string, *rt.PodSandboxConfig, error) {
+func (t criT) runPod(name, uid, logs, handler string, ns *rt.NamespaceOption) (string, *rt.PodSandboxConfig, error) {
 	cfg := &rt.PodSandboxConfig{
 		Metadata:     &rt.PodSandboxMetadata{Name: name, Namespace: "default", Uid: uid},
 		LogDirectory: logs,
@@ -58,7 +61,7 @@ func (t criT) runPod(name, uid, logs string, ns *rt.NamespaceOption) (string, *r
 	}
 	cx, cc := t.call()
 	defer cc()
-	r, err := t.c.RunPodSandbox(cx, &rt.RunPodSandboxRequest{Config: cfg, RuntimeHandler: *handler})
+	r, err := t.c.RunPodSandbox(cx, &rt.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
 	if err != nil {
 		return "", nil, err
 	}
@@ -195,7 +198,7 @@ func (t criT) checkpointScenario(name string, ns *rt.NamespaceOption) {
 	_ = os.MkdirAll(dir, 0o755)
 	archive := filepath.Join(dir, fmt.Sprintf("checkpoint-ck-%s%s_default-counter-%s.tar", name, *handler, uid))
 
-	podID, podCfg, err := t.runPod("ck-"+name+*handler, uid, podLogs, ns)
+	podID, podCfg, err := t.runPod("ck-"+name+*handler, uid, podLogs, *handler, ns)
 	if !res("checkpoint-pod", err) {
 		return
 	}
@@ -302,9 +305,13 @@ func (t criT) checkpointScenario(name string, ns *rt.NamespaceOption) {
 	if !*withRestore {
 		return
 	}
+	rh := *restoreHandler
+	if rh == "" {
+		rh = *handler
+	}
 	// Restore: a new pod, CreateContainer with the archive as the image (what
 	// `crictl create POD container.json` with "image": "/path/checkpoint.tar" does).
-	pod2, pod2Cfg, err := t.runPod("ck-"+name+"restore-"+*handler, uid+"-restore", podLogs, ns)
+	pod2, pod2Cfg, err := t.runPod("ck-"+name+"restore-"+*handler, uid+"-restore", podLogs, rh, ns)
 	if !res("restore-pod", err) {
 		return
 	}

@@ -900,15 +900,34 @@ fn exec_now(ctx: &InitCtx, exec: Exec, tramp: Option<OwnedFd>, tr: &mut ChildTra
 /// caller's must not leak into the container, where a shell can't even trap a signal that was
 /// ignored on entry (crun resets them too; podman's kill tests trap SIGPIPE). Done last, since
 /// the runtime itself relies on SIGPIPE being ignored while it writes to hooks' stdin.
+///
+/// Only an ignored signal needs it (execve resets the handled ones): the ignored set is read
+/// from /proc/self/status (`SigIgn`, usually SIGPIPE alone), 3 syscalls and one reset where
+/// resetting all 62 took 62. Without a readable status (no /proc in the container) every
+/// signal is reset as before.
 pub fn reset_signal_dispositions() {
+    let ignored = ignored_signals().unwrap_or(u64::MAX);
     // The raw syscall (sys::sigaction_default): glibc's wrappers refuse its two internal
     // real-time signals (32, 33), which a caller may have ignored too.
     for sig in 1..=64 {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP || ignored & (1u64 << (sig - 1)) == 0 {
             continue;
         }
         crate::sys::sigaction_default(sig);
     }
+}
+
+/// The `SigIgn` mask of /proc/self/status (bit n-1 = signal n).
+fn ignored_signals() -> Option<u64> {
+    parse_sig_ign(&std::fs::read_to_string("/proc/self/status").ok()?)
+}
+
+fn parse_sig_ign(status: &str) -> Option<u64> {
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))?
+        .trim();
+    u64::from_str_radix(hex, 16).ok()
 }
 
 pub fn do_execve(exec: &Exec) -> Error {
@@ -967,6 +986,21 @@ fn binds_host_sys(spec: &oci_spec::runtime::Spec) -> bool {
                     .flatten()
                     .any(|o| o == "bind" || o == "rbind"))
     })
+}
+
+#[cfg(test)]
+mod sig_tests {
+    use super::parse_sig_ign;
+
+    #[test]
+    fn the_ignored_mask_is_read_from_status() {
+        let st = "Name:\tsh\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000001001\nSigCgt:\t0\n";
+        assert_eq!(parse_sig_ign(st), Some(0x1001));
+        assert_eq!(parse_sig_ign("Name:\tsh\n"), None);
+        assert_eq!(parse_sig_ign("SigIgn:\tzz\n"), None);
+        // This process: whatever it ignores, the mask parses.
+        assert!(super::ignored_signals().is_some());
+    }
 }
 
 #[cfg(test)]

@@ -579,6 +579,30 @@ fn container_processes_start_with_no_ignored_signals() {
     assert_eq!(o.stdout.trim(), "PIPE_TRAPPED\ndone", "{}", o.describe());
 }
 
+/// Signals the runtime's caller ignores (here SIGHUP, SIGUSR2 and a real-time signal, as
+/// nohup or a background job hands them down) are not ignored in the container either: the
+/// init resets exactly what it finds ignored, besides the runtime's own SIGPIPE.
+#[test]
+fn signals_the_caller_ignores_are_not_ignored_in_the_container() {
+    let ctx = Ctx::new("sigigncaller");
+    let b = ctx.bundle(&["grep", "SigIgn:", "/proc/self/status"]);
+    b.write_config();
+    let bd = b.bundle_arg();
+    let opts = sprout_test_support::CmdOpts {
+        ignore_signals: vec![libc::SIGHUP, libc::SIGUSR2, 40],
+        ..Default::default()
+    };
+    // The runtime itself did start with them ignored.
+    let o = ctx.rt_opts(&["run", "--bundle", &bd, &b.id], &opts);
+    o.assert_ok();
+    assert_eq!(
+        o.stdout.split_whitespace().last(),
+        Some("0000000000000000"),
+        "{}",
+        o.describe()
+    );
+}
+
 #[test]
 fn run_forwards_signals_to_container() {
     let ctx = Ctx::new("runfwd");

@@ -438,6 +438,9 @@ pub struct CmdOpts {
     /// Extra fds the runtime inherits: (fd number in the runtime, fd in this process). They are
     /// dup2'd in the child, so they are open and NOT close-on-exec in the runtime.
     pub extra_fds: Vec<(i32, i32)>,
+    /// Signals the runtime starts with ignored (SIG_IGN), as a caller such as nohup or a shell
+    /// running it in the background hands them down.
+    pub ignore_signals: Vec<i32>,
 }
 
 /// A running runtime invocation (e.g. a foreground `run` in the background).
@@ -643,6 +646,19 @@ impl<S: Suite> Ctx<S> {
             }
         }
         cmd.current_dir(opts.cwd.clone().unwrap_or_else(|| self.dir.clone()));
+        if !opts.ignore_signals.is_empty() {
+            use std::os::unix::process::CommandExt;
+            let sigs = opts.ignore_signals.clone();
+            // SAFETY: only signal(2), async-signal-safe, between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    for &sig in &sigs {
+                        libc::signal(sig, libc::SIG_IGN);
+                    }
+                    Ok(())
+                });
+            }
+        }
         if !opts.extra_fds.is_empty() {
             use std::os::unix::process::CommandExt;
             let fds = opts.extra_fds.clone();

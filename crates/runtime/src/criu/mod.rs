@@ -105,6 +105,63 @@ impl External {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct ExternalFile {
     mounts: Vec<External>,
+    /// Not read from the images but derived from the config ([`externals_from_config`]): a
+    /// cgroup hierarchy this host's new cgroup lacks is left out instead of refused.
+    #[serde(skip)]
+    derived: bool,
+}
+
+/// Images without sprout-criu.json (another runtime's: runc's) name their external mounts as
+/// runc does, by destination: the config's bind mounts, each v1 hierarchy bound under a cgroup
+/// mount when there is no cgroup namespace, the devices. So restore maps those from the config,
+/// as runc's restore does; criu ignores a key the images do not have.
+fn externals_from_config(spec: &Spec, rootfs: &Path) -> ExternalFile {
+    let mut mounts = Vec::new();
+    let cgroupns = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|n| n.iter().any(|n| n.typ() == LinuxNamespaceType::Cgroup));
+    for m in spec.mounts().iter().flatten() {
+        let dest = m.destination().to_string_lossy();
+        if crate::rootfs::is_bind(m) {
+            mounts.push(External::Bind {
+                mountpoint: resolve_in_rootfs(rootfs, &dest),
+            });
+        } else if m.typ().as_deref() == Some("cgroup") && !cgroupns {
+            let names = std::fs::read_dir("/sys/fs/cgroup")
+                .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+                .unwrap_or_default();
+            for n in names {
+                let n = n.to_string_lossy();
+                mounts.push(External::Cgroup {
+                    mountpoint: format!("{}/{n}", normalize(&dest)),
+                    hierarchy: n.into_owned(),
+                });
+            }
+        }
+    }
+    let devices = spec.linux().as_ref().and_then(|l| l.devices().as_ref());
+    let paths = crate::rootfs::default_devices()
+        .iter()
+        .map(|(p, _, _)| format!("/dev/{p}"))
+        .chain(
+            devices
+                .into_iter()
+                .flatten()
+                .map(|d| normalize(&d.path().to_string_lossy())),
+        )
+        .collect::<Vec<_>>();
+    for p in paths {
+        mounts.push(External::Device {
+            mountpoint: p.clone(),
+            host: p,
+        });
+    }
+    ExternalFile {
+        mounts,
+        derived: true,
+    }
 }
 
 /// One line of /proc/PID/mountinfo: (root within its filesystem, mount point, filesystem type).
@@ -567,7 +624,10 @@ pub fn checkpoint(store: &Store, id: &str, o: &CriuOpts, trace: &mut Trace) -> R
         for e in &ext {
             m.str(opt::EXTERNAL, &format!("mnt[{0}]:{0}", e.mountpoint()));
         }
-        let file = ExternalFile { mounts: ext };
+        let file = ExternalFile {
+            mounts: ext,
+            derived: false,
+        };
         state::write_atomic(
             &o.image_path.join(EXTERNAL_FILE),
             &serde_json::to_vec_pretty(&file).unwrap_or_default(),
@@ -849,7 +909,9 @@ pub fn restore(
                 c.image_path.join(EXTERNAL_FILE).display()
             ))
         })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => ExternalFile::default(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            externals_from_config(spec, &config.rootfs)
+        }
         Err(e) => return Err(Error::os(c.image_path.join(EXTERNAL_FILE).display(), e)),
     };
     let descriptors: Vec<String> = match std::fs::read(c.image_path.join(DESCRIPTORS_FILE)) {
@@ -947,6 +1009,11 @@ pub fn restore(
                         ),
                     )
                 })?,
+            External::Cgroup { hierarchy, .. }
+                if ext.derived && cgroup_source(&cg, hierarchy).is_none() =>
+            {
+                continue
+            }
             External::Cgroup {
                 mountpoint,
                 hierarchy,
@@ -1138,6 +1205,52 @@ mod tests {
 109 100 0:61 / /sys/fs/cgroup2 rw - cgroup2 cgroup2 rw
 ";
 
+    #[test]
+    fn images_of_another_runtime_map_what_runc_maps_from_the_config() {
+        // runc's images have no sprout-criu.json: its keys are the binds' destinations, the
+        // v1 hierarchies under the cgroup mount, the devices; all from the config here.
+        let mut sp = spec();
+        let linux: oci_spec::runtime::Linux = serde_json::from_value(serde_json::json!({
+            "devices": [{"path": "/dev/fuse", "type": "c", "major": 10, "minor": 229}]
+        }))
+        .unwrap();
+        sp.set_linux(Some(linux));
+        let ext = externals_from_config(&sp, Path::new("/nonexistent-rootfs"));
+        assert!(ext.derived);
+        assert!(ext.mounts.contains(&External::Bind {
+            mountpoint: "/data x".into()
+        }));
+        for d in ["/dev/null", "/dev/fuse"] {
+            assert!(ext.mounts.contains(&External::Device {
+                mountpoint: d.into(),
+                host: d.into()
+            }));
+        }
+        for m in &ext.mounts {
+            if let External::Cgroup {
+                mountpoint,
+                hierarchy,
+            } = m
+            {
+                assert_eq!(*mountpoint, format!("/sys/fs/cgroup/{hierarchy}"));
+            }
+        }
+        // A cgroup namespace: the cgroup mount is a real mount, nothing of it external.
+        let linux: oci_spec::runtime::Linux = serde_json::from_value(serde_json::json!({
+            "namespaces": [{"type": "cgroup"}]
+        }))
+        .unwrap();
+        sp.set_linux(Some(linux));
+        let ext = externals_from_config(&sp, Path::new("/nonexistent-rootfs"));
+        assert!(!ext
+            .mounts
+            .iter()
+            .any(|m| matches!(m, External::Cgroup { .. })));
+        // Not written to the images: the file sprout writes has no such field.
+        let j = serde_json::to_string(&ext).unwrap();
+        assert!(!j.contains("derived"), "{j}");
+    }
+
     fn spec() -> Spec {
         serde_json::from_value(serde_json::json!({
             "ociVersion": "1.0.2",
@@ -1184,6 +1297,7 @@ mod tests {
     fn external_file_roundtrip() {
         let f = ExternalFile {
             mounts: externals_from_mountinfo(MI, &spec(), normalize),
+            derived: false,
         };
         let j = serde_json::to_string(&f).unwrap();
         assert!(j.contains("\"kind\":\"cgroup\""), "{j}");

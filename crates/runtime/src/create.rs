@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::init::{self, InitCtx};
 use crate::namespaces::{self, Plan};
+use crate::notify_socket::{self, NotifySocket};
 use crate::state::{self, State, Status, Store};
 use crate::sync::{self, Channel};
 use crate::sys::{self, cstr};
@@ -27,6 +28,9 @@ pub struct CreateOpts {
     pub no_new_keyring: bool,
     pub preserve_fds: u32,
     pub systemd_cgroup: bool,
+    /// The host's `NOTIFY_SOCKET` (the runtime's own environment): the container gets the
+    /// notify directory and variable (see notify_socket.rs). None: nothing of it.
+    pub notify_socket: Option<std::ffi::OsString>,
 }
 
 pub struct Created {
@@ -36,6 +40,9 @@ pub struct Created {
     pub config: Config,
     /// Where the pty master arrives, for a foreground `run` with a terminal.
     pub console_rx: Option<OwnedFd>,
+    /// With [`CreateOpts::notify_socket`], for `run` in the foreground (no exec fifo): the
+    /// container's notify socket, bound before the init was released.
+    pub notify: Option<NotifySocket>,
 }
 
 /// Undo-log for a failing create.
@@ -111,7 +118,10 @@ pub fn create(
     wait_for_start: bool,
 ) -> Result<Created> {
     state::validate_id(&opts.id)?;
-    let config = Config::load(&opts.bundle)?;
+    let mut config = Config::load(&opts.bundle)?;
+    if opts.notify_socket.is_some() {
+        notify_socket::setup_spec(&mut config.spec, &store.dir(&opts.id));
+    }
     trace.mark("config_parse");
     let spec = &config.spec;
     let process = spec
@@ -165,6 +175,19 @@ pub fn create(
         armed: true,
     };
     trace.mark("state_dir");
+    // The notify directory before the init can mount it; the socket of a foreground `run`
+    // (whose init is not held by the fifo) before the init is released.
+    let notify = match &opts.notify_socket {
+        Some(host) => {
+            notify_socket::make_dir(&dir)?;
+            if wait_for_start {
+                None
+            } else {
+                Some(NotifySocket::bind(&dir, host.clone())?)
+            }
+        }
+        None => None,
+    };
 
     let layout = sprout_cgroups::Layout::detect()?;
     let mut cg = cgroup_manager(&config, layout, &opts.id, opts.systemd_cgroup)?;
@@ -468,6 +491,7 @@ pub fn create(
         pidfd,
         config,
         console_rx,
+        notify,
     })
 }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use sprout_runtime::create::{self, CreateOpts};
 use sprout_runtime::lifecycle;
+use sprout_runtime::notify_socket;
 use sprout_runtime::pidfd_socket::PidfdSocket;
 use sprout_runtime::state::Store;
 use sprout_runtime::trace::Trace;
@@ -41,6 +42,10 @@ pub fn create_opts(c: &CreateArgs, systemd: bool) -> CreateOpts {
         no_new_keyring: c.no_new_keyring,
         preserve_fds: c.preserve_fds,
         systemd_cgroup: systemd,
+        // runc reads it for `create` and `run` (in the bundle directory: a relative path is the
+        // bundle's). No syscall here.
+        notify_socket: notify_socket::host_from_env()
+            .map(|h| notify_socket::in_bundle(h, &c.bundle)),
     }
 }
 

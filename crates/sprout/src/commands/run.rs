@@ -7,6 +7,8 @@ use sprout_runtime::trace::Trace;
 use sprout_runtime::Result;
 
 use super::create::{self, CreateArgs};
+use sprout_runtime::notify_socket::NotifySocket;
+use std::os::fd::{AsFd, OwnedFd};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -28,16 +30,38 @@ pub fn run(store: &Store, a: &RunArgs, systemd: bool, trace: &mut Trace) -> Resu
     }
     let pidfd_socket = create::pidfd_socket(c)?;
     let opts = create::create_opts(c, systemd);
-    let created = sprout_runtime::create::create(store, &opts, trace, detach)?;
+    let mut created = sprout_runtime::create::create(store, &opts, trace, detach)?;
     create::send_pidfd(store, &c.id, pidfd_socket, &created, trace)?;
     if detach {
+        // NOTIFY_SOCKET: the socket is bound before the container is started (as runc's run).
+        let notify = match &opts.notify_socket {
+            Some(host) => match NotifySocket::bind(&store.dir(&c.id), host.clone()) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    let _ = lifecycle::delete(store, &c.id, true, trace);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
         // As runc's run: a container whose start failed (a poststart hook) is removed.
         if let Err(e) = lifecycle::start(store, &c.id, trace) {
             let _ = lifecycle::delete(store, &c.id, true, trace);
             return Err(e);
         }
+        if let Some(n) = notify {
+            // As runc's `run -d`: returns once the container said READY=1 (forwarded with
+            // MAINPID=<its init>) or its init is gone; a failure to forward does not fail the
+            // command (runc ignores it; here it is a warning).
+            if let Err(e) = n.wait_ready(created.pidfd.as_fd(), created.state.pid) {
+                sprout_runtime::log::warn(e.message());
+            }
+        }
         trace.emit("run", &c.id);
         return Ok(0);
+    }
+    if let Some(n) = created.notify.take() {
+        forward_ready_in_background(n, &created.pidfd);
     }
     // Foreground: the init did not wait for a fifo; poststart hooks run now.
     if let Some(h) = created.config.spec.hooks() {
@@ -64,4 +88,30 @@ pub fn run(store: &Store, a: &RunArgs, systemd: bool, trace: &mut Trace) -> Resu
     }
     trace.emit("run", &c.id);
     Ok(code)
+}
+
+/// Foreground `run` with NOTIFY_SOCKET: a thread waits for the container's READY=1 and forwards
+/// it with MAINPID=<our pid> (as runc's foreground run: the runtime is the process systemd
+/// watches then), while this one goes on proxying and forwarding signals (the thread inherits
+/// their blocked mask, so the signalfd of the wait still gets them). It ends when the container
+/// does; runc's foreground wait, on its own pid, would wait for ever there.
+fn forward_ready_in_background(n: NotifySocket, pidfd: &OwnedFd) {
+    let pidfd = match pidfd.try_clone() {
+        Ok(fd) => fd,
+        Err(e) => {
+            sprout_runtime::log::warn(&format!("NOTIFY_SOCKET: not forwarded: {e}"));
+            return;
+        }
+    };
+    let me = std::process::id() as i32;
+    let spawned = std::thread::Builder::new()
+        .name("notify".into())
+        .spawn(move || {
+            if let Err(e) = n.wait_ready(pidfd.as_fd(), me) {
+                sprout_runtime::log::warn(e.message());
+            }
+        });
+    if let Err(e) = spawned {
+        sprout_runtime::log::warn(&format!("NOTIFY_SOCKET: not forwarded: {e}"));
+    }
 }

@@ -621,6 +621,9 @@ impl<S: Suite> Ctx<S> {
         }
         let marker = format!("{}-{}-{}", std::process::id(), self.tag, next());
         cmd.env(S::CALL_MARKER, &marker);
+        // A test run from a systemd unit of Type=notify must not make every `start` wait for a
+        // READY no container sends (tests/integration/tests/notify_socket.rs sets its own).
+        cmd.env_remove("NOTIFY_SOCKET");
         let out_path = self.dir.join(format!(".out-{marker}"));
         let err_path = self.dir.join(format!(".err-{marker}"));
         match &opts.stdout_to {

@@ -1964,13 +1964,8 @@ fn proc_on_a_symlink_is_refused() {
     ctx.assert_no_trace(&o, &b, &[], None);
 }
 
-/// runc's kill.bats "kill KILL [host pidns]": a container without a pid namespace of its own
-/// keeps its other processes when only the init dies, so `kill ID KILL` signals every
-/// process of its cgroup. Before: the init alone died and its children lived on.
-#[test]
-fn kill_kill_without_a_pid_namespace_ends_every_process() {
-    let ctx = Ctx::new("killhostpid");
-    let mut b = ctx.bundle(&["sh", "-c", "sleep 1001 & sleep 1002 & wait"]);
+/// The bundle's container shares the host's pid namespace (its `pid` entry removed).
+fn drop_pid_namespace(b: &mut Bundle<'_>) {
     let ns: Vec<Value> = b.config["linux"]["namespaces"]
         .as_array()
         .unwrap()
@@ -1979,6 +1974,16 @@ fn kill_kill_without_a_pid_namespace_ends_every_process() {
         .cloned()
         .collect();
     b.set("/linux/namespaces", json!(ns));
+}
+
+/// runc's kill.bats "kill KILL [host pidns]": a container without a pid namespace of its own
+/// keeps its other processes when only the init dies, so `kill ID KILL` signals every
+/// process of its cgroup. Before: the init alone died and its children lived on.
+#[test]
+fn kill_kill_without_a_pid_namespace_ends_every_process() {
+    let ctx = Ctx::new("killhostpid");
+    let mut b = ctx.bundle(&["sh", "-c", "sleep 1001 & sleep 1002 & wait"]);
+    drop_pid_namespace(&mut b);
     b.create().assert_ok();
     b.start_and_wait_exec();
     let mut pids: Vec<i32> = Vec::new();
@@ -2017,14 +2022,7 @@ fn delete_after_the_init_exited_kills_what_it_left_and_removes_the_cgroups() {
     let ctx = Ctx::new("delorphan");
     let mut b = ctx.bundle(&["sh", "-c", "sleep 1004 & echo $! > /out/pid; exit 0"]);
     let out = b.bind_host_dir("/out");
-    let ns: Vec<Value> = b.config["linux"]["namespaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n["type"] != "pid")
-        .cloned()
-        .collect();
-    b.set("/linux/namespaces", json!(ns));
+    drop_pid_namespace(&mut b);
     b.create().assert_ok();
     b.start().assert_ok();
     b.wait_status("stopped");

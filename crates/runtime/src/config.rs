@@ -182,12 +182,19 @@ pub fn drop_unknown_caps(process: &mut serde_json::Value, field: &str) -> Result
 
 impl Config {
     pub fn load(bundle: &Path) -> Result<Config> {
+        Config::load_then(bundle, |_| ())
+    }
+
+    /// [`Config::load`], handing the raw config.json to `early` before it is parsed (the start
+    /// path begins work that depends on a few fields while the whole is parsed).
+    pub fn load_then(bundle: &Path, early: impl FnOnce(&[u8])) -> Result<Config> {
         // Absolute and normalised ("." → the directory's path), as runc reports it in `state`.
         let bundle = std::fs::canonicalize(bundle)
             .map_err(|e| Error::os(format!("bundle {}", bundle.display()), e))?;
         let path = bundle.join("config.json");
         let raw = std::fs::read(&path)
             .map_err(|e| Error::os(format!("config.json ({})", path.display()), e))?;
+        early(&raw);
         let mut spec = parse_spec(&raw, "config.json")?;
         absolute_mount_destinations(&mut spec);
         explicit_zero_pids_limit(&mut spec, &raw);

@@ -118,7 +118,20 @@ pub fn create(
     wait_for_start: bool,
 ) -> Result<Created> {
     state::validate_id(&opts.id)?;
-    let mut config = Config::load(&opts.bundle)?;
+    let layout = sprout_cgroups::Layout::detect()?;
+    // The channel to the init comes first: the network namespace helper sends on it.
+    let (mut parent_chan, mut child_chan) =
+        Channel::pair().map_err(|e| Error::os("socketpair", e))?;
+    // The network namespace, made beside everything that follows (netns.rs), from as soon as
+    // config.json says it is wanted: on v1 and hybrid hosts only, where the init too makes it
+    // before it is moved into its cgroups.
+    let mut netns_helper = None;
+    let with_trace = trace.enabled();
+    let mut config = Config::load_then(&opts.bundle, |raw| {
+        if layout != sprout_cgroups::Layout::V2 && Plan::netns_beside_raw(raw) {
+            netns_helper = crate::netns::spawn(&parent_chan, with_trace).ok();
+        }
+    })?;
     if opts.notify_socket.is_some() {
         notify_socket::setup_spec(&mut config.spec, &store.dir(&opts.id));
     }
@@ -134,6 +147,12 @@ pub fn create(
     )?;
     let linux = spec.linux().as_ref();
     let mut plan = Plan::from_spec(linux.and_then(|l| l.namespaces().as_deref()).unwrap_or(&[]))?;
+    if netns_helper.is_some() && !plan.netns_beside() {
+        // The raw reading disagreed with the whole config: the helper's namespace is not
+        // wanted, and neither is its message, which goes with the channel.
+        netns_helper = None;
+        (parent_chan, child_chan) = Channel::pair().map_err(|e| Error::os("socketpair", e))?;
+    }
     let time_offsets = linux
         .and_then(|l| l.time_offsets().as_ref())
         .filter(|o| !o.is_empty());
@@ -189,7 +208,6 @@ pub fn create(
         None => None,
     };
 
-    let layout = sprout_cgroups::Layout::detect()?;
     let mut cg = cgroup_manager(&config, layout, &opts.id, opts.systemd_cgroup)?;
     // The whole state is known now; it is written before the cgroup directories are made and
     // once more after clone with the init's pid, so that `delete --force` can undo a create
@@ -250,7 +268,6 @@ pub fn create(
         None
     };
 
-    let (parent_chan, child_chan) = Channel::pair().map_err(|e| Error::os("socketpair", e))?;
     if let Some(pidns) = &plan.pid_join {
         // SAFETY: setns takes an fd (the borrowed, open `pidns`) and a flag; CLONE_NEWPID only
         // changes the pid namespace of the children we clone from here on.
@@ -288,6 +305,7 @@ pub fn create(
         // The init stops in its namespaces (HOOKS) for the hooks and for linux.netDevices.
         has_runtime_hooks: has_runtime_hooks || !net_devices.is_empty(),
         trace: trace.enabled(),
+        netns_sent: netns_helper.is_some(),
     };
     trace.mark("prepare");
 
@@ -391,6 +409,16 @@ pub fn create(
     crate::numa::reset_affinity(pid);
     if !joined {
         cg.add_pid(pid)?;
+    }
+    // The helper sent the init its network namespace long ago; one that failed is answered
+    // here, before GO (the init, waiting for NETNS first, then makes the namespace itself).
+    if let Some(h) = netns_helper.take() {
+        let (t0, t1) = h
+            .finish(&parent_chan)
+            .map_err(|e| Error::os("sending the init word of its network namespace", e))?;
+        if t1 > t0 {
+            trace.add_remote("", &format!("netns_helper={}", t1 - t0));
+        }
     }
     send_or_init_error(&parent_chan, sync::GO, b"")?;
     trace.mark("cgroup_join");

@@ -18,6 +18,7 @@ pub mod lifecycle;
 pub mod log;
 pub mod namespaces;
 pub mod netdev;
+pub mod netns;
 pub mod notify_socket;
 pub mod numa;
 pub mod pidfd_socket;

@@ -163,13 +163,59 @@ impl Plan {
         Ok(p)
     }
 
+    /// The new network namespace can be made by the runtime's helper (netns.rs) and joined by
+    /// the init: the init would unshare it in the runtime's own user namespace (none new, none
+    /// joined) and no pid 1 is forked for a joined one.
+    pub fn netns_beside(&self) -> bool {
+        self.unshare_flags & libc::CLONE_NEWNET != 0
+            && !self.new_user
+            && !self.fork_for_pid
+            && !self
+                .joins
+                .iter()
+                .any(|(t, _)| *t == LinuxNamespaceType::User)
+    }
+
+    /// [`Plan::netns_beside`] read from the raw config.json, before the whole of it is parsed:
+    /// `linux.namespaces` only, as `from_spec` reads it (a network namespace without a path, or
+    /// with an empty one; no user namespace, new or joined). Unreadable: false.
+    pub fn netns_beside_raw(raw: &[u8]) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Top {
+            linux: Option<Linux>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Linux {
+            namespaces: Option<Vec<Ns>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Ns {
+            #[serde(rename = "type")]
+            typ: String,
+            path: Option<String>,
+        }
+        let Ok(Top {
+            linux: Some(Linux {
+                namespaces: Some(ns),
+            }),
+        }) = serde_json::from_slice(raw)
+        else {
+            return false;
+        };
+        ns.iter()
+            .any(|n| n.typ == "network" && n.path.as_deref().is_none_or(str::is_empty))
+            && !ns.iter().any(|n| n.typ == "user")
+    }
+
     /// Child side: join the namespaces given by path, then create those left for unshare.
     ///
     /// As runc's nsexec: the namespaces other than the user one are joined first, with the
     /// runtime's own privileges, which cover a namespace the joined user namespace does not own
     /// (a host network namespace, runc's "wrong userns owner" test); one refused (EPERM) is
     /// tried again once inside the user namespace, which may own it.
-    pub fn join_and_unshare(&self, unshare_cgroup_now: bool) -> Result<()> {
+    /// `net_elsewhere`: the new network namespace is made by the runtime's helper (netns.rs)
+    /// and joined afterwards, not unshared here.
+    pub fn join_and_unshare(&self, unshare_cgroup_now: bool, net_elsewhere: bool) -> Result<()> {
         let join = |t: LinuxNamespaceType, fd: &OwnedFd| {
             // SAFETY: setns takes a borrowed (open) fd and a namespace flag; it changes the
             // namespaces of this single-threaded child only and touches no memory of ours.
@@ -201,6 +247,9 @@ impl Plan {
         let mut flags = self.unshare_flags;
         if !unshare_cgroup_now {
             flags &= !libc::CLONE_NEWCGROUP;
+        }
+        if net_elsewhere {
+            flags &= !libc::CLONE_NEWNET;
         }
         if flags != 0 {
             // SAFETY: unshare takes flags only and touches no memory of ours.
@@ -410,6 +459,55 @@ pub fn enter_time_ns_with_offsets(
 mod tests {
     use super::*;
     use oci_spec::runtime::{LinuxIdMapping, LinuxIdMappingBuilder};
+
+    /// The raw pre-reading agrees with the plan made from the parsed config, for the shapes
+    /// of `linux.namespaces` that decide it.
+    #[test]
+    fn netns_beside_raw_agrees_with_the_plan() {
+        for (namespaces, want) in [
+            (
+                r#"[{"type":"pid"},{"type":"network"},{"type":"mount"}]"#,
+                true,
+            ),
+            (r#"[{"type":"network","path":""}]"#, true),
+            (r#"[{"type":"network","path":"/proc/1/ns/net"}]"#, false),
+            (r#"[{"type":"network"},{"type":"user"}]"#, false),
+            (
+                r#"[{"type":"network"},{"type":"user","path":"/proc/1/ns/user"}]"#,
+                false,
+            ),
+            (r#"[{"type":"pid"},{"type":"mount"}]"#, false),
+            ("[]", false),
+        ] {
+            let raw = format!(
+                r#"{{"ociVersion":"1.0.2","annotations":{{"a":"network"}},"linux":{{"namespaces":{namespaces},"maskedPaths":["/proc/kcore"]}},"root":{{"path":"r"}}}}"#
+            );
+            assert_eq!(Plan::netns_beside_raw(raw.as_bytes()), want, "{namespaces}");
+            let spec: oci_spec::runtime::Spec = serde_json::from_str(&raw).unwrap();
+            let ns = spec.linux().as_ref().unwrap().namespaces().clone().unwrap();
+            // Paths of other processes' namespaces are opened by from_spec: pid 1's exist.
+            let ns: Vec<_> = ns
+                .into_iter()
+                .map(|mut n| {
+                    if n.path().as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                        n.set_path(None);
+                    }
+                    n
+                })
+                .collect();
+            if let Ok(plan) = Plan::from_spec(&ns) {
+                assert_eq!(plan.netns_beside(), want, "plan: {namespaces}");
+            }
+        }
+        for raw in [
+            &b"{}"[..],
+            b"not json",
+            br#"{"linux":null}"#,
+            br#"{"linux":{"namespaces":null}}"#,
+        ] {
+            assert!(!Plan::netns_beside_raw(raw));
+        }
+    }
 
     fn m(inside: u32, outside: u32, size: u32) -> LinuxIdMapping {
         LinuxIdMappingBuilder::default()

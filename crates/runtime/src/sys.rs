@@ -294,8 +294,13 @@ pub fn monotonic_us() -> u64 {
 }
 
 /// `ip link set lo up` in the current network namespace (runc and crun do it for a new netns).
+/// Raw syscalls only (rustix: no errno, no allocation): the network namespace helper
+/// (netns.rs), which shares the runtime's memory and thread pointer, calls it too.
 pub fn loopback_up() -> io::Result<()> {
+    use rustix::ioctl::{ioctl, Updater};
     use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    const SIOCGIFFLAGS: rustix::ioctl::Opcode = libc::SIOCGIFFLAGS as rustix::ioctl::Opcode;
+    const SIOCSIFFLAGS: rustix::ioctl::Opcode = libc::SIOCSIFFLAGS as rustix::ioctl::Opcode;
     let sock = rustix::net::socket_with(
         AddressFamily::INET,
         SocketType::DGRAM,
@@ -307,19 +312,13 @@ pub fn loopback_up() -> io::Result<()> {
     for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
         *d = *s as libc::c_char;
     }
-    // SAFETY: SIOCGIFFLAGS reads the NUL-terminated name of the live `ifr` and writes its
-    // ifru_flags. (The request's type differs between glibc and musl: libc::Ioctl.)
-    cvt(unsafe {
-        libc::ioctl(
-            sock.as_raw_fd(),
-            libc::SIOCGIFFLAGS as libc::Ioctl,
-            &mut ifr,
-        )
-    })?;
+    // SAFETY: SIOCGIFFLAGS takes a struct ifreq (the type given): it reads the NUL-terminated
+    // name of the live `ifr` and writes its ifru_flags.
+    unsafe { ioctl(&sock, Updater::<SIOCGIFFLAGS, libc::ifreq>::new(&mut ifr)) }?;
     // SAFETY: SIOCGIFFLAGS just set ifru_flags, the union member read here.
     unsafe { ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
-    // SAFETY: SIOCSIFFLAGS only reads the live `ifr` (name and flags).
-    cvt(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as libc::Ioctl, &ifr) })?;
+    // SAFETY: SIOCSIFFLAGS takes a struct ifreq: it reads the live `ifr` (name and flags).
+    unsafe { ioctl(&sock, Updater::<SIOCSIFFLAGS, libc::ifreq>::new(&mut ifr)) }?;
     Ok(())
 }
 

@@ -224,3 +224,80 @@ fn network_namespace_made_by_the_init_is_new_up_and_owned_like_the_others() {
         b.wait_status("stopped");
     }
 }
+
+/// On v1 and hybrid hosts a new network namespace in the runtime's own user namespace is made by
+/// a helper beside the rest of the start (crates/runtime/src/netns.rs) and joined by the init.
+/// What the container gets must be what the init would have made: a namespace of its own (not
+/// another container's, not the host's), lo up in it, and a sysfs that shows that namespace
+/// (sysfs is tied to its mounter's network namespace). With a new user namespace or the host's
+/// network, no helper; on pure v2 none either (the init, already in its cgroup, makes it).
+#[test]
+fn network_namespace_from_the_helper_is_the_containers_own() {
+    let ctx = Ctx::new("sp-netns-helper");
+    let host_net = fs::read_link("/proc/self/ns/net").unwrap();
+    let host_net = host_net.to_str().unwrap();
+    let pure_v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let helper_used = |o: &Output| o.stderr.contains("\"netns_helper\"");
+    // A container that keeps its namespace while the others start (a namespace's inode number
+    // is reused once it is freed).
+    let a = ctx.bundle(&["sleep", "1000"]);
+    a.write_config();
+    let o = ctx.rt(&["--trace", "create", "--bundle", &a.bundle_arg(), &a.id]);
+    o.assert_ok();
+    if !o.stderr.contains("sprout_trace") {
+        eprintln!("skipped: {} prints no phase trace", runtime_name());
+        return;
+    }
+    assert_eq!(helper_used(&o), !pure_v2, "create: {}", o.describe());
+    let a_pid = a.state()["pid"].as_i64().unwrap();
+    let a_net = fs::read_link(format!("/proc/{a_pid}/ns/net")).unwrap();
+    let a_net = a_net.to_str().unwrap().to_string();
+    assert_ne!(a_net, host_net, "create: a new netns");
+
+    let script = "ls /sys/class/net; cat /sys/class/net/lo/flags; readlink /proc/self/ns/net";
+    for (case, userns, host_network) in [
+        ("run", false, false),
+        ("userns", true, false),
+        ("host network", false, true),
+    ] {
+        let mut b = ctx.bundle(&["sh", "-c", script]);
+        if userns {
+            b.in_user_namespace(100000, 200000);
+        }
+        if host_network {
+            b.remove_namespace("network");
+        }
+        b.write_config();
+        let o = ctx.rt(&["--trace", "run", "--bundle", &b.bundle_arg(), &b.id]);
+        o.assert_ok();
+        let lines: Vec<&str> = o.stdout.lines().collect();
+        let ns = lines.last().copied().unwrap_or_default();
+        if host_network {
+            assert_eq!(ns, host_net, "{case}: the host's netns");
+            assert!(
+                !helper_used(&o),
+                "{case}: no helper without a new netns: {}",
+                o.describe()
+            );
+            continue;
+        }
+        assert_eq!(
+            &lines[..lines.len() - 1],
+            ["lo", "0x9"],
+            "{case}: sysfs shows the container's namespace, lo up (IFF_UP|IFF_LOOPBACK): {}",
+            o.describe()
+        );
+        assert!(
+            ns != host_net && ns != a_net,
+            "{case}: a netns of its own: {ns}"
+        );
+        assert_eq!(
+            helper_used(&o),
+            !userns && !pure_v2,
+            "{case}: the helper made it (v1/hybrid, no user namespace): {}",
+            o.describe()
+        );
+    }
+    a.kill("KILL").assert_ok();
+    a.wait_status("stopped");
+}

@@ -1,0 +1,191 @@
+//! The container's new network namespace, made beside the runtime's own work.
+//!
+//! A new network namespace is the slowest namespace the kernel makes (~0.45 ms here: setup_net
+//! runs every pernet subsystem, registers lo with its sysfs and sysctl entries), about a third of
+//! the init's whole set-up. runc and crun make it in their init, which then does nothing else
+//! until it is there. sprout makes it in a helper started as soon as the config is parsed: a
+//! `CLONE_VM | CLONE_FILES` child (no copy of the address space) that unshares it, brings lo up
+//! and sends it to the init itself (sync::NETNS on the runtime's end of the channel), on another
+//! CPU, while the runtime goes on with the cgroup plan, the state, the init's clone and the
+//! cgroups: the runtime never waits for it. The init joins it with setns(2) where it would have
+//! made it.
+//!
+//! Used only where the result is the namespace the init would have made: created in the
+//! runtime's own user namespace (no new or joined user namespace), and on cgroup v1 and hybrid
+//! hosts, where the init too makes its namespaces before it is moved into its cgroups, so the
+//! kernel memory of the namespace is charged to the same (the caller's) cgroup as before. On pure
+//! v2 the init is cloned straight into the container's cgroup and makes the namespace there.
+//!
+//! The helper shares our memory and thread pointer: it runs rustix's raw syscalls only (no
+//! errno, no allocation, no thread-local state) on a stack of its own, and exits.
+
+use std::ffi::c_void;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
+use crate::sync::{self, Channel};
+
+/// Written by the helper, read by the runtime once the helper has exited.
+struct Shared {
+    /// The runtime's end of the channel to the init (in the shared fd table).
+    chan: i32,
+    /// 1 once NETNS went out; else -errno of the step that failed.
+    sent: AtomicI32,
+    /// With the trace on: when the helper started and when NETNS went out (monotonic µs).
+    trace: bool,
+    t_start: AtomicU64,
+    t_sent: AtomicU64,
+}
+
+/// The running helper; [`Pending::finish`] reaps it and, if it could not send NETNS, sends
+/// one without a namespace (the init then makes it itself). Dropped (a create that fails
+/// before the init is cloned), it is reaped.
+pub struct Pending {
+    pid: libc::pid_t,
+    shared: Box<Shared>,
+    _stack: Vec<u8>,
+    reaped: bool,
+}
+
+const STACK: usize = 64 * 1024;
+
+extern "C" fn helper(arg: *mut c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Shared` that `spawn` boxed, kept alive by `Pending` until this
+    // process has been reaped.
+    let sh = unsafe { &*(arg as *const Shared) };
+    if sh.trace {
+        sh.t_start
+            .store(crate::sys::monotonic_us(), Ordering::Relaxed);
+    }
+    let r = make_and_send(sh);
+    if sh.trace {
+        sh.t_sent
+            .store(crate::sys::monotonic_us(), Ordering::Relaxed);
+    }
+    sh.sent.store(
+        match r {
+            Ok(()) => 1,
+            Err(e) => -e.raw_os_error(),
+        },
+        Ordering::Release,
+    );
+    0
+}
+
+/// The helper's work: raw syscalls only.
+fn make_and_send(sh: &Shared) -> rustix::io::Result<()> {
+    // SAFETY: NEWNET changes only this process's network namespace; no fd table is unshared.
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) }?;
+    let ns = rustix::fs::open(
+        c"/proc/self/ns/net",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    // lo as runc and crun set it; on failure the init tries again and reports the error.
+    let lo = crate::sys::loopback_up().is_ok();
+    let msg: &[u8] = if lo { b"Nlo" } else { b"N" };
+    debug_assert_eq!(msg[0], sync::NETNS);
+    let fds = [ns.as_fd()];
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+    control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds));
+    // SAFETY: `chan` is the runtime's end of the channel, open until the helper is reaped.
+    let chan = unsafe { BorrowedFd::borrow_raw(sh.chan) };
+    rustix::net::sendmsg(
+        chan,
+        &[io::IoSlice::new(msg)],
+        &mut control,
+        rustix::net::SendFlags::NOSIGNAL,
+    )?;
+    // `ns` is closed here: the init holds the namespace now (the message does, until read).
+    Ok(())
+}
+
+/// Start the helper, which sends the namespace on `chan` (the runtime's end of the channel to
+/// the init, which will be cloned later). An error (no stack, clone refused) means the init
+/// makes the namespace itself, as without the helper.
+pub fn spawn(chan: &Channel, trace: bool) -> io::Result<Pending> {
+    let shared = Box::new(Shared {
+        chan: chan.raw(),
+        sent: AtomicI32::new(0),
+        trace,
+        t_start: AtomicU64::new(0),
+        t_sent: AtomicU64::new(0),
+    });
+    let mut stack = vec![0u8; STACK];
+    // The stack grows down from its 16-byte aligned top.
+    let top = (stack.as_mut_ptr() as usize + STACK) & !15;
+    let arg = std::ptr::from_ref::<Shared>(&shared)
+        .cast_mut()
+        .cast::<c_void>();
+    // SAFETY: the child runs `helper` on `stack` (alive in the returned Pending until the child
+    // is reaped), sharing our memory (CLONE_VM) and fd table (CLONE_FILES); `helper` touches
+    // only `shared` and makes raw syscalls. SIGCHLD: an ordinary child, reaped with
+    // waitid(P_PID) by `finish` or Drop.
+    let pid = unsafe {
+        libc::clone(
+            helper,
+            top as *mut c_void,
+            libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
+            arg,
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    crate::sys::start_on_other_cpu(pid);
+    Ok(Pending {
+        pid,
+        shared,
+        _stack: stack,
+        reaped: false,
+    })
+}
+
+impl Pending {
+    fn reap(&mut self) {
+        if self.reaped {
+            return;
+        }
+        self.reaped = true;
+        // SAFETY: siginfo_t is plain data: all-zero is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: waitid writes one siginfo_t into the live local `info`; P_PID with the
+            // helper's pid reaps that child of ours only.
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    self.pid as libc::id_t,
+                    &mut info,
+                    libc::WEXITED,
+                )
+            };
+            if r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break;
+            }
+        }
+    }
+
+    /// Reap the helper (long done by the time the init is released) and make sure the init got
+    /// its NETNS: one without a namespace if the helper failed. Returns the helper's start and
+    /// send times (monotonic µs; 0 without the trace).
+    pub fn finish(mut self, chan: &Channel) -> io::Result<(u64, u64)> {
+        self.reap();
+        if self.shared.sent.load(Ordering::Acquire) != 1 {
+            chan.send(sync::NETNS, b"")?;
+        }
+        Ok((
+            self.shared.t_start.load(Ordering::Relaxed),
+            self.shared.t_sent.load(Ordering::Relaxed),
+        ))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.reap();
+    }
+}

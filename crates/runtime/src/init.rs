@@ -101,25 +101,22 @@ fn reopen_dev_null() {
             && st.st_mode & libc::S_IFMT == libc::S_IFCHR
             && st.st_rdev == null_dev
     };
-    if !(0..3).any(is_null) {
+    let nulls = [is_null(0), is_null(1), is_null(2)];
+    if !nulls.contains(&true) {
         return;
     }
-    // SAFETY: open of a C string literal; the result is checked and closed below.
-    let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if fd < 0 {
+    // rustix's open: libc's may add an fcntl(F_SETFD) after O_CLOEXEC (musl). Closed on drop.
+    let Ok(fd) = rustix::fs::open(c"/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+    else {
         return;
-    }
-    if is_null(fd) {
-        for target in 0..3 {
-            if is_null(target) {
-                // SAFETY: dup3 onto a stdio fd that no OwnedFd of ours holds; flags 0 (stdio stays
-                // open across execve).
-                unsafe { libc::dup3(fd, target, 0) };
-            }
+    };
+    if is_null(fd.as_raw_fd()) {
+        for (target, _) in nulls.iter().enumerate().filter(|(_, n)| **n) {
+            // SAFETY: dup3 onto a stdio fd that no OwnedFd of ours holds; flags 0 (stdio stays
+            // open across execve).
+            unsafe { libc::dup3(fd.as_raw_fd(), target as i32, 0) };
         }
     }
-    // SAFETY: `fd` was opened above and is ours alone.
-    unsafe { libc::close(fd) };
 }
 
 /// After chdir: the cwd must be reachable from the container's root. A cwd reached through a
@@ -886,8 +883,17 @@ pub(crate) fn dedup_env(env: &[String]) -> Vec<&str> {
     out
 }
 
+fn read_to_string_raw(path: &std::ffi::CStr) -> std::io::Result<String> {
+    use std::io::Read;
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    let mut s = String::new();
+    std::fs::File::from(fd).read_to_string(&mut s)?;
+    Ok(s)
+}
+
 fn home_of(uid: u32) -> String {
-    if let Ok(s) = std::fs::read_to_string("/etc/passwd") {
+    // rustix's open: libc's may add an fcntl after O_CLOEXEC (musl).
+    if let Ok(s) = read_to_string_raw(c"/etc/passwd") {
         for line in s.lines() {
             let f: Vec<&str> = line.split(':').collect();
             if f.len() >= 6 && f[2].parse::<u32>().ok() == Some(uid) {
@@ -974,7 +980,17 @@ pub fn reset_signal_dispositions() {
 
 /// The `SigIgn` mask of /proc/self/status (bit n-1 = signal n).
 fn ignored_signals() -> Option<u64> {
-    parse_sig_ign(&std::fs::read_to_string("/proc/self/status").ok()?)
+    // One read into a buffer that holds the whole file (~1.4 KB; SigIgn is in its first half):
+    // read_to_string's growing reads took 8 here.
+    let mut buf = [0u8; 4096];
+    let fd = rustix::fs::open(
+        c"/proc/self/status",
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let n = rustix::io::read(&fd, &mut buf).ok()?;
+    parse_sig_ign(std::str::from_utf8(&buf[..n]).ok()?)
 }
 
 fn parse_sig_ign(status: &str) -> Option<u64> {

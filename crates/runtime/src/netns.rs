@@ -1,12 +1,13 @@
 //! The container's new network namespace, made beside the runtime's own work.
 //!
-//! A new network namespace is the slowest namespace the kernel makes (~0.45 ms here: setup_net
-//! runs every pernet subsystem, registers lo with its sysfs and sysctl entries), about a third of
-//! the init's whole set-up. runc and crun make it in their init, which then does nothing else
-//! until it is there. sprout makes it in a helper started as soon as the config is parsed: a
+//! A new network namespace is the slowest namespace the kernel makes (~0.5 ms here: setup_net
+//! runs every pernet subsystem, registers lo with its sysfs and sysctl entries; lo up another
+//! ~0.1 ms), about a third of the init's whole set-up. runc and crun make it in their init,
+//! which does nothing else meanwhile. sprout makes it in a helper started as soon as the raw
+//! config.json says one is wanted (`Plan::netns_beside_raw`, before the whole parse): a
 //! `CLONE_VM | CLONE_FILES` child (no copy of the address space) that unshares it, brings lo up
 //! and sends it to the init itself (sync::NETNS on the runtime's end of the channel), on another
-//! CPU, while the runtime goes on with the cgroup plan, the state, the init's clone and the
+//! CPU, while the runtime parses the config, writes the state, clones the init and makes its
 //! cgroups: the runtime never waits for it. The init joins it with setns(2) where it would have
 //! made it.
 //!
@@ -51,6 +52,9 @@ pub struct Pending {
 
 const STACK: usize = 64 * 1024;
 
+// The message the helper writes by hand: the tag, then "lo" when lo is up.
+const _: () = assert!(sync::NETNS == b'N');
+
 extern "C" fn helper(arg: *mut c_void) -> libc::c_int {
     // SAFETY: `arg` is the `Shared` that `spawn` boxed, kept alive by `Pending` until this
     // process has been reaped.
@@ -86,11 +90,12 @@ fn make_and_send(sh: &Shared) -> rustix::io::Result<()> {
     // lo as runc and crun set it; on failure the init tries again and reports the error.
     let lo = crate::sys::loopback_up().is_ok();
     let msg: &[u8] = if lo { b"Nlo" } else { b"N" };
-    debug_assert_eq!(msg[0], sync::NETNS);
     let fds = [ns.as_fd()];
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
-    control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds));
+    if !control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(rustix::io::Errno::NOBUFS);
+    }
     // SAFETY: `chan` is the runtime's end of the channel, open until the helper is reaped.
     let chan = unsafe { BorrowedFd::borrow_raw(sh.chan) };
     rustix::net::sendmsg(

@@ -49,8 +49,17 @@ pub fn create_device(
     let parent = path.parent().unwrap_or(Path::new("/"));
     let dir = ensure_in_root(root, parent, false)?;
     create_device_in(
-        root, &dir, path, kind, major, minor, mode, uid, gid, in_userns,
+        root, &dir, path, kind, major, minor, mode, uid, gid, in_userns, None,
     )
+}
+
+/// What a node made by mknod in the /dev tmpfs the init mounted has without a chown or chmod:
+/// the creator's fsuid/fsgid (a fresh tmpfs has no setgid directory, no default ACL), and
+/// the mode asked for with the umask at 0 (no special bits: those are set by chmod).
+#[derive(Clone, Copy)]
+pub(super) struct FreshDir {
+    uid: u32,
+    gid: u32,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -65,16 +74,14 @@ pub(super) fn create_device_in(
     uid: u32,
     gid: u32,
     in_userns: bool,
+    fresh: Option<FreshDir>,
 ) -> Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| Error::msg(format!("linux.devices: bad path {}", path.display())))?;
     // mknodat needs a real directory fd (O_PATH works for *at calls with a name).
     let cname = cstr(name);
-    let _ = unlinkat(dir, cname.as_c_str(), AtFlags::empty());
-    let r = if in_userns {
-        -1
-    } else {
+    let mknod = || {
         // SAFETY: mknodat reads the NUL-terminated CString `cname`, alive for the call; the mode
         // and makedev's dev_t are integers; `dir` is borrowed (open).
         unsafe {
@@ -86,6 +93,21 @@ pub(super) fn create_device_in(
             )
         }
     };
+    let r = if in_userns {
+        -1
+    } else {
+        // Whatever is there is replaced (unlinked first only when there is something).
+        let mut r = mknod();
+        if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+            let _ = unlinkat(dir, cname.as_c_str(), AtFlags::empty());
+            r = mknod();
+        }
+        r
+    };
+    let exact = fresh.is_some_and(|f| f.uid == uid && f.gid == gid && mode & 0o7000 == 0);
+    if r == 0 && exact {
+        return Ok(());
+    }
     if r == 0 {
         // AT_SYMLINK_NOFOLLOW: a symlink there is not followed. The _unchecked ids pass -1
         // ("unchanged") through as fchownat did.
@@ -151,6 +173,28 @@ pub fn create_devices(
     dev_is_tmpfs: bool,
 ) -> Result<()> {
     let dev = ensure_in_root(root, Path::new("/dev"), false)?;
+    // In the /dev tmpfs just mounted, a node made with the umask at 0 has the mode asked for and
+    // is ours: no chown or chmod needed for the usual root:root 0666 nodes.
+    let fresh = dev_is_tmpfs.then(|| FreshDir {
+        uid: rustix::process::geteuid().as_raw(),
+        gid: rustix::process::getegid().as_raw(),
+    });
+    let old_umask = fresh.map(|_| rustix::process::umask(Mode::empty()));
+    let r = create_devices_in(root, &dev, devices, in_userns, dev_is_tmpfs, fresh);
+    if let Some(m) = old_umask {
+        rustix::process::umask(m);
+    }
+    r
+}
+
+fn create_devices_in(
+    root: &OwnedFd,
+    dev: &OwnedFd,
+    devices: &[LinuxDevice],
+    in_userns: bool,
+    dev_is_tmpfs: bool,
+    fresh: Option<FreshDir>,
+) -> Result<()> {
     if dev_is_tmpfs {
         for (name, maj, min) in default_devices() {
             let p = Path::new("/dev").join(name);
@@ -159,7 +203,7 @@ pub fn create_devices(
             }
             create_device_in(
                 root,
-                &dev,
+                dev,
                 &p,
                 libc::S_IFCHR,
                 maj,
@@ -168,6 +212,7 @@ pub fn create_devices(
                 0,
                 0,
                 in_userns,
+                fresh,
             )?;
         }
     }
@@ -178,7 +223,7 @@ pub fn create_devices(
         if d.path().parent() == Some(Path::new("/dev")) {
             create_device_in(
                 root,
-                &dev,
+                dev,
                 d.path(),
                 kind,
                 d.major() as u32,
@@ -187,6 +232,7 @@ pub fn create_devices(
                 uid,
                 gid,
                 in_userns,
+                fresh,
             )?;
         } else {
             create_device(
@@ -215,10 +261,13 @@ pub fn create_devices(
         }
         for (name, target) in links {
             let n = cstr_s(name);
-            if name == "ptmx" {
-                let _ = unlinkat(&dev, n.as_c_str(), AtFlags::empty());
+            let mut r = symlinkat(target, dev, n.as_c_str());
+            // /dev/ptmx is the devpts one, whatever a linux.devices entry made there.
+            if name == "ptmx" && r == Err(rustix::io::Errno::EXIST) {
+                let _ = unlinkat(dev, n.as_c_str(), AtFlags::empty());
+                r = symlinkat(target, dev, n.as_c_str());
             }
-            match symlinkat(target, &dev, n.as_c_str()) {
+            match r {
                 Ok(()) | Err(rustix::io::Errno::EXIST) => {}
                 Err(e) => return Err(Error::os(format!("creating /dev/{name}"), e.into())),
             }

@@ -46,11 +46,12 @@ struct Shared {
 pub struct Pending {
     pid: libc::pid_t,
     shared: Box<Shared>,
-    _stack: Vec<u8>,
+    _stack: Vec<MaybeUninit<u8>>,
     reaped: bool,
 }
 
-const STACK: usize = 64 * 1024;
+/// The helper's frames need well under 4 KiB (no recursion, no large locals).
+const STACK: usize = 32 * 1024;
 
 // The message the helper writes by hand: the tag, then "lo" when lo is up.
 const _: () = assert!(sync::NETNS == b'N');
@@ -119,8 +120,9 @@ pub fn spawn(chan: &Channel, trace: bool) -> io::Result<Pending> {
         t_start: AtomicU64::new(0),
         t_sent: AtomicU64::new(0),
     });
-    let mut stack = vec![0u8; STACK];
-    // The stack grows down from its 16-byte aligned top.
+    // Not zeroed: a memset would touch every page (the CLI's arena is fresh .bss); the helper
+    // touches only the top few. The stack grows down from its 16-byte aligned top.
+    let mut stack: Vec<MaybeUninit<u8>> = Vec::with_capacity(STACK);
     let top = (stack.as_mut_ptr() as usize + STACK) & !15;
     let arg = std::ptr::from_ref::<Shared>(&shared)
         .cast_mut()

@@ -10,7 +10,7 @@ use super::{
     paths::ensure_in_root,
 };
 use crate::error::{Error, Result};
-use crate::sys::{cstr, cstr_s, fd_path, mount, open_in_root};
+use crate::sys::{cstr, cstr_s, mount, mount_at, open_in_root};
 
 /// What the cgroup mount needs: (name under /sys/fs/cgroup, host path of our cgroup in it).
 pub type CgroupBinds = Vec<(String, PathBuf)>;
@@ -139,13 +139,7 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
         // its root is the container's cgroup; without one it is the whole tree, so that
         // /sys/fs/cgroup + the path /proc/self/cgroup gives is the container's own cgroup (a
         // privileged pod's engine, systemd or a nested runtime reads it that way).
-        match mount(
-            Some(c"cgroup2"),
-            &fd_path(&target),
-            Some(c"cgroup2"),
-            flags,
-            None,
-        ) {
+        match mount_at(Some(c"cgroup2"), &target, Some(c"cgroup2"), flags, None) {
             Ok(()) => return Ok(()),
             // EBUSY: the target is already a mount of the same cgroup2 superblock (the host's
             // /sys/fs/cgroup, brought in by the rbind of /sys that `spec --rootless` writes);
@@ -170,9 +164,9 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
         return Ok(());
     }
     // v1 / hybrid: a tmpfs with one bind per hierarchy of the container's own cgroup.
-    mount(
+    mount_at(
         Some(c"tmpfs"),
-        &fd_path(&target),
+        &target,
         Some(c"tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         Some(c"mode=755"),
@@ -181,8 +175,9 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
     // The tmpfs just mounted (`target` still names the directory under it). It is new, empty
     // and visible only in this mount namespace: nothing else can put a symlink in it, so its
     // subdirectories are made with a plain mkdirat below it and each bind is one mount(2)
-    // onto `/proc/self/fd/<tmpfs>/<name>`: 2 syscalls per hierarchy, where an fd for the
-    // target plus open_tree and move_mount took 6.
+    // onto `<name>` relative to it as the cwd (one fchdir for all: a /proc/self/fd/<tmpfs>
+    // path walked procfs per bind): 2 syscalls per hierarchy, where an fd for the target plus
+    // open_tree and move_mount took 6.
     let tmp = open_in_root(
         ctx.rootfs_fd.as_raw_fd(),
         dest,
@@ -190,7 +185,7 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
         0,
     )
     .map_err(|e| Error::os("cgroup tmpfs", e))?;
-    let tmp_path = fd_path(&tmp);
+    let mut in_tmp = false;
     for (name, host) in (ctx.cgroup_binds)() {
         if !name.is_empty() && !name.contains('/') && name != "." && name != ".." {
             let cname = cstr_s(&name);
@@ -198,11 +193,12 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
             // A single component (no '/', not . or ..) in `tmp`.
             rustix::fs::mkdirat(&tmp, cname.as_c_str(), Mode::from_raw_mode(0o755))
                 .map_err(|e| Error::os(format!("cgroup tmpfs: mkdir {name}"), e.into()))?;
-            let mut t = tmp_path.as_bytes().to_vec();
-            t.push(b'/');
-            t.extend_from_slice(name.as_bytes());
-            let t = std::ffi::CString::new(t).map_err(|_| Error::msg("cgroup tmpfs: NUL"))?;
-            mount(Some(&cstr(&host)), &t, None, libc::MS_BIND, None)
+            if !in_tmp {
+                rustix::process::fchdir(&tmp)
+                    .map_err(|e| Error::os("cgroup tmpfs: chdir", e.into()))?;
+                in_tmp = true;
+            }
+            mount(Some(&cstr(&host)), &cname, None, libc::MS_BIND, None)
                 .map_err(|e| Error::os(format!("bind cgroup {name}"), e))?;
         } else {
             let t = ensure_in_root(ctx.rootfs_fd, &dest.join(&name), false)?;

@@ -3,7 +3,7 @@
 use std::os::fd::AsRawFd;
 
 use super::{
-    mountapi::{mount_setattr, move_mount_to_fd, open_tree},
+    mountapi::{mount_setattr, move_mount_to_path, open_tree},
     options::MOUNT_ATTR_RDONLY,
 };
 use crate::error::{Error, Result};
@@ -55,14 +55,8 @@ pub fn readonly_paths(paths: &[String]) -> Result<()> {
         };
         mount_setattr(tree.as_raw_fd(), true, MOUNT_ATTR_RDONLY, 0)
             .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
-        use rustix::fs::{Mode, OFlags};
-        let target = rustix::fs::open(
-            c.as_c_str(),
-            OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::empty(),
-        )
-        .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e.into()))?;
-        move_mount_to_fd(tree.as_raw_fd(), target.as_raw_fd())
+        // The path's last component not followed (as an O_NOFOLLOW open of it would not).
+        move_mount_to_path(tree.as_raw_fd(), c.as_c_str())
             .map_err(|e| Error::os(format!("linux.readonlyPaths: {p}"), e))?;
     }
     Ok(())

@@ -14,7 +14,7 @@ use super::{
     paths::ensure_in_root_existed,
 };
 use crate::error::{Error, Result};
-use crate::sys::{cstr, cstr_s, fd_path, mount, open_in_root};
+use crate::sys::{cstr, cstr_s, fd_path, mount, mount_at, open_in_root};
 
 pub struct MountCtx<'a> {
     pub rootfs_fd: &'a OwnedFd,
@@ -191,10 +191,9 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
         flags &= !libc::MS_RDONLY;
     }
     let data = cstr_s(&opts.data);
-    let tp = fd_path(&target);
-    let r = mount(
+    let r = mount_at(
         Some(&src),
-        &tp,
+        &target,
         Some(&fstype),
         flags,
         if opts.data.is_empty() {

@@ -109,6 +109,24 @@ pub fn move_mount_to_fd(tree: RawFd, target: RawFd) -> io::Result<()> {
     .map(drop)
 }
 
+/// Attach `tree` at `path`, whose last component is not followed if it is a symlink (no
+/// MOVE_MOUNT_T_SYMLINKS: as an O_PATH|O_NOFOLLOW open of it), without an fd for the target.
+pub fn move_mount_to_path(tree: RawFd, path: &CStr) -> io::Result<()> {
+    // SAFETY: the source path is the empty C string literal (F_EMPTY_PATH: `tree` itself), the
+    // target a borrowed NUL-terminated string alive for the call; fds and flags are integers.
+    cvt_l(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
 /// Bind `tree` (from open_tree) onto `target` with attributes `flags` applied first.
 pub(super) fn attach_bind(tree: OwnedFd, target: &OwnedFd, opts: &MountOpts) -> io::Result<()> {
     let (set, clr) = bind_attrs(opts);

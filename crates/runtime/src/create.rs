@@ -287,6 +287,11 @@ pub fn create(
         .and_then(|l| l.net_devices().as_ref())
         .unwrap_or(&no_devices);
     let cg_fd = cg.v2_dir_fd();
+    // The exec trampoline's memfd, made here (the init would make it on its own critical path;
+    // here the init is not born yet). A failure leaves it to the init, which reports it.
+    let trampoline = (!init::has_start_container_hooks(spec))
+        .then(crate::trampoline::memfd)
+        .and_then(|r| r.ok());
     let ctx = InitCtx {
         id: &opts.id,
         spec,
@@ -306,6 +311,7 @@ pub fn create(
         has_runtime_hooks: has_runtime_hooks || !net_devices.is_empty(),
         trace: trace.enabled(),
         netns_sent: netns_helper.is_some(),
+        trampoline: trampoline.as_ref().map(|t| t.as_raw_fd()),
     };
     trace.mark("prepare");
 
@@ -317,6 +323,7 @@ pub fn create(
     }
     let pidfd = pidfd.expect("pidfd");
     drop(child_chan);
+    drop(trampoline);
     let (pid, pidfd) = if plan.fork_for_pid {
         adopt_pid1(&parent_chan, pid, pidfd)?
     } else {

@@ -40,6 +40,9 @@ pub struct InitCtx<'a> {
     /// The runtime's helper makes the new network namespace (netns.rs): the init joins what
     /// arrives in sync::NETNS instead of unsharing one.
     pub netns_sent: bool,
+    /// The exec trampoline's memfd, made by the runtime before clone (off the init's path; the
+    /// init inherits it). None: the init makes it if it needs one.
+    pub trampoline: Option<RawFd>,
 }
 
 /// Entry point in the child. Never returns.
@@ -685,6 +688,10 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     // then (docs/security.md).
     let tramp = if has_start_container_hooks(ctx.spec) {
         None
+    } else if let Some(fd) = ctx.trampoline {
+        // SAFETY: the runtime's memfd, inherited at clone: this process's copy of it is ours
+        // alone (the runtime closes its own).
+        Some(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
     } else {
         match crate::trampoline::memfd() {
             Ok(t) => Some(t),
@@ -718,7 +725,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     Ok((exec, tramp))
 }
 
-fn has_start_container_hooks(spec: &Spec) -> bool {
+pub(crate) fn has_start_container_hooks(spec: &Spec) -> bool {
     spec.hooks()
         .as_ref()
         .and_then(|h| h.start_container().as_ref())

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::options::propagation_flag;
 use crate::error::{Error, Result};
-use crate::sys::{cstr, cvt, fd_path, mount, pivot_root};
+use crate::sys::{cstr, cvt, mount, pivot_root};
 
 /// Make the host's mounts invisible to propagation from the container, then bind the rootfs onto
 /// itself so that it is a mount point pivot_root can use.
@@ -72,9 +72,10 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
         Mode::empty(),
     )
     .map_err(|e| Error::os("opening the rootfs for pivot_root", e.into()))?;
-    // An fd on the old root, so that after pivot_root we can name exactly that mount: "." would
-    // name the new root for mount(2) (which does not follow the old root stacked on it) and
-    // turning the container's own mounts into slaves would undo their propagation options.
+    // An fd on the old root, so that after pivot_root we can name exactly that mount: "." from
+    // the new root would name the new root for mount(2) (which does not follow the old root
+    // stacked on it) and turning the container's own mounts into slaves would undo their
+    // propagation options.
     let oldroot = rustix::fs::open(
         c"/",
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -83,15 +84,17 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
     .ok();
     rustix::process::fchdir(&newroot).map_err(|e| Error::os("chdir rootfs", e.into()))?;
     pivot_root(c".", c".").map_err(|e| Error::os("pivot_root", e))?;
-    // Make the old root rslave so its lazy unmount cannot propagate to the host, then detach it.
-    // Through /proc/self/fd when the container has a /proc; otherwise "/" was already made rslave
-    // (or the configured propagation) before the pivot and "." reaches the old root for umount2.
-    let via_fd = oldroot
-        .as_ref()
-        .map(fd_path)
-        .filter(|p| mount(None, p, None, libc::MS_SLAVE | libc::MS_REC, None).is_ok());
-    let old = via_fd.as_deref().unwrap_or(c".");
-    unmount(old, UnmountFlags::DETACH)
+    // Make the old root rslave so its lazy unmount cannot propagate to the host, then detach it:
+    // from the old root as the cwd, "." is that mount for both calls (no /proc/self/fd path: a
+    // procfs walk each, and no /proc needed). Without the fd, "/" was already made rslave (or
+    // the configured propagation) before the pivot, and "." from the new root reaches the old
+    // root stacked on it for umount2, which follows mounts on its last component.
+    if let Some(fd) = &oldroot {
+        if rustix::process::fchdir(fd).is_ok() {
+            let _ = mount(None, c".", None, libc::MS_SLAVE | libc::MS_REC, None);
+        }
+    }
+    unmount(c".", UnmountFlags::DETACH)
         .map_err(|e| Error::os("detaching the old root", e.into()))?;
     drop(oldroot);
     rustix::process::chdir(c"/").map_err(|e| Error::os("chdir /", e.into()))?;

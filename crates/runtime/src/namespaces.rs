@@ -178,33 +178,20 @@ impl Plan {
 
     /// [`Plan::netns_beside`] read from the raw config.json, before the whole of it is parsed:
     /// `linux.namespaces` only, as `from_spec` reads it (a network namespace without a path, or
-    /// with an empty one; no user namespace, new or joined). Unreadable: false.
+    /// with an empty one; no user namespace, new or joined). A hint: the plan made from the
+    /// parsed config decides (`create` drops the helper if they disagree). Anything this
+    /// reader does not follow (malformed JSON, escapes in the names it compares) gives false.
+    ///
+    /// A structural scan, not serde: a second derived deserializer cost ~200 KB of resident
+    /// text (code is faulted in 64 KB at a time) for a few fields.
     pub fn netns_beside_raw(raw: &[u8]) -> bool {
-        #[derive(serde::Deserialize)]
-        struct Top {
-            linux: Option<Linux>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Linux {
-            namespaces: Option<Vec<Ns>>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Ns {
-            #[serde(rename = "type")]
-            typ: String,
-            path: Option<String>,
-        }
-        let Ok(Top {
-            linux: Some(Linux {
-                namespaces: Some(ns),
-            }),
-        }) = serde_json::from_slice(raw)
-        else {
+        let mut r = raw::Reader { b: raw, i: 0 };
+        let Some(ns) = r.linux_namespaces() else {
             return false;
         };
         ns.iter()
-            .any(|n| n.typ == "network" && n.path.as_deref().is_none_or(str::is_empty))
-            && !ns.iter().any(|n| n.typ == "user")
+            .any(|(t, p)| *t == b"network" && p.is_none_or(<[u8]>::is_empty))
+            && !ns.iter().any(|(t, _)| *t == b"user")
     }
 
     /// Child side: join the namespaces given by path, then create those left for unshare.
@@ -455,6 +442,145 @@ pub fn enter_time_ns_with_offsets(
     Ok(())
 }
 
+/// The few steps of JSON [`Plan::netns_beside_raw`] needs: objects, arrays, strings (raw bytes,
+/// escapes kept as written), other values skipped. No recursion: a nested value is skipped by
+/// counting brackets outside strings.
+mod raw {
+    pub(super) struct Reader<'a> {
+        pub(super) b: &'a [u8],
+        pub(super) i: usize,
+    }
+
+    /// One `linux.namespaces` entry: its `type` and `path` as written.
+    pub(super) type Entry<'a> = (&'a [u8], Option<&'a [u8]>);
+
+    impl<'a> Reader<'a> {
+        fn ws(&mut self) {
+            while self.b.get(self.i).is_some_and(u8::is_ascii_whitespace) {
+                self.i += 1;
+            }
+        }
+
+        fn eat(&mut self, c: u8) -> Option<()> {
+            self.ws();
+            (self.b.get(self.i) == Some(&c)).then(|| self.i += 1)
+        }
+
+        fn peek(&mut self) -> Option<u8> {
+            self.ws();
+            self.b.get(self.i).copied()
+        }
+
+        /// A string's bytes between its quotes (escapes not decoded).
+        fn string(&mut self) -> Option<&'a [u8]> {
+            self.eat(b'"')?;
+            let start = self.i;
+            loop {
+                match *self.b.get(self.i)? {
+                    b'\\' => self.i += 2,
+                    b'"' => {
+                        self.i += 1;
+                        return Some(&self.b[start..self.i - 1]);
+                    }
+                    _ => self.i += 1,
+                }
+            }
+        }
+
+        fn skip_value(&mut self) -> Option<()> {
+            match self.peek()? {
+                b'"' => self.string().map(drop),
+                b'{' | b'[' => {
+                    let mut depth = 0usize;
+                    loop {
+                        match *self.b.get(self.i)? {
+                            b'"' => {
+                                self.string()?;
+                                continue;
+                            }
+                            b'{' | b'[' => depth += 1,
+                            b'}' | b']' => {
+                                depth -= 1;
+                                if depth == 0 {
+                                    self.i += 1;
+                                    return Some(());
+                                }
+                            }
+                            _ => {}
+                        }
+                        self.i += 1;
+                    }
+                }
+                _ => {
+                    // A number or a literal: up to the next delimiter.
+                    let start = self.i;
+                    while self.b.get(self.i).is_some_and(|c| {
+                        !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace()
+                    }) {
+                        self.i += 1;
+                    }
+                    (self.i > start).then_some(())
+                }
+            }
+        }
+
+        /// The members of the object at the cursor: `f(reader, key)` is called with the cursor
+        /// on each value and must consume it.
+        fn object(&mut self, mut f: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+            self.eat(b'{')?;
+            if self.eat(b'}').is_some() {
+                return Some(());
+            }
+            loop {
+                let key = self.string()?;
+                self.eat(b':')?;
+                f(self, key)?;
+                if self.eat(b',').is_none() {
+                    return self.eat(b'}');
+                }
+            }
+        }
+
+        /// The entries of `linux.namespaces`, if the document has that array of objects.
+        pub(super) fn linux_namespaces(&mut self) -> Option<Vec<Entry<'a>>> {
+            let mut found = None;
+            self.object(|r, key| {
+                if key != b"linux" || r.peek()? != b'{' {
+                    return r.skip_value();
+                }
+                r.object(|r, key| {
+                    if key != b"namespaces" || r.peek()? != b'[' {
+                        return r.skip_value();
+                    }
+                    let mut v = Vec::new();
+                    r.eat(b'[')?;
+                    if r.eat(b']').is_none() {
+                        loop {
+                            let (mut typ, mut path) = (None, None);
+                            r.object(|r, key| {
+                                match key {
+                                    b"type" => typ = Some(r.string()?),
+                                    b"path" if r.peek()? == b'"' => path = Some(r.string()?),
+                                    _ => r.skip_value()?,
+                                }
+                                Some(())
+                            })?;
+                            v.push((typ?, path));
+                            if r.eat(b',').is_none() {
+                                r.eat(b']')?;
+                                break;
+                            }
+                        }
+                    }
+                    found = Some(v);
+                    Some(())
+                })
+            })?;
+            found
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,9 +630,29 @@ mod tests {
             b"not json",
             br#"{"linux":null}"#,
             br#"{"linux":{"namespaces":null}}"#,
+            br#"{"linux":{"namespaces":[{"type":"network"}]"#,
+            br#"{"linux":{"namespaces":[{"type":"net\u0077ork"}]}}"#,
+            br#"{"linux":{"namespaces":[{"type":"network"},{"type":"user"}]}}"#,
         ] {
-            assert!(!Plan::netns_beside_raw(raw));
+            assert!(
+                !Plan::netns_beside_raw(raw),
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
         }
+        // Whitespace, nesting, strings with brackets and escaped quotes before the entries, a
+        // key named like ours elsewhere, a null path.
+        let raw = br#" { "annotations" : { "x" : "}]\"{[" , "linux" : "no" } ,
+            "process": {"args": ["a", "b]"], "env": [], "user": {"uid": 0}, "n": -1.5e3, "t": true},
+            "linux" : { "resources": {"devices": [{"allow": false}]}, "namespaces" : [
+              { "path" : null , "type" : "network" } , {"type": "pid"} ] } } "#;
+        assert!(Plan::netns_beside_raw(raw));
+        // What `runc spec` writes.
+        let spec = crate::spec_default::default_spec(false);
+        assert!(Plan::netns_beside_raw(spec.to_string().as_bytes()));
+        assert!(Plan::netns_beside_raw(
+            serde_json::to_vec_pretty(&spec).unwrap().as_slice()
+        ));
     }
 
     fn m(inside: u32, outside: u32, size: u32) -> LinuxIdMapping {

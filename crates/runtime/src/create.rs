@@ -424,7 +424,7 @@ pub fn create(
             .finish(&parent_chan)
             .map_err(|e| Error::os("sending the init word of its network namespace", e))?;
         if t1 > t0 {
-            trace.add_remote("", &format!("netns_helper={}", t1 - t0));
+            trace.add_remote("netns.", &format!("helper={}", t1 - t0));
         }
     }
     send_or_init_error(&parent_chan, sync::GO, b"")?;

@@ -237,7 +237,7 @@ fn network_namespace_from_the_helper_is_the_containers_own() {
     let host_net = fs::read_link("/proc/self/ns/net").unwrap();
     let host_net = host_net.to_str().unwrap();
     let pure_v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    let helper_used = |o: &Output| o.stderr.contains("\"netns_helper\"");
+    let helper_used = |o: &Output| o.stderr.contains("\"netns.helper\"");
     // A container that keeps its namespace while the others start (a namespace's inode number
     // is reused once it is freed).
     let a = ctx.bundle(&["sleep", "1000"]);

@@ -141,6 +141,7 @@ report() {
     echo ""
   fi
   [ ${#BROKE[@]} -eq 0 ] || echo "==> vm: BROKEN stages: ${BROKE[*]}"
+  [ "${GUEST_REBOOTS:-0}" = 0 ] || echo "==> vm: the guest kernel panicked $GUEST_REBOOTS time(s) during a suite; each was run again in a fresh VM (serial-panic-*.log)"
   echo "    logs: $LOGD (total $(( $(date +%s) - T_ALL ))s)"
   compliance_verdict
   # compliance test points are judged against crun's (compliance_verdict), not one by one
@@ -249,58 +250,93 @@ stage "image"
 IMG=$(bash "$HERE/image.sh" | tail -1) || { broke "image"; finish; }
 echo "    $IMG (built in $(cat "$IMG/build-seconds" 2>/dev/null)s; $(tr '\n' ' ' < "$IMG/versions.txt" 2>/dev/null))"
 stage_end "image"
-stage "boot"
-if "${VM[@]}" status >/dev/null 2>&1; then
-  if [ "$FRESH" = 1 ]; then "${VM[@]}" stop; else echo "    reusing the running VM ($("${VM[@]}" status))"; fi
-fi
-if ! "${VM[@]}" status >/dev/null 2>&1; then
-  "${VM[@]}" start || { broke "boot"; finish; }
-  STARTED=1
-fi
-stage_end "boot ($(cat /var/tmp/sprout-vm/run/boot-seconds 2>/dev/null || echo ?)s to ssh)"
+boot_vm() {
+  stage "boot"
+  if "${VM[@]}" status >/dev/null 2>&1; then
+    if [ "$FRESH" = 1 ]; then "${VM[@]}" stop; else echo "    reusing the running VM ($("${VM[@]}" status))"; fi
+  fi
+  if ! "${VM[@]}" status >/dev/null 2>&1; then
+    "${VM[@]}" start || { broke "boot"; finish; }
+    STARTED=1
+  fi
+  stage_end "boot ($(cat /var/tmp/sprout-vm/run/boot-seconds 2>/dev/null || echo ?)s to ssh)"
+}
+boot_vm
 
 # ---------------------------------------------------------------- 3. copy into the VM
-stage "copy repo, binaries and suites into the VM"
-LIST=$LOGD/push.list
-{
-  git ls-files -co --exclude-standard
-  echo target/release/sprout
-  [ -x target/release/sprout-serve ] && echo target/release/sprout-serve
-  [ -f "$TSV" ] && { echo target/vm-tests.tsv; cut -f3 "$TSV" | sed "s|^$REPO/||"; }
-} | sort -u | while read -r f; do [ -e "$f" ] && echo "$f"; done > "$LIST"
-extra=()
-if want compliance; then
-  [ -x "$RUNTIME_TOOLS_DIR/bin/runtimetest" ] && extra+=("$RUNTIME_TOOLS_DIR")
-  [ -d "$NODE_TAP_PREFIX/node_modules" ] && extra+=("$NODE_TAP_PREFIX")
-fi
-if command -v zstd >/dev/null; then ZIP=(zstd -q -1 -T0) UNZIP="zstd -dc"; else ZIP=(gzip -1) UNZIP="gzip -dc"; fi
-# the repo at the same absolute path (test executables have it compiled in), the suite's tools too
-if ! { tar -C "$REPO" -c -T "$LIST" --transform "s|^|${REPO#/}/|" -f - ; [ ${#extra[@]} -eq 0 ] || tar -C / -c "${extra[@]#/}" -f -; } \
-    | "${ZIP[@]}" | "${VM[@]}" ssh "rm -rf '$REPO' && mkdir -p '$REPO' && $UNZIP | tar -C / -xi -f - && echo ok" > "$LOGD/push.out" 2>&1 \
-    || ! grep -q ok "$LOGD/push.out"; then
-  cat "$LOGD/push.out"; broke "copy"; finish
-fi
-"${VM[@]}" ssh "set -e; install -m755 '$SPROUT' /usr/local/bin/sprout
-  [ ! -x '$REPO/target/release/sprout-serve' ] || install -m755 '$REPO/target/release/sprout-serve' /usr/local/bin/sprout-serve
-  mkdir -p /var/tmp/vm-results && chmod 1777 /var/tmp/vm-results && rm -rf /var/tmp/vm-results/*
-  echo \"    in the VM: \$(stat -fc %T /sys/fs/cgroup), kernel \$(uname -r), \$(systemctl --version | head -1), \$(systemctl is-system-running)\"
-  echo \"    crun \$(crun --version | head -1 | awk '{print \$3}') at \$(command -v crun), runc \$(runc --version | head -1 | awk '{print \$3}') at \$(command -v runc), podman \$(podman --version | awk '{print \$3}')\"" \
-  || { broke "copy (install)"; finish; }
-if [ "$K8S_OK" = 1 ]; then   # the Kubernetes binaries, where tests/k8s/node.sh looks for them
-  tar -C "$K8S_BIN" -chf - . | "${ZIP[@]}" | "${VM[@]}" ssh "rm -rf /opt/sprout-k8s/bin && mkdir -p /opt/sprout-k8s/bin && $UNZIP | tar -C /opt/sprout-k8s/bin -xf - && echo ok" > "$LOGD/push-k8s.out" 2>&1 \
-    && grep -q ok "$LOGD/push-k8s.out" || { cat "$LOGD/push-k8s.out"; K8S_OK=0; BROKE+=("copy (k8s binaries)"); }
-fi
-CRUN=$("${VM[@]}" ssh 'command -v crun') RUNC=$("${VM[@]}" ssh 'command -v runc')
-stage_end "copy"
+copy_into_vm() {
+  stage "copy repo, binaries and suites into the VM"
+  LIST=$LOGD/push.list
+  {
+    git ls-files -co --exclude-standard
+    echo target/release/sprout
+    [ -x target/release/sprout-serve ] && echo target/release/sprout-serve
+    [ -f "$TSV" ] && { echo target/vm-tests.tsv; cut -f3 "$TSV" | sed "s|^$REPO/||"; }
+  } | sort -u | while read -r f; do [ -e "$f" ] && echo "$f"; done > "$LIST"
+  extra=()
+  if want compliance; then
+    [ -x "$RUNTIME_TOOLS_DIR/bin/runtimetest" ] && extra+=("$RUNTIME_TOOLS_DIR")
+    [ -d "$NODE_TAP_PREFIX/node_modules" ] && extra+=("$NODE_TAP_PREFIX")
+  fi
+  if command -v zstd >/dev/null; then ZIP=(zstd -q -1 -T0) UNZIP="zstd -dc"; else ZIP=(gzip -1) UNZIP="gzip -dc"; fi
+  # the repo at the same absolute path (test executables have it compiled in), the suite's tools too
+  if ! { tar -C "$REPO" -c -T "$LIST" --transform "s|^|${REPO#/}/|" -f - ; [ ${#extra[@]} -eq 0 ] || tar -C / -c "${extra[@]#/}" -f -; } \
+      | "${ZIP[@]}" | "${VM[@]}" ssh "rm -rf '$REPO' && mkdir -p '$REPO' && $UNZIP | tar -C / -xi -f - && echo ok" > "$LOGD/push.out" 2>&1 \
+      || ! grep -q ok "$LOGD/push.out"; then
+    cat "$LOGD/push.out"; broke "copy"; finish
+  fi
+  "${VM[@]}" ssh "set -e; install -m755 '$SPROUT' /usr/local/bin/sprout
+    [ ! -x '$REPO/target/release/sprout-serve' ] || install -m755 '$REPO/target/release/sprout-serve' /usr/local/bin/sprout-serve
+    mkdir -p /var/tmp/vm-results && chmod 1777 /var/tmp/vm-results && rm -rf /var/tmp/vm-results/*
+    echo \"    in the VM: \$(stat -fc %T /sys/fs/cgroup), kernel \$(uname -r), \$(systemctl --version | head -1), \$(systemctl is-system-running)\"
+    echo \"    crun \$(crun --version | head -1 | awk '{print \$3}') at \$(command -v crun), runc \$(runc --version | head -1 | awk '{print \$3}') at \$(command -v runc), podman \$(podman --version | awk '{print \$3}')\"" \
+    || { broke "copy (install)"; finish; }
+  if [ "$K8S_OK" = 1 ]; then   # the Kubernetes binaries, where tests/k8s/node.sh looks for them
+    tar -C "$K8S_BIN" -chf - . | "${ZIP[@]}" | "${VM[@]}" ssh "rm -rf /opt/sprout-k8s/bin && mkdir -p /opt/sprout-k8s/bin && $UNZIP | tar -C /opt/sprout-k8s/bin -xf - && echo ok" > "$LOGD/push-k8s.out" 2>&1 \
+      && grep -q ok "$LOGD/push-k8s.out" || { cat "$LOGD/push-k8s.out"; K8S_OK=0; BROKE+=("copy (k8s binaries)"); }
+  fi
+  CRUN=$("${VM[@]}" ssh 'command -v crun') RUNC=$("${VM[@]}" ssh 'command -v runc')
+  stage_end "copy"
+}
+copy_into_vm
 
 # ---------------------------------------------------------------- 4. suites
 # run_guest OUTNAME [-u USER] ARGS...: guest.sh in the VM, output to the terminal and $LOGD/OUTNAME.out
+SERIAL=/var/tmp/sprout-vm/run/serial.log
+GUEST_REBOOTS=0
 run_guest() {
   local out=$1; shift
   local u=(); if [ "$1" = -u ]; then u=(-u "$2"); shift 2; fi
-  timeout -k 30 "${SPROUT_VM_SUITE_TIMEOUT:-2400}" "${VM[@]}" ssh "${u[@]}" "bash '$REPO/tests/vm/guest.sh' $*" 2>&1 \
-    | tee "$LOGD/$out.out" | grep --line-buffered -v '^@@' | sed -u 's/^/    /'
-  grep '^@@RESULT' "$LOGD/$out.out" | sed 's/^@@RESULT /    => /' || echo "    => no result (see $LOGD/$out.out)"
+  local try
+  for try in 1 2; do
+    # SPROUT_VM_TEST_PANIC=<output name>: crash the guest's kernel at the start of that suite's
+    # first try (sysrq), to exercise the recovery below.
+    if [ "$try" = 1 ] && [ "${SPROUT_VM_TEST_PANIC:-}" = "$out" ]; then
+      "${VM[@]}" ssh "sleep 2; echo c > /proc/sysrq-trigger" >/dev/null 2>&1 &
+    fi
+    timeout -k 30 "${SPROUT_VM_SUITE_TIMEOUT:-2400}" "${VM[@]}" ssh "${u[@]}" "bash '$REPO/tests/vm/guest.sh' $*" 2>&1 \
+      | tee "$LOGD/$out.out" | grep --line-buffered -v '^@@' | sed -u 's/^/    /'
+    if grep '^@@RESULT' "$LOGD/$out.out" | sed 's/^@@RESULT /    => /'; then return 0; fi
+    # No result. A guest kernel that died under TCG (an int3 "Oops" in the kernel's own text,
+    # "Fatal exception in interrupt": seen both while booting and mid-suite) takes the suite with
+    # it: boot a fresh VM, copy everything in again and run this suite once more. Anything else,
+    # or a second time, fails the stage.
+    if [ "$try" = 1 ] && grep -q "Kernel panic - not syncing" "$SERIAL" 2>/dev/null; then
+      GUEST_REBOOTS=$((GUEST_REBOOTS + 1))
+      cp "$SERIAL" "$LOGD/serial-panic-$out.log" 2>/dev/null || true
+      mv "$LOGD/$out.out" "$LOGD/$out.panicked.out" 2>/dev/null || true
+      echo "    => the guest kernel panicked during this suite (kept in $LOGD/serial-panic-$out.log); booting a fresh VM and running it again"
+      local t0=$stage_t0
+      "${VM[@]}" stop >/dev/null 2>&1 || true
+      boot_vm
+      copy_into_vm
+      stage_t0=$t0
+      continue
+    fi
+    echo "    => no result (see $LOGD/$out.out)"
+    broke "$out (no result)"
+    return 1
+  done
 }
 peers() {
   if [ "$PEERS" = 2 ] || { [ "$PEERS" = 1 ] && [ "${1:-}" = integration ]; }; then echo "sprout:/usr/local/bin/sprout crun:$CRUN runc:$RUNC"

@@ -10,6 +10,8 @@
 #   vm.sh push LOCAL... DEST         copy files/dirs into the VM (as root)
 #   vm.sh pull SRC DST               copy a file/dir out of the VM
 #   vm.sh sshcmd                     print the plain ssh command line (for other tools)
+#   vm.sh stress-textpoke [SECONDS]  flip a kernel static key each second in the running VM (the
+#                                    TCG text-patching race, see ensure_qemu); 1 if it oopsed
 #
 # qemu: 2 vCPUs, 4 GiB, the image as a raw backing file under a qcow2 overlay (recreated on
 # every start; the image stays clean), user-mode network, ssh forwarded on 127.0.0.1 only.
@@ -59,6 +61,34 @@ cmd_start() {
   return 1
 }
 
+# QEMU older than 10 under multi-threaded TCG lets a vCPU run a stale `int3` after the guest
+# kernel has finished patching its own text (text_poke_bp: every static key flip): "Oops: int3"
+# in __schedule, "Kernel panic - not syncing: Fatal exception in interrupt". Measured here
+# 2026-11-26 with `vm.sh stress-textpoke` (a perf event opened and closed each second flips the
+# perf_sched_events key patched into __schedule): QEMU 7.2 (Debian 12) panicked within ~150 s;
+# QEMU 10.0 (bookworm-backports) ran 390 s (664 flips) without. CI lost whole suites to it.
+# On a Debian host whose QEMU is older, install the backports one (same mirror); if that fails,
+# go on with a warning (run.sh reruns a suite once after a panic).
+QEMU_MIN_MAJOR=10
+ensure_qemu() {
+  local v; v=$(qemu-system-x86_64 --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9]*\)\..*/\1/p')
+  [ -n "$v" ] && [ "$v" -ge "$QEMU_MIN_MAJOR" ] && return 0
+  local code mirror
+  code=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+  mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | grep -v security | head -1 | awk '{print $2}' || true)
+  if [ -n "$code" ] && [ -n "$mirror" ] && [ "$(id -u)" = 0 ]; then
+    log "QEMU ${v:-?} < $QEMU_MIN_MAJOR under TCG (guest kernel text patching races): installing qemu-system-x86 from $code-backports"
+    echo "deb $mirror $code-backports main" > /etc/apt/sources.list.d/sprout-vm-backports.list
+    local A=(-o DPkg::Lock::Timeout=600)
+    if apt-get "${A[@]}" update -qq >&2 \
+        && DEBIAN_FRONTEND=noninteractive apt-get "${A[@]}" install -y -qq --no-install-recommends -t "$code-backports" qemu-system-x86 qemu-utils >&2; then
+      v=$(qemu-system-x86_64 --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9]*\)\..*/\1/p')
+      [ -n "$v" ] && [ "$v" -ge "$QEMU_MIN_MAJOR" ] && { log "$(qemu-system-x86_64 --version | head -1)"; return 0; }
+    fi
+  fi
+  log "WARNING: $(qemu-system-x86_64 --version 2>/dev/null | head -1): older than $QEMU_MIN_MAJOR under TCG; the guest kernel may panic (int3) while it patches its text"
+}
+
 boot_once() {
   local img; img=$(bash "$HERE/image.sh" | tail -1)
   [ -f "$img/complete" ] || { log "no image"; return 1; }
@@ -71,6 +101,7 @@ boot_once() {
   if [ -z "$accel" ]; then
     if [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ]; then accel=kvm; else accel=tcg; fi
   fi
+  [ "$accel" = kvm ] || ensure_qemu
   local aopts
   if [ "$accel" = kvm ]; then aopts=(-enable-kvm -cpu "${SPROUT_VM_CPU:-host,-arch-capabilities}")
   else aopts=(-accel tcg,thread=multi,tb-size=1024 -cpu "${SPROUT_VM_CPU:-max}"); fi
@@ -144,5 +175,17 @@ case "$sub" in
     [ $# -eq 2 ] || { log "pull SRC DST"; exit 2; }
     exec scp -q -r -P "$PORT" "${OPTS[@]}" "root@127.0.0.1:$1" "$2" ;;
   sshcmd) cmd_sshcmd; echo ;;
+  stress-textpoke)
+    # the reproducer above: SECONDS (120) of perf_sched_events flips beside two busy loops in the
+    # running VM; exit 1 when the guest's kernel logged an Oops (or died)
+    secs=${1:-120}
+    qemu_pid >/dev/null || { log "not running (vm.sh start)"; exit 1; }
+    ssh_run root "cat > /tmp/textpoke-stress.py" < "$HERE/textpoke-stress.py"
+    timeout $((secs + 120)) ssh -p "$PORT" "${OPTS[@]}" root@127.0.0.1 "(timeout $((secs + 5)) sh -c 'while :; do :; done') & (timeout $((secs + 5)) sh -c 'while :; do ls /proc >/dev/null; done') &
+      python3 /tmp/textpoke-stress.py $secs; wait" || true
+    if grep -q -E "Oops|Kernel panic" "$RUN/serial.log" 2>/dev/null; then
+      grep -E "Oops|RIP|Kernel panic" "$RUN/serial.log" | head -4 >&2; log "$(qemu-system-x86_64 --version | head -1): the guest kernel oopsed"; exit 1
+    fi
+    log "$(qemu-system-x86_64 --version | head -1): no Oops in $secs s" ;;
   *) sed -n 2,22p "$0"; exit 2 ;;
 esac

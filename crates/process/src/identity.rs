@@ -18,7 +18,7 @@ pub fn setgroups_allowed() -> bool {
         _ => {}
     }
     let mut buf = [0u8; 16];
-    match read_small("/proc/self/setgroups\0", &mut buf) {
+    match read_small(c"/proc/self/setgroups", &mut buf) {
         Some(s) => !s.starts_with(b"deny"),
         None => true,
     }
@@ -37,10 +37,11 @@ pub fn set_setgroups_hint(allowed: bool) {
     );
 }
 
-/// Read at most `buf.len()` bytes from a NUL-terminated path, without allocating.
-fn read_small<'a>(path: &str, buf: &'a mut [u8]) -> Option<&'a [u8]> {
+/// One read(2) of at most `buf.len()` bytes from `path`, without allocating: for small procfs
+/// files that one read returns whole (a buffer of their full size). rustix's open: libc's may
+/// add an fcntl after O_CLOEXEC (musl). None when the file cannot be opened or read.
+pub fn read_small<'a>(path: &std::ffi::CStr, buf: &'a mut [u8]) -> Option<&'a [u8]> {
     use rustix::fs::{Mode, OFlags};
-    let path = std::ffi::CStr::from_bytes_with_nul(path.as_bytes()).ok()?;
     // The fd is closed when `fd` drops.
     let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
     let n = rustix::io::read(&fd, &mut *buf).ok()?;

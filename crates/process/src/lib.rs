@@ -43,7 +43,7 @@ pub use caps::{
     all_cap_names, cap_from_name, cap_name, cap_number, classify_cap_name, last_cap,
     unraisable_ambient, unsupported_caps, validate_capabilities, CapMasks, CapNameKind,
 };
-pub use identity::{set_identity, set_umask, setgroups_allowed};
+pub use identity::{read_small, set_identity, set_umask, setgroups_allowed};
 pub use rlimits::{rlimit_name, validate_rlimits};
 pub use sched::{
     personality_flag_from_name, set_oom_score_adj_pid, validate_io_priority,

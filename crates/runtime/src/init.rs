@@ -990,14 +990,8 @@ fn ignored_signals() -> Option<u64> {
     // One read into a buffer that holds the whole file (~1.4 KB; SigIgn is in its first half):
     // read_to_string's growing reads took 8 here.
     let mut buf = [0u8; 4096];
-    let fd = rustix::fs::open(
-        c"/proc/self/status",
-        OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let n = rustix::io::read(&fd, &mut buf).ok()?;
-    parse_sig_ign(std::str::from_utf8(&buf[..n]).ok()?)
+    let status = sprout_process::read_small(c"/proc/self/status", &mut buf)?;
+    parse_sig_ign(std::str::from_utf8(status).ok()?)
 }
 
 fn parse_sig_ign(status: &str) -> Option<u64> {

@@ -69,9 +69,9 @@ if use_musl; then
     # (crates/sprout/hot-functions.txt) linked first and together, so that a command faults in
     # a few 64 KB windows of text instead of ~50 (peak RSS of `run` 3.8 -> 1.8 MB). lld's
     # --symbol-ordering-file takes exact symbols, and Rust's carry a hash that changes with the
-    # toolchain and the dependencies: the list holds them without it, and is mapped onto the
-    # symbols of the binary just linked; when that mapping changed, the binary is linked again
-    # with it (the file's name carries its hash, so cargo sees new arguments). The linker is
+    # toolchain and the dependencies: the list is mapped onto the symbols of the binary just
+    # linked (map_hot), and when that mapping changed the binary is linked again with it (the
+    # file's name carries its hash, so cargo sees new arguments). The linker is
     # rustc's own rust-lld (gcc-ld/ld.lld, shipped with every toolchain); without it, or with
     # SPROUT_LINK_ORDER=0, GNU ld links as before. The binary keeps its symbols under
     # target/<musl>/release (perf, gdb); target/release/sprout is stripped.
@@ -108,7 +108,7 @@ if use_musl; then
     if [ -n "$ORDER" ]; then
         map_hot "$BIN" > "$DEPS/link-order.new"
         sum=$(sha256sum < "$DEPS/link-order.new" | cut -c1-16)
-        if [ ! -f "$DEPS/link-order-$sum.txt" ] || [ "$ORDER" != "$DEPS/link-order-$sum.txt" ]; then
+        if [ "$ORDER" != "$DEPS/link-order-$sum.txt" ]; then
             rm -f "$DEPS"/link-order-*.txt
             mv -f "$DEPS/link-order.new" "$DEPS/link-order-$sum.txt"
             ORDER="$DEPS/link-order-$sum.txt"

@@ -70,20 +70,22 @@ cmd_start() {
 # On a Debian host whose QEMU is older, install the backports one (same mirror); if that fails,
 # go on with a warning (run.sh reruns a suite once after a panic).
 QEMU_MIN_MAJOR=10
-ensure_qemu() {
+qemu_new_enough() {
   local v; v=$(qemu-system-x86_64 --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9]*\)\..*/\1/p')
-  [ -n "$v" ] && [ "$v" -ge "$QEMU_MIN_MAJOR" ] && return 0
+  [ -n "$v" ] && [ "$v" -ge "$QEMU_MIN_MAJOR" ]
+}
+ensure_qemu() {
+  qemu_new_enough && return 0
   local code mirror
   code=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
   mirror=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | grep -v security | head -1 | awk '{print $2}' || true)
   if [ -n "$code" ] && [ -n "$mirror" ] && [ "$(id -u)" = 0 ]; then
-    log "QEMU ${v:-?} < $QEMU_MIN_MAJOR under TCG (guest kernel text patching races): installing qemu-system-x86 from $code-backports"
+    log "$(qemu-system-x86_64 --version 2>/dev/null | head -1) is older than $QEMU_MIN_MAJOR under TCG (guest kernel text patching races): installing qemu-system-x86 from $code-backports"
     echo "deb $mirror $code-backports main" > /etc/apt/sources.list.d/sprout-vm-backports.list
     local A=(-o DPkg::Lock::Timeout=600)
     if apt-get "${A[@]}" update -qq >&2 \
         && DEBIAN_FRONTEND=noninteractive apt-get "${A[@]}" install -y -qq --no-install-recommends -t "$code-backports" qemu-system-x86 qemu-utils >&2; then
-      v=$(qemu-system-x86_64 --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9]*\)\..*/\1/p')
-      [ -n "$v" ] && [ "$v" -ge "$QEMU_MIN_MAJOR" ] && { log "$(qemu-system-x86_64 --version | head -1)"; return 0; }
+      qemu_new_enough && { log "$(qemu-system-x86_64 --version | head -1)"; return 0; }
     fi
   fi
   log "WARNING: $(qemu-system-x86_64 --version 2>/dev/null | head -1): older than $QEMU_MIN_MAJOR under TCG; the guest kernel may panic (int3) while it patches its text"

@@ -90,7 +90,8 @@ if use_musl; then
             -C "link-arg=-Wl,--symbol-ordering-file=$ORDER" -C link-arg=-Wl,--no-warn-symbol-ordering)
         LIBSECCOMP_LINK_TYPE=static LIBSECCOMP_LIB_PATH="$DEPS" \
             cargo rustc --release -p sprout --bin sprout --target "$MUSL" -- \
-            "${FLAGS[@]}" -C link-arg="$DEPS/musl-fortify.o" -C strip=none "${link[@]}"
+            "${FLAGS[@]}" -C link-arg="$DEPS/musl-fortify.o" -C strip=none "${link[@]}" \
+            -C link-arg=-Wl,-e,sprout_start
     }
     # The list's entries, in its order, as symbols of binary $1: the same symbol where the
     # binary has it (same toolchain and dependencies), else every symbol that is the same

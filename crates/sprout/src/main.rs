@@ -15,6 +15,7 @@ use commands::*;
 #[cfg_attr(not(target_env = "musl"), allow(dead_code))]
 mod arena;
 mod commands;
+mod entry;
 mod root;
 
 /// musl's allocator only: glibc's is fast enough that the arena did not pay for its extra

@@ -344,30 +344,34 @@ pub fn loopback_up() -> io::Result<()> {
 /// in our affinity mask (the caller resets it later, `numa::reset_affinity`); false (nothing
 /// changed) with a single allowed CPU or on any error.
 pub fn start_on_other_cpu(pid: i32) -> bool {
-    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
-    // rustix's CpuSet is 128 bytes, the size of libc's cpu_set_t passed before.
-    let Ok(mask) = sched_getaffinity(None) else {
+    let Some(one) = other_cpu() else {
         return false;
     };
+    let Some(pid) = Pid::from_raw(pid.max(0)) else {
+        return false;
+    };
+    rustix::thread::sched_setaffinity(Some(pid), &one).is_ok()
+}
+
+/// The set of one CPU that [`start_on_other_cpu`] moves a child to: the next CPU after ours in
+/// our affinity mask; None with a single allowed CPU or on any error.
+pub fn other_cpu() -> Option<rustix::thread::CpuSet> {
+    use rustix::thread::{sched_getaffinity, CpuSet};
+    // rustix's CpuSet is 128 bytes, the size of libc's cpu_set_t passed before.
+    let mask = sched_getaffinity(None).ok()?;
     // libc's: rustix's sched_getcpu would read the vDSO, which first loads the aux vector.
     // SAFETY: sched_getcpu takes nothing and touches no memory of ours.
     let cur = unsafe { libc::sched_getcpu() };
     if cur < 0 {
-        return false;
+        return None;
     }
     let n = CpuSet::MAX_CPU;
-    let Some(other) = (1..n)
+    let other = (1..n)
         .map(|i| (cur as usize + i) % n)
-        .find(|&c| mask.is_set(c))
-    else {
-        return false;
-    };
+        .find(|&c| mask.is_set(c))?;
     let mut one = CpuSet::new();
     one.set(other);
-    let Some(pid) = Pid::from_raw(pid.max(0)) else {
-        return false;
-    };
-    sched_setaffinity(Some(pid), &one).is_ok()
+    Some(one)
 }
 
 #[repr(C)]

@@ -92,13 +92,20 @@ extern "C" fn helper(arg: *mut c_void) -> libc::c_int {
 fn make_and_send(sh: &Shared) -> rustix::io::Result<()> {
     // SAFETY: NEWNET changes only this process's network namespace; no fd table is unshared.
     unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) }?;
-    let ns = rustix::fs::open(
-        c"/proc/self/ns/net",
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )?;
+    // One socket in the new namespace gives both its descriptor (SIOCGSKNS, no procfs path
+    // walk) and lo; /proc/self/ns/net where the kernel lacks SIOCGSKNS (before 4.9).
+    let sock = crate::sys::inet_socket().ok();
+    let ns = match sock.as_ref().map(crate::sys::netns_of_socket) {
+        Some(Ok(ns)) => ns,
+        _ => rustix::fs::open(
+            c"/proc/self/ns/net",
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?,
+    };
     // lo as runc and crun set it; on failure the init tries again and reports the error.
-    let lo = crate::sys::loopback_up().is_ok();
+    let lo = sock.as_ref().is_some_and(|s| crate::sys::loopback_up_on(s).is_ok());
+    drop(sock);
     let msg: &[u8] = if lo { b"Nlo" } else { b"N" };
     let fds = [ns.as_fd()];
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];

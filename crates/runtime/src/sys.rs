@@ -312,16 +312,54 @@ pub fn monotonic_us() -> u64 {
 /// Raw syscalls only (rustix: no errno, no allocation): the network namespace helper
 /// (netns.rs), which shares the runtime's memory and thread pointer, calls it too.
 pub fn loopback_up() -> io::Result<()> {
-    use rustix::ioctl::{ioctl, Updater};
+    loopback_up_on(&inet_socket()?)
+}
+
+/// A datagram socket in the current network namespace, for [`loopback_up_on`] and
+/// [`netns_of_socket`]. Raw syscalls only.
+pub fn inet_socket() -> io::Result<OwnedFd> {
     use rustix::net::{AddressFamily, SocketFlags, SocketType};
-    const SIOCGIFFLAGS: rustix::ioctl::Opcode = libc::SIOCGIFFLAGS as rustix::ioctl::Opcode;
-    const SIOCSIFFLAGS: rustix::ioctl::Opcode = libc::SIOCSIFFLAGS as rustix::ioctl::Opcode;
-    let sock = rustix::net::socket_with(
+    Ok(rustix::net::socket_with(
         AddressFamily::INET,
         SocketType::DGRAM,
         SocketFlags::CLOEXEC,
         None,
-    )?;
+    )?)
+}
+
+/// The network namespace of `sock` (SIOCGSKNS, Linux 4.9): the helper's namespace without a
+/// procfs path walk for /proc/self/ns/net. Raw syscalls only.
+pub fn netns_of_socket(sock: &OwnedFd) -> rustix::io::Result<OwnedFd> {
+    struct GetSkNs;
+    // SAFETY: SIOCGSKNS reads no argument and returns a new file descriptor (an open
+    // /proc/<pid>/ns/net-like file) as the ioctl's return value, which the Output owns.
+    unsafe impl rustix::ioctl::Ioctl for GetSkNs {
+        type Output = OwnedFd;
+        const IS_MUTATING: bool = false;
+        fn opcode(&self) -> rustix::ioctl::Opcode {
+            0x894C // SIOCGSKNS
+        }
+        fn as_ptr(&mut self) -> *mut std::ffi::c_void {
+            std::ptr::null_mut()
+        }
+        unsafe fn output_from_ptr(
+            out: rustix::ioctl::IoctlOutput,
+            _: *mut std::ffi::c_void,
+        ) -> rustix::io::Result<OwnedFd> {
+            // SAFETY: a successful SIOCGSKNS returns a new descriptor that nothing else owns.
+            Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(out) })
+        }
+    }
+    // SAFETY: GetSkNs's opcode takes no argument (a null pointer) and its output is the
+    // returned descriptor (see the impl above).
+    unsafe { rustix::ioctl::ioctl(sock, GetSkNs) }
+}
+
+/// [`loopback_up`] through an open socket of the namespace.
+pub fn loopback_up_on(sock: &OwnedFd) -> io::Result<()> {
+    use rustix::ioctl::{ioctl, Updater};
+    const SIOCGIFFLAGS: rustix::ioctl::Opcode = libc::SIOCGIFFLAGS as rustix::ioctl::Opcode;
+    const SIOCSIFFLAGS: rustix::ioctl::Opcode = libc::SIOCSIFFLAGS as rustix::ioctl::Opcode;
     // SAFETY: ifreq is a name array and a union of plain integers/addresses: all-zero is valid.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
@@ -329,11 +367,11 @@ pub fn loopback_up() -> io::Result<()> {
     }
     // SAFETY: SIOCGIFFLAGS takes a struct ifreq (the type given): it reads the NUL-terminated
     // name of the live `ifr` and writes its ifru_flags.
-    unsafe { ioctl(&sock, Updater::<SIOCGIFFLAGS, libc::ifreq>::new(&mut ifr)) }?;
+    unsafe { ioctl(sock, Updater::<SIOCGIFFLAGS, libc::ifreq>::new(&mut ifr)) }?;
     // SAFETY: SIOCGIFFLAGS just set ifru_flags, the union member read here.
     unsafe { ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
     // SAFETY: SIOCSIFFLAGS takes a struct ifreq: it reads the live `ifr` (name and flags).
-    unsafe { ioctl(&sock, Updater::<SIOCSIFFLAGS, libc::ifreq>::new(&mut ifr)) }?;
+    unsafe { ioctl(sock, Updater::<SIOCSIFFLAGS, libc::ifreq>::new(&mut ifr)) }?;
     Ok(())
 }
 

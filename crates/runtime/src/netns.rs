@@ -104,7 +104,9 @@ fn make_and_send(sh: &Shared) -> rustix::io::Result<()> {
         )?,
     };
     // lo as runc and crun set it; on failure the init tries again and reports the error.
-    let lo = sock.as_ref().is_some_and(|s| crate::sys::loopback_up_on(s).is_ok());
+    let lo = sock
+        .as_ref()
+        .is_some_and(|s| crate::sys::loopback_up_on(s).is_ok());
     drop(sock);
     let msg: &[u8] = if lo { b"Nlo" } else { b"N" };
     let fds = [ns.as_fd()];

@@ -256,7 +256,23 @@ pub fn recv_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd
 /// recycled pid is never mistaken for the container.
 pub fn proc_start_time(pid: i32) -> io::Result<(u64, char)> {
     let s = format!("/proc/{pid}/stat");
-    let data = std::fs::read(&s)?;
+    // One read: the line is ~300 bytes, and std's read_to_end took six reads (32, 32, 64, 128,
+    // 256 bytes and the empty one) on every state check. A line that fills the buffer (a
+    // kernel with many more fields) is read again whole.
+    let fd = rustix::fs::open(
+        s.as_str(),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let mut buf = [0u8; 1024];
+    let n = rustix::io::read(&fd, &mut buf)?;
+    let long;
+    let data: &[u8] = if n < buf.len() {
+        &buf[..n]
+    } else {
+        long = std::fs::read(&s)?;
+        &long
+    };
     // The command name is in parentheses and may contain spaces: parse after the last ')'.
     let close = data
         .iter()

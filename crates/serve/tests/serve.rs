@@ -2077,10 +2077,14 @@ fn shutdown_with_requests_in_flight_leaves_nothing() {
             })
         })
         .collect();
-    // Sandboxes starting and running while the engine is told to stop.
-    assert!(eventually(5_000, || d.status()["handlers"]["slow"]["live"]
-        .as_u64()
+    // Sandboxes starting and running while the engine is told to stop. A poll may fail beside
+    // the 30 connections (one was reset in a fresh-clone CI run under TCG): it is retried, and
+    // the engine must still be running when it is told to stop.
+    assert!(eventually(5_000, || d
+        .try_status()
+        .and_then(|s| s["handlers"]["slow"]["live"].as_u64())
         .is_some_and(|n| n >= 4)));
+    assert!(d.alive(), "the engine exited under 30 connections");
     d.stop();
     let inside = |p: &std::path::Path| {
         std::fs::read_dir(p)

@@ -297,6 +297,20 @@ impl Daemon {
         self.get("/status").json()
     }
 
+    /// `status`, or None when the request failed (for polls beside a load of connections,
+    /// where one poll may be refused or reset; the caller checks the engine is still up).
+    pub fn try_status(&self) -> Option<serde_json::Value> {
+        let r = self.try_req("GET", "/status", b"").ok()?;
+        serde_json::from_str(&r.body).ok()
+    }
+
+    /// True while the engine process runs (not exited, not reaped).
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Cgroup directories of this daemon's pool that exist now (v1 memory + pids hierarchies).
     pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();

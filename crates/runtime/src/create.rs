@@ -119,6 +119,8 @@ pub fn create(
 ) -> Result<Created> {
     state::validate_id(&opts.id)?;
     let layout = sprout_cgroups::Layout::detect()?;
+    // The CPU that the network namespace helper and the init start on (sys::other_cpu): once.
+    let other_cpu = sys::other_cpu();
     // The channel to the init comes first: the network namespace helper sends on it.
     let (mut parent_chan, mut child_chan) =
         Channel::pair().map_err(|e| Error::os("socketpair", e))?;
@@ -129,7 +131,7 @@ pub fn create(
     let with_trace = trace.enabled();
     let mut config = Config::load_then(&opts.bundle, |raw| {
         if layout != sprout_cgroups::Layout::V2 && Plan::netns_beside_raw(raw) {
-            netns_helper = crate::netns::spawn(&parent_chan, with_trace).ok();
+            netns_helper = crate::netns::spawn(&parent_chan, with_trace, other_cpu).ok();
         }
     })?;
     if opts.notify_socket.is_some() {
@@ -332,7 +334,9 @@ pub fn create(
     // The parent's cgroup work and the init's set-up overlap only if the init gets a CPU of its
     // own now; its affinity is reset before GO (and on v1 before it joins its cgroups: cpuset),
     // long before it runs anything of the container.
-    sys::start_on_other_cpu(pid);
+    if let Some(cpu) = &other_cpu {
+        sys::move_to_cpu(pid, cpu);
+    }
     drop(console);
     trace.mark("clone");
     let pid_start = sys::proc_start_time(pid).map(|s| s.0).unwrap_or(0);
@@ -411,7 +415,7 @@ pub fn create(
         "cgroup"
     });
     // As runc: the init may run on every CPU (the kernel clamps the mask to its cpuset), not only
-    // on the one it was started on (`start_on_other_cpu`) nor on the runtime's own (a `taskset`
+    // on the one it was started on (`other_cpu`) nor on the runtime's own (a `taskset`
     // caller's). Before the join, so the cpuset decides.
     crate::numa::reset_affinity(pid);
     if !joined {

@@ -38,7 +38,8 @@ struct Shared {
     trace: bool,
     t_start: AtomicU64,
     t_sent: AtomicU64,
-    /// The CPU the helper runs on (`sys::other_cpu`), set by the helper itself first thing.
+    /// The CPU the helper runs on (`sys::other_cpu`, the caller's), set by the helper itself
+    /// first thing.
     cpu: Option<rustix::thread::CpuSet>,
 }
 
@@ -130,14 +131,18 @@ fn make_and_send(sh: &Shared) -> rustix::io::Result<()> {
 /// Start the helper, which sends the namespace on `chan` (the runtime's end of the channel to
 /// the init, which will be cloned later). An error (no stack, clone refused) means the init
 /// makes the namespace itself, as without the helper.
-pub fn spawn(chan: &Channel, trace: bool) -> io::Result<Pending> {
+pub fn spawn(
+    chan: &Channel,
+    trace: bool,
+    cpu: Option<rustix::thread::CpuSet>,
+) -> io::Result<Pending> {
     let shared = Box::new(Shared {
         chan: chan.raw(),
         sent: AtomicI32::new(0),
         trace,
         t_start: AtomicU64::new(0),
         t_sent: AtomicU64::new(0),
-        cpu: crate::sys::other_cpu(),
+        cpu,
     });
     // Not zeroed: a memset would touch every page (the CLI's arena is fresh .bss); the helper
     // touches only the top few. The stack grows down from its 16-byte aligned top.
@@ -162,8 +167,8 @@ pub fn spawn(chan: &Channel, trace: bool) -> io::Result<Pending> {
         return Err(io::Error::last_os_error());
     }
     // The helper moves itself if it runs first; if it did not run yet, it starts over there.
-    if let (Some(cpu), Some(p)) = (&shared.cpu, rustix::process::Pid::from_raw(pid)) {
-        let _ = rustix::thread::sched_setaffinity(Some(p), cpu);
+    if let Some(cpu) = &shared.cpu {
+        crate::sys::move_to_cpu(pid, cpu);
     }
     Ok(Pending {
         pid,

@@ -391,24 +391,19 @@ pub fn loopback_up_on(sock: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Start a just-cloned child on another CPU than ours, so that it runs at once instead of
-/// waiting for us to block: some kernels (this project's VM hosts among them) place a forked
-/// child on its parent's CPU even when another one idles, which serialises the parent's
-/// post-clone work (cgroups) and the init's set-up. Restricts `pid` to the next CPU after ours
-/// in our affinity mask (the caller resets it later, `numa::reset_affinity`); false (nothing
-/// changed) with a single allowed CPU or on any error.
-pub fn start_on_other_cpu(pid: i32) -> bool {
-    let Some(one) = other_cpu() else {
-        return false;
-    };
-    let Some(pid) = Pid::from_raw(pid.max(0)) else {
-        return false;
-    };
-    rustix::thread::sched_setaffinity(Some(pid), &one).is_ok()
+/// Restrict `pid` to `cpu` (from [`other_cpu`]); false on any error.
+pub fn move_to_cpu(pid: i32, cpu: &rustix::thread::CpuSet) -> bool {
+    Pid::from_raw(pid.max(0))
+        .is_some_and(|pid| rustix::thread::sched_setaffinity(Some(pid), cpu).is_ok())
 }
 
-/// The set of one CPU that [`start_on_other_cpu`] moves a child to: the next CPU after ours in
-/// our affinity mask; None with a single allowed CPU or on any error.
+/// Where a just-cloned child (the network namespace helper, the init) starts: another CPU
+/// than ours, so that it runs at once instead of waiting for us to block. Some kernels (this
+/// project's VM hosts among them) place a forked child on its parent's CPU even when another
+/// one idles, which serialises the parent's post-clone work (cgroups) and the child's. The set
+/// of the next CPU after ours in our affinity mask (the caller resets the init's later,
+/// `numa::reset_affinity`), computed once per start; None with a single allowed CPU or on any
+/// error.
 pub fn other_cpu() -> Option<rustix::thread::CpuSet> {
     use rustix::thread::{sched_getaffinity, CpuSet};
     // rustix's CpuSet is 128 bytes, the size of libc's cpu_set_t passed before.
@@ -598,7 +593,7 @@ mod tests {
                 libc::_exit(0)
             };
         }
-        let moved = start_on_other_cpu(pid);
+        let moved = other_cpu().is_some_and(|cpu| move_to_cpu(pid, &cpu));
         if ours.len() < 2 {
             assert!(!moved, "one allowed CPU: nothing to move to");
         } else {

@@ -212,20 +212,24 @@ impl Daemon {
         }
     }
 
-    pub fn stop(&mut self) {
+    /// SIGTERM, then wait for the engine's clean shutdown; SIGKILL after 60 s (its own wait for
+    /// creations in flight is 10 s, and a shutdown with many sandboxes under TCG took longer
+    /// than that). True when it exited by itself (false: killed, or not running).
+    pub fn stop(&mut self) -> bool {
         if let Some(mut c) = self.child.take() {
             // SAFETY: kill(2) takes integers only; `c` is our child, not yet reaped (we hold it).
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
             let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(10) {
+            while t.elapsed() < Duration::from_secs(60) {
                 if let Ok(Some(_)) = c.try_wait() {
-                    return;
+                    return true;
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
             let _ = c.kill();
             let _ = c.wait();
         }
+        false
     }
 
     pub fn cli(&self, args: &[&str]) -> std::process::Output {

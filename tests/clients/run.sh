@@ -457,7 +457,10 @@ pm_failed_create_cleanup() { # after a failed create podman runs `delete --force
   hasnt "$OUT" 'does not exist|Removing container .* from runtime after creation failed'; }
 # podman container checkpoint / restore (CRIU through the runtime's checkpoint and restore): a
 # counter's memory, stdio and rootfs changes survive. Run only where `criu check` passes.
-PM_COUNTER='i=0; while :; do i=$((i+1)); echo $i > /tmp/count; echo tick $i; sleep 0.1; done'
+# The count is appended, one write per number, and read as the file's last line: with `>` the file
+# is empty between the shell's truncating open and its write, which a checkpoint's freeze can
+# catch (a read right after the resume, or after a restore, then found nothing).
+PM_COUNTER='i=0; while :; do i=$((i+1)); echo $i >> /tmp/count; echo tick $i; sleep 0.1; done'
 pm_checkpoint() {
   local n=ck-$PMRT at id
   pm run -d --name $n "$IMG" sh -c "$PM_COUNTER" >/dev/null || return 1
@@ -484,7 +487,7 @@ pm_checkpoint_export() { # --export, rm, restore --import: a new container on a 
   cap pm rm -f -t 0 $n; eq "$RC" 0 || return 1
   cap pm container restore --import "$f"; eq "$RC" 0 || { echo "restore --import: $OUT"; pm rm -f -t0 $n; return 1; }
   wait_for "^running" pm inspect -f "{{.State.Status}}" $n || { pm rm -f -t0 $n; return 1; }
-  local c; c=$(pm exec $n cat /tmp/count)
+  local c; c=$(pm exec $n tail -n 1 /tmp/count 2>&1)
   [ -n "$c" ] && [ "$c" -gt "$at" ] || { echo "count $c after restore, $at at the checkpoint"; pm rm -f -t0 $n; return 1; }
   cap pm rm -f -t 0 $n; eq "$RC" 0
 }
@@ -702,14 +705,14 @@ ct_checkpoint() { # container checkpoint --task (the shim runs the runtime's che
   local n=ck-$CTWHO ref=localhost/ck-$CTWHO:$RUN_ID at c
   ct_run -d "$IMG" $n sh -c "$PM_COUNTER" >/dev/null || return 1
   wait_for "^$n +[0-9]+ +RUNNING" ct task ls || return 1
-  wait_for '^[3-9]|^[1-9][0-9]' ct task exec --exec-id w1 $n cat /tmp/count || return 1
+  wait_for '^[3-9]|^[1-9][0-9]' ct task exec --exec-id w1 $n tail -n 1 /tmp/count || return 1
   cap ct container checkpoint --task --rw $n $ref; eq "$RC" 0 || { echo "checkpoint: $OUT"; ct_rm_task $n; return 1; }
-  at=$(ct task exec --exec-id c1 $n cat /tmp/count)
+  at=$(ct task exec --exec-id c1 $n tail -n 1 /tmp/count 2>&1)
   ct_rm_task $n
   cap ct container restore --live --rw $n $ref; eq "$RC" 0 || { echo "restore: $OUT"; ct image rm $ref >/dev/null 2>&1; return 1; }
   cap ct task start -d $n; [ "$RC" = 0 ] || has "$OUT" 'already' || { echo "start: $OUT"; ct_rm_task $n; ct image rm $ref >/dev/null 2>&1; return 1; }
   wait_for "^$n +[0-9]+ +RUNNING" ct task ls || { ct_rm_task $n; ct image rm $ref >/dev/null 2>&1; return 1; }
-  sleep 0.5; c=$(ct task exec --exec-id c2 $n cat /tmp/count)
+  sleep 0.5; c=$(ct task exec --exec-id c2 $n tail -n 1 /tmp/count 2>&1)
   ct_rm_task $n; ct image rm $ref >/dev/null 2>&1
   # The memory came back: the counter went on from the checkpoint (the restored rw layer holds
   # the file as it was then), not from 1.

@@ -581,7 +581,11 @@ fn restart_cleans_up_after_a_killed_engine() {
     }
     assert_eq!(d.post("echo", "2").status, 200);
     // A clean stop leaves nothing: no mount, no cgroup, not even the run directory.
-    assert!(d.stop(), "the engine did not shut down within 60 s");
+    assert!(
+        d.stop(),
+        "the engine did not shut down within {:?}",
+        STOP_WAIT
+    );
     assert!(d.mounts().is_empty(), "{:?}", d.mounts());
     assert!(d.cgroup_dirs().is_empty(), "{:?}", d.cgroup_dirs());
     assert!(!d.run_dir.exists(), "{} left behind", d.run_dir.display());
@@ -1848,7 +1852,11 @@ fn sandboxes_die_with_a_killed_engine() {
     // The mounts are the next start's (or cleanup's) to remove, as before.
     d.spawn();
     assert_eq!(d.post("echo", "2").status, 200);
-    assert!(d.stop(), "the engine did not shut down within 60 s");
+    assert!(
+        d.stop(),
+        "the engine did not shut down within {:?}",
+        STOP_WAIT
+    );
     assert!(d.mounts().is_empty(), "{:?}", d.mounts());
     assert!(d.cgroup_dirs().is_empty(), "{:?}", d.cgroup_dirs());
 }
@@ -2088,7 +2096,11 @@ fn shutdown_with_requests_in_flight_leaves_nothing() {
     // Its own clean shutdown, not the watchdog's clean-up after a kill (which the checks below
     // could race).
     let t = std::time::Instant::now();
-    assert!(d.stop(), "the engine did not shut down within 60 s");
+    assert!(
+        d.stop(),
+        "the engine did not shut down within {:?}",
+        STOP_WAIT
+    );
     eprintln!("shutdown took {:?}", t.elapsed());
     let inside = |p: &std::path::Path| {
         std::fs::read_dir(p)

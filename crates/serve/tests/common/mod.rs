@@ -9,6 +9,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sprout-serve");
+/// How long [`Daemon::stop`] waits for the engine's own shutdown before SIGKILL: the engine's
+/// wait for creations in flight is 10 s, and a shutdown with many sandboxes under TCG took
+/// longer than that.
+pub const STOP_WAIT: Duration = Duration::from_secs(60);
 
 pub fn is_root() -> bool {
     // SAFETY: geteuid(2) takes no arguments, touches no memory and always succeeds.
@@ -212,15 +216,14 @@ impl Daemon {
         }
     }
 
-    /// SIGTERM, then wait for the engine's clean shutdown; SIGKILL after 60 s (its own wait for
-    /// creations in flight is 10 s, and a shutdown with many sandboxes under TCG took longer
-    /// than that). True when it exited by itself (false: killed, or not running).
+    /// SIGTERM, then wait for the engine's clean shutdown; SIGKILL after [`STOP_WAIT`]. True
+    /// when it exited by itself (false: killed, or not running).
     pub fn stop(&mut self) -> bool {
         if let Some(mut c) = self.child.take() {
             // SAFETY: kill(2) takes integers only; `c` is our child, not yet reaped (we hold it).
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
             let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(60) {
+            while t.elapsed() < STOP_WAIT {
                 if let Ok(Some(_)) = c.try_wait() {
                     return true;
                 }

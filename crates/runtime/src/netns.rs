@@ -5,8 +5,7 @@
 //! ~0.1 ms), about a third of the init's whole set-up. runc and crun make it in their init,
 //! which does nothing else meanwhile. sprout makes it in a helper started as soon as the raw
 //! config.json says one is wanted (`Plan::netns_beside_raw`, before the whole parse): a
-//! `CLONE_VM | CLONE_FILES` child (no copy of the address space) that unshares it, brings lo up
-//! and sends it to the init itself (sync::NETNS on the runtime's end of the channel), on another
+//! `CLONE_FILES` child that unshares it, brings lo up and sends it to the init itself (sync::NETNS on the runtime's end of the channel), on another
 //! CPU, while the runtime parses the config, writes the state, clones the init and makes its
 //! cgroups: the runtime never waits for it. The init joins it with setns(2) where it would have
 //! made it.
@@ -17,7 +16,12 @@
 //! kernel memory of the namespace is charged to the same (the caller's) cgroup as before. On pure
 //! v2 the init is cloned straight into the container's cgroup and makes the namespace there.
 //!
-//! The helper shares our memory and thread pointer: it runs rustix's raw syscalls only (no
+//! The helper has its own copy of our memory, not ours (no `CLONE_VM`): while it runs, the
+//! runtime clones the init and then writes to pages that clone made copy-on-write, and each such
+//! fault in an address space that is live on another CPU (the helper's, in its ~0.6 ms unshare)
+//! flushes that CPU's TLB with an inter-processor interrupt and waits for it: 3 % of a `run`'s
+//! CPU samples here, 0.4 % without `CLONE_VM` (`perf record -g`, minimal). What it writes for the
+//! runtime (`Shared`) is in a shared page of its own. It runs rustix's raw syscalls only (no
 //! errno, no allocation, no thread-local state) on a stack of its own, and exits.
 
 use std::ffi::c_void;
@@ -48,7 +52,7 @@ struct Shared {
 /// before the init is cloned), it is reaped.
 pub struct Pending {
     pid: libc::pid_t,
-    shared: Box<Shared>,
+    shared: SharedPage,
     _stack: Vec<MaybeUninit<u8>>,
     reaped: bool,
 }
@@ -136,30 +140,29 @@ pub fn spawn(
     trace: bool,
     cpu: Option<rustix::thread::CpuSet>,
 ) -> io::Result<Pending> {
-    let shared = Box::new(Shared {
+    let shared = SharedPage::new(Shared {
         chan: chan.raw(),
         sent: AtomicI32::new(0),
         trace,
         t_start: AtomicU64::new(0),
         t_sent: AtomicU64::new(0),
         cpu,
-    });
+    })?;
     // Not zeroed: a memset would touch every page (the CLI's arena is fresh .bss); the helper
     // touches only the top few. The stack grows down from its 16-byte aligned top.
     let mut stack: Vec<MaybeUninit<u8>> = Vec::with_capacity(STACK);
     let top = (stack.as_mut_ptr() as usize + STACK) & !15;
-    let arg = std::ptr::from_ref::<Shared>(&shared)
-        .cast_mut()
-        .cast::<c_void>();
+    let arg = shared.0.cast::<c_void>();
     // SAFETY: the child runs `helper` on `stack` (alive in the returned Pending until the child
-    // is reaped), sharing our memory (CLONE_VM) and fd table (CLONE_FILES); `helper` touches
+    // is reaped), in a copy of our memory with `shared` in a page we share (no CLONE_VM: see
+    // the module's doc) and our fd table (CLONE_FILES); `helper` touches
     // only `shared` and makes raw syscalls. SIGCHLD: an ordinary child, reaped with
     // waitid(P_PID) by `finish` or Drop.
     let pid = unsafe {
         libc::clone(
             helper,
             top as *mut c_void,
-            libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
+            libc::CLONE_FILES | libc::SIGCHLD,
             arg,
         )
     };
@@ -176,6 +179,48 @@ pub fn spawn(
         _stack: stack,
         reaped: false,
     })
+}
+
+/// `Shared` in a page of its own, shared with the helper (which has its own copy of the rest
+/// of our memory).
+struct SharedPage(*mut Shared);
+
+impl SharedPage {
+    fn new(v: Shared) -> io::Result<SharedPage> {
+        // SAFETY: a fresh anonymous shared mapping; no existing memory is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                std::mem::size_of::<Shared>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let p = p.cast::<Shared>();
+        // SAFETY: `p` is a fresh, writable, page-aligned mapping at least as large as Shared.
+        unsafe { p.write(v) };
+        Ok(SharedPage(p))
+    }
+}
+
+impl std::ops::Deref for SharedPage {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        // SAFETY: written in `new`, unmapped only in Drop.
+        unsafe { &*self.0 }
+    }
+}
+
+impl Drop for SharedPage {
+    fn drop(&mut self) {
+        // SAFETY: our mapping from `new`; Shared has no destructor to run.
+        unsafe { libc::munmap(self.0.cast(), std::mem::size_of::<Shared>()) };
+    }
 }
 
 impl Pending {

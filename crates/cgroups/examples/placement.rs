@@ -5,6 +5,7 @@
 //!   cargo run --release -p sprout-cgroups --example placement [rounds] [a]
 //! ("a": only the per-write measurement A and B.)
 //! Everything nests under this process's own cgroups; only children forked here are killed.
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -103,6 +104,47 @@ impl Drop for Child {
             libc::waitpid(self.pid, std::ptr::null_mut(), 0);
         }
     }
+}
+
+/// Fork a child that writes "0" to each of `tasks` (timed in the child) and exits; µs.
+fn self_join(tasks: &[std::ffi::CString]) -> f64 {
+    let mut p = [0i32; 2];
+    // SAFETY: `p` is a live [c_int; 2], the two slots pipe2(2) writes.
+    unsafe { assert_eq!(libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC), 0) };
+    // SAFETY: the child makes raw syscalls on memory prepared before the fork (the CStrings,
+    // a stack timespec) and calls _exit: no allocation, no locks.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: see above; every pointer is to live memory of this (copied) process.
+        unsafe {
+            let mut t0: libc::timespec = std::mem::zeroed();
+            let mut t1: libc::timespec = std::mem::zeroed();
+            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t0);
+            for t in tasks {
+                let fd = libc::open(t.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    libc::_exit(1);
+                }
+                libc::close(fd);
+            }
+            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t1);
+            let ns: i64 = (t1.tv_sec - t0.tv_sec) * 1_000_000_000 + (t1.tv_nsec - t0.tv_nsec);
+            libc::write(p[1], std::ptr::from_ref(&ns).cast(), 8);
+            libc::_exit(0);
+        }
+    }
+    let mut ns = 0i64;
+    // SAFETY: closes our copy of the write end; reads 8 bytes into the live `ns`; reaps our
+    // own child with a null status pointer; closes the read end once.
+    unsafe {
+        libc::close(p[1]);
+        libc::read(p[0], std::ptr::from_mut(&mut ns).cast(), 8);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        libc::close(p[0]);
+    }
+    assert!(ns > 0, "the child could not join");
+    ns as f64 / 1000.0
 }
 
 fn us(d: Duration) -> f64 {
@@ -283,6 +325,30 @@ fn main() {
     stats("E. parent moves itself in (all v1) after idle", &mut in_t);
     stats("E. fork (child inherits)", &mut fork_t);
     stats("E. parent moves back", &mut back_t);
+
+    // F. the child moves itself: "0" to each v1 `tasks` (one thread, no pid: the kernel skips
+    // the global rwsem), after idle and right after another; what sprout's init does.
+    let tasks: Vec<std::ffi::CString> = v1
+        .iter()
+        .map(|(_, d)| std::ffi::CString::new(d.join("tasks").into_os_string().into_vec()).unwrap())
+        .collect();
+    let (mut idle_t, mut warm_t) = (Vec::new(), Vec::new());
+    for i in 0..2 * rounds {
+        if i % 2 == 0 {
+            std::thread::sleep(IDLE);
+        }
+        let t = self_join(&tasks);
+        if i % 2 == 0 {
+            idle_t.push(t);
+        } else {
+            warm_t.push(t);
+        }
+    }
+    stats(
+        "F. the child writes \"0\" to each v1 tasks, after idle",
+        &mut idle_t,
+    );
+    stats("F. the same right after another", &mut warm_t);
 
     // wait for children to be reaped, then clean up
     std::thread::sleep(Duration::from_millis(50));

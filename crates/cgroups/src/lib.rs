@@ -99,6 +99,7 @@ mod testutil;
 mod v1;
 mod v2;
 
+pub use cgroupfs::SelfJoin;
 pub use events::{OomEvents, OomWait};
 pub use pool::{PoolCgroup, ResidentPool};
 pub use rootless::running_rootless;
@@ -439,6 +440,74 @@ impl Manager {
         self.backend().add_pid(self, pid)
     }
 
+    /// Hybrid host, cgroupfs driver: make the cgroup2 process-tracking leaf now, before the
+    /// init is cloned, and return an O_PATH fd of it for CLONE_INTO_CGROUP, so that nobody
+    /// writes a pid to its cgroup.procs (see [`SelfJoin`]: the v1 hierarchies are joined by
+    /// the init itself). `None` (nothing changed) where there is no such leaf to make: another
+    /// layout or driver, no cgroup2 mount, or a leaf that exists already (that one goes
+    /// through `create`'s checks and `add_pid`). A directory made here is recorded as made by
+    /// `create`, which then leaves it as it is.
+    pub fn make_tracking_leaf(&mut self) -> Option<OwnedFd> {
+        if self.layout != Layout::Hybrid || self.systemd.is_some() {
+            return None;
+        }
+        let u = self.unified.as_ref()?;
+        let mut created = Vec::new();
+        let made =
+            matches!(v1::mkdir_hier(u, &mut created), Ok(true)) && created.last() == Some(&u.dir);
+        let fd = made
+            .then(|| {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                    .open(&u.dir)
+                    .ok()
+            })
+            .flatten();
+        if fd.is_some() {
+            self.created.extend(created);
+        } else {
+            for d in created.iter().rev() {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+        fd.map(OwnedFd::from)
+    }
+
+    /// Hybrid host, cgroupfs driver: an O_PATH fd of the existing cgroup2 leaf, for a process
+    /// cloned into it (CLONE_INTO_CGROUP; `exec`) that joins the v1 hierarchies itself.
+    pub fn tracking_leaf_fd(&self) -> Option<OwnedFd> {
+        if self.layout != Layout::Hybrid || self.systemd.is_some() {
+            return None;
+        }
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(&self.unified.as_ref()?.dir)
+            .ok()
+            .map(OwnedFd::from)
+    }
+
+    /// The v1 hierarchies, as (name, directory), for the init to join itself with
+    /// [`SelfJoin`] (cgroupfs driver on a v1 or hybrid host; empty otherwise).
+    pub fn self_joins(&self) -> Vec<(String, PathBuf)> {
+        if self.systemd.is_some() {
+            return Vec::new();
+        }
+        self.v1
+            .iter()
+            .map(|h| (h.name.clone(), h.dir.clone()))
+            .collect()
+    }
+
+    /// [`Manager::add_pid`] for the cgroup2 leaf of a hybrid host only (its v1 hierarchies
+    /// joined with [`SelfJoin`]).
+    pub fn add_pid_tracking(&self, pid: i32) -> Result<()> {
+        cgroupfs::add_pid_to(pid, self.unified.iter())
+    }
+
     /// O_PATH|O_DIRECTORY fd of the cgroup2 leaf for CLONE_INTO_CGROUP (pure v2 only).
     pub fn v2_dir_fd(&self) -> Option<OwnedFd> {
         if !self.backend().clone_into(self) {
@@ -592,7 +661,7 @@ impl Manager {
         if let Some(dir) = dir {
             let mut pids = Vec::new();
             res = match fs::read_procs_recursive(dir, &mut pids) {
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENODEV)) => Ok(()),
                 r => r,
             };
             for pid in pids {
@@ -608,8 +677,9 @@ impl Manager {
         if frozen {
             match self.thaw() {
                 // The signalled tasks died and whoever reaped them removed the cgroup meanwhile
-                // (a foreground `run`): nothing is left to thaw.
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                // (a foreground `run`): nothing is left to thaw. ENODEV: its files as the
+                // rmdir takes it away.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENODEV)) => {}
                 r => r?,
             }
         }

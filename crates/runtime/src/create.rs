@@ -235,6 +235,36 @@ pub fn create(
         // that the next one (seccomp) measures only itself.
         trace.mark("cgroup_plan");
     }
+    // On v1 and hybrid hosts (cgroupfs driver; no new or joined user or cgroup namespace, no
+    // joined mount namespace: the init must reach the host's cgroup files as root) the init joins
+    // its v1 hierarchies itself after GO (JOIN), and on a hybrid host it is cloned into the
+    // cgroup2 leaf, made now: nothing writes its pid to a cgroup.procs. Such a write takes the
+    // kernel's global cgroup_threadgroup_rwsem, which after an idle spell first waits for an RCU
+    // grace period, 5–23 ms on the development host: every start that did not follow another
+    // within ~20 ms paid it (runc and crun do).
+    let self_join = !cgroup_first
+        && !opts.systemd_cgroup
+        && !plan.new_user
+        && !plan.new_cgroup
+        && !plan.joins.iter().any(|(t, _)| {
+            matches!(
+                t,
+                oci_spec::runtime::LinuxNamespaceType::User
+                    | oci_spec::runtime::LinuxNamespaceType::Mount
+                    | oci_spec::runtime::LinuxNamespaceType::Cgroup
+            )
+        });
+    let cg_fd = if cgroup_first {
+        cg.v2_dir_fd()
+    } else if self_join {
+        let fd = cg.make_tracking_leaf();
+        if fd.is_some() {
+            cleanup.cgroup = Some(cg.clone());
+        }
+        fd
+    } else {
+        None
+    };
 
     let seccomp = match linux.and_then(|l| l.seccomp().as_ref()) {
         Some(profile) => {
@@ -288,7 +318,6 @@ pub fn create(
     let net_devices = linux
         .and_then(|l| l.net_devices().as_ref())
         .unwrap_or(&no_devices);
-    let cg_fd = cg.v2_dir_fd();
     // The exec trampoline's memfd, made here (the init would make it on its own critical path;
     // here the init is not born yet). A failure leaves it to the init, which reports it.
     let trampoline = (!init::has_start_container_hooks(spec))
@@ -314,6 +343,7 @@ pub fn create(
         trace: trace.enabled(),
         netns_sent: netns_helper.is_some(),
         trampoline: trampoline.as_ref().map(|t| t.as_raw_fd()),
+        self_join,
     };
     trace.mark("prepare");
 
@@ -343,6 +373,7 @@ pub fn create(
     cleanup.child = Some(pidfd);
     st.pid = pid;
     st.pid_start = pid_start;
+    let mut init_joins = false;
     if !cgroup_first {
         // mkdir only (what `delete` has to undo); apply after the state names the directories.
         cg.create_for(linux.and_then(|l| l.resources().as_ref()))?;
@@ -358,6 +389,16 @@ pub fn create(
                     send_or_init_error(&parent_chan, sync::DIRS, &payload)?;
                 }
             }
+        }
+        if self_join {
+            // Always sent (the init waits for it); empty where the list is too long for one
+            // message: then we move the init in.
+            let mut payload = crate::rootfs::encode_cgroup_binds(&cg.self_joins());
+            init_joins = payload.len() < 4096;
+            if !init_joins {
+                payload.clear();
+            }
+            send_or_init_error(&parent_chan, sync::JOIN, &payload)?;
         }
     }
     st.cgroup = Some(cg.clone());
@@ -418,7 +459,11 @@ pub fn create(
     // on the one it was started on (`other_cpu`) nor on the runtime's own (a `taskset`
     // caller's). Before the join, so the cpuset decides.
     crate::numa::reset_affinity(pid);
-    if !joined {
+    if init_joins {
+        if !joined {
+            cg.add_pid_tracking(pid)?;
+        }
+    } else if !(joined && cgroup_first) {
         cg.add_pid(pid)?;
     }
     // The helper sent the init its network namespace long ago; one that failed is answered

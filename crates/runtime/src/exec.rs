@@ -277,7 +277,14 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
         })?)
     };
     let cg = sub_cg.as_ref().or(st.cgroup.as_ref());
-    let cg_fd = cg.and_then(|c| c.v2_dir_fd());
+    // v1/hybrid (cgroupfs driver): the helper joins the v1 hierarchies itself, first thing,
+    // and on a hybrid host it is cloned into the cgroup2 leaf: no pid written to a cgroup.procs
+    // (whose first write after an idle spell waits for an RCU grace period; create.rs).
+    let joins = cg.map(|c| c.self_joins()).unwrap_or_default();
+    let cg_fd = cg.and_then(|c| {
+        c.v2_dir_fd()
+            .or_else(|| (!joins.is_empty()).then(|| c.tracking_leaf_fd()).flatten())
+    });
     let (parent_chan, child_chan) = Channel::pair().map_err(|e| Error::os("socketpair", e))?;
     trace.mark("prepare");
 
@@ -302,6 +309,8 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     if helper == 0 {
         drop(parent_chan);
         let e = exec_child(
+            &joins,
+            (aff.as_ref().map(|a| a.final_.as_deref()), aff_field),
             &pidfd,
             st.pid,
             &types,
@@ -335,7 +344,12 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     };
     if !joined {
         if let Some(cg) = cg {
-            if let Err(e) = cg.add_pid(helper) {
+            let r = if joins.is_empty() {
+                cg.add_pid(helper)
+            } else {
+                cg.add_pid_tracking(helper)
+            };
+            if let Err(e) = r {
                 kill_and_reap(&helper_pidfd);
                 return Err(e.into());
             }
@@ -343,8 +357,8 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     }
     // The final affinity once the helper is in the container's cgroup (moving into a cpuset
     // resets it); without execCPUAffinity, every CPU, as runc (not the runtime's own affinity).
-    // The process the helper spawns inherits it.
-    match aff.as_ref().map(|a| &a.final_) {
+    // The process the helper spawns inherits it. A helper that joins itself sets its own.
+    match aff.as_ref().map(|a| &a.final_).filter(|_| joins.is_empty()) {
         None => crate::numa::reset_affinity(helper),
         Some(None) => {}
         Some(Some(m)) => {
@@ -459,6 +473,8 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
 /// to the trampoline, which spawns the process inside the container's pid namespace.
 #[allow(clippy::too_many_arguments)]
 fn exec_child(
+    joins: &[(String, std::path::PathBuf)],
+    (final_aff, aff_field): (Option<Option<&[libc::c_ulong]>>, &str),
     init: &OwnedFd,
     init_pid: i32,
     types: &[LinuxNamespaceType],
@@ -477,6 +493,17 @@ fn exec_child(
             rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
         chan.wait_go()
             .map_err(|e| Error::os("waiting for the runtime", e))?;
+        if !joins.is_empty() {
+            // Into the container's v1 cgroups by itself (the runtime wrote no pid), then the
+            // affinity the runtime would have set after moving it (the cpuset join resets it).
+            sprout_cgroups::SelfJoin::open(joins)?.join()?;
+            match final_aff {
+                None => crate::numa::reset_affinity(0),
+                Some(None) => {}
+                Some(Some(m)) => crate::numa::set_affinity(0, m)
+                    .map_err(|e| Error::os(format!("{aff_field}.final: sched_setaffinity"), e))?,
+            }
+        }
         // Before seccomp, which may not allow memfd_create.
         let tramp = match crate::trampoline::memfd() {
             Ok(t) => Some(t),

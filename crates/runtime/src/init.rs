@@ -43,6 +43,8 @@ pub struct InitCtx<'a> {
     /// The exec trampoline's memfd, made by the runtime before clone (off the init's path; the
     /// init inherits it). None: the init makes it if it needs one.
     pub trampoline: Option<RawFd>,
+    /// The runtime sends sync::JOIN after DIRS: the init joins those v1 cgroups itself at GO.
+    pub self_join: bool,
 }
 
 /// Entry point in the child. Never returns.
@@ -65,6 +67,9 @@ pub fn run(ctx: &InitCtx) -> ! {
         sources: Vec::new(),
         trees: Vec::new(),
         netns: None,
+        join: None,
+        join_open: None,
+        join_us: 0,
     };
     let r = setup(ctx, &mut tr, &mut go);
     match r {
@@ -173,6 +178,12 @@ struct GoLatch {
     trees: Vec<(usize, OwnedFd)>,
     /// sync::NETNS once it came: the namespace (None: make it here) and whether lo is up in it.
     netns: Option<(Option<OwnedFd>, bool)>,
+    /// sync::JOIN: the v1 cgroups to join at GO (the runtime does not move us into them),
+    /// as read, then with their `tasks` files open (`open_joins`, before the pivot).
+    join: Option<rootfs::CgroupBinds>,
+    join_open: Option<sprout_cgroups::SelfJoin>,
+    /// How long that join took (µs; with the trace only).
+    join_us: u64,
 }
 
 /// What `GoLatch::recv_until` reads up to.
@@ -181,6 +192,7 @@ enum Until {
     Go,
     Dirs,
     Netns,
+    Join,
 }
 
 impl GoLatch {
@@ -204,7 +216,31 @@ impl GoLatch {
                 }
                 sync::GO => {
                     self.waited = true;
+                    // In our cgroups from GO on, as when the runtime moved us in before it
+                    // (after the limits; before anything of the container runs).
+                    let j = match (self.join_open.take(), self.join.take()) {
+                        (Some(open), _) => Some(open),
+                        (None, Some(b)) => Some(sprout_cgroups::SelfJoin::open(&b)?),
+                        (None, None) => None,
+                    };
+                    if let Some(j) = j {
+                        let t0 = if ctx.trace {
+                            crate::sys::monotonic_us()
+                        } else {
+                            0
+                        };
+                        j.join()?;
+                        if ctx.trace {
+                            self.join_us = crate::sys::monotonic_us() - t0;
+                        }
+                    }
                     return Ok(());
+                }
+                sync::JOIN => {
+                    self.join = Some(rootfs::decode_cgroup_binds(&payload));
+                    if until == Until::Join {
+                        return Ok(());
+                    }
                 }
                 sync::DIRS => {
                     self.dirs = Some(rootfs::decode_cgroup_binds(&payload));
@@ -221,6 +257,21 @@ impl GoLatch {
                 _ => return Err(Error::msg("waiting for the runtime: parent went away")),
             }
         }
+    }
+
+    /// With `ctx.self_join`: read JOIN (sent right after DIRS) and open the `tasks` files it
+    /// names, while the host's cgroup mounts are still in view (before the pivot).
+    fn open_joins(&mut self, ctx: &InitCtx) -> Result<()> {
+        if !ctx.self_join {
+            return Ok(());
+        }
+        if self.join.is_none() && !self.waited {
+            self.recv_until(ctx, Until::Join)?;
+        }
+        if let Some(b) = self.join.take() {
+            self.join_open = Some(sprout_cgroups::SelfJoin::open(&b)?);
+        }
+        Ok(())
     }
 
     fn wait(&mut self, ctx: &InitCtx) -> Result<()> {
@@ -544,6 +595,8 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         tr.mark("devices");
     }
 
+    // The v1 cgroups we join at GO: opened now, before the pivot hides their paths.
+    go.open_joins(ctx)?;
     // Also with linux.netDevices: the runtime moves them while we wait here.
     if ctx.has_runtime_hooks {
         go.wait(ctx)?;
@@ -678,7 +731,21 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     if let Some(mp) = linux.and_then(|l| l.memory_policy().as_ref()) {
         crate::numa::MemPolicy::from_spec(mp)?.apply()?;
     }
-    tr.waiting("go_wait", || go.wait(ctx))?;
+    // The wait for GO, and apart from it the v1 cgroup join that GO may have set off.
+    let join_before = go.join_us;
+    let t0 = if ctx.trace {
+        crate::sys::monotonic_us()
+    } else {
+        0
+    };
+    go.wait(ctx)?;
+    if ctx.trace {
+        let waited = crate::sys::monotonic_us() - t0;
+        tr.add("go_wait", waited.saturating_sub(go.join_us - join_before));
+        if go.join_us > 0 {
+            tr.add("cgroup_join", go.join_us);
+        }
+    }
     // In its cgroups now (GO): the kernel judges SCHED_DEADLINE against the affinity the cpuset
     // gives.
     apply_scheduler(process, cpus_restricted(linux))?;

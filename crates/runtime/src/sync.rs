@@ -16,6 +16,10 @@ pub const GO: u8 = b'G';
 /// cgroup mount (`rootfs::encode_cgroup_binds`). Optional: sent only when the init can mount
 /// its cgroups before it is moved in (no cgroup namespace, cgroupfs driver, v1/hybrid).
 pub const DIRS: u8 = b'D';
+/// parent → child, after DIRS, when `InitCtx::self_join`: the v1 cgroup directories the init
+/// joins itself at GO (`sprout_cgroups::SelfJoin`); payload = name\0dir\0 pairs, none when
+/// the runtime moves it in after all.
+pub const JOIN: u8 = b'J';
 /// parent → child, first: the new network namespace, made beside the runtime's work by its
 /// helper (netns.rs), to join instead of unsharing one; payload "lo" when lo is up in it. Without
 /// an fd the helper failed: the init makes the namespace itself (and reports its own error).

@@ -141,6 +141,14 @@ impl ChildTrace {
         }
     }
 
+    /// A part of the current phase (which still counts it) timed elsewhere: `us` as `name`.
+    #[inline]
+    pub fn add(&mut self, name: &str, us: u64) {
+        if self.enabled {
+            let _ = write!(self.buf, "{name}={us},");
+        }
+    }
+
     /// Time `f` as `name`, a wait inside the current phase (which still counts it).
     #[inline]
     pub fn waiting<T>(&mut self, name: &str, f: impl FnOnce() -> T) -> T {

@@ -71,6 +71,50 @@ fn first_instruction_runs_in_own_cgroups_with_limits_and_a_read_only_cgroup_moun
 }
 
 #[test]
+fn v1_init_joins_its_cgroups_itself_unless_it_cannot() {
+    // On v1/hybrid hosts the init writes "0" to each v1 `tasks` at GO and is cloned into the
+    // cgroup2 leaf (no pid written to a cgroup.procs: create.rs); in a user namespace the
+    // runtime moves it as before. Either way it is in every cgroup of its own.
+    if !is_v1() {
+        eprintln!("skipped: not a cgroup v1 or hybrid host");
+        return;
+    }
+    let ctx = Ctx::new("sp-selfjoin");
+    for userns in [false, true] {
+        let mut b = ctx.bundle(&["cat", "/proc/self/cgroup"]);
+        if userns {
+            b.in_user_namespace(100000, 200000);
+        }
+        b.write_config();
+        let o = ctx.rt(&["--trace", "run", "--bundle", &b.bundle_arg(), &b.id]);
+        o.assert_ok();
+        let want = format!("sprout-test/{}", b.id);
+        let lines: Vec<&str> = o.stdout.lines().collect();
+        assert_eq!(lines.len(), own_hierarchies().len(), "{}", o.describe());
+        for line in &lines {
+            assert!(
+                line.ends_with(&want),
+                "userns {userns}: not in its own cgroup: {line:?}\n{}",
+                o.describe()
+            );
+        }
+        if !o.stderr.contains("sprout_trace") {
+            eprintln!(
+                "skipped (trace part): {} prints no phase trace",
+                runtime_name()
+            );
+            return;
+        }
+        assert_eq!(
+            o.stderr.contains("\"init.cgroup_join\""),
+            !userns,
+            "userns {userns}: the init joined itself only without a user namespace: {}",
+            o.describe()
+        );
+    }
+}
+
+#[test]
 fn container_keeps_the_callers_cpu_affinity() {
     // The runtime starts the init on another CPU than its own (pinned to one CPU until the
     // cgroups are joined): none of that may reach the container. With no cpuset limit its

@@ -161,6 +161,8 @@ fn mkdirs(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
 /// set-ups have, must not stop the container).
 pub(crate) fn create_unified(m: &mut Manager, created: &mut Vec<PathBuf>) {
     let unified_mounted = match &m.unified {
+        // Made before clone already (Manager::make_tracking_leaf).
+        Some(u) if m.created.contains(&u.dir) => true,
         Some(u) => match mkdir_hier(u, created) {
             Ok(b) => b,
             Err(e) => {

@@ -251,6 +251,17 @@ pub struct Manager {
     default_path: bool,
 }
 
+/// An O_PATH|O_DIRECTORY fd of `dir` (for CLONE_INTO_CGROUP).
+fn open_path(dir: &Path) -> Option<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(dir)
+        .ok()
+        .map(OwnedFd::from)
+}
+
 pub(crate) fn warn(msg: &str) {
     eprintln!("sprout: warning: {msg}");
 }
@@ -455,16 +466,7 @@ impl Manager {
         let mut created = Vec::new();
         let made =
             matches!(v1::mkdir_hier(u, &mut created), Ok(true)) && created.last() == Some(&u.dir);
-        let fd = made
-            .then(|| {
-                use std::os::unix::fs::OpenOptionsExt;
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-                    .open(&u.dir)
-                    .ok()
-            })
-            .flatten();
+        let fd = made.then(|| open_path(&u.dir)).flatten();
         if fd.is_some() {
             self.created.extend(created);
         } else {
@@ -472,7 +474,7 @@ impl Manager {
                 let _ = std::fs::remove_dir(d);
             }
         }
-        fd.map(OwnedFd::from)
+        fd
     }
 
     /// Hybrid host, cgroupfs driver: an O_PATH fd of the existing cgroup2 leaf, for a process
@@ -481,13 +483,7 @@ impl Manager {
         if self.layout != Layout::Hybrid || self.systemd.is_some() {
             return None;
         }
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-            .open(&self.unified.as_ref()?.dir)
-            .ok()
-            .map(OwnedFd::from)
+        open_path(&self.unified.as_ref()?.dir)
     }
 
     /// The v1 hierarchies, as (name, directory), for the init to join itself with
@@ -513,14 +509,7 @@ impl Manager {
         if !self.backend().clone_into(self) {
             return None;
         }
-        let u = self.unified.as_ref()?;
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-            .open(&u.dir)
-            .ok()
-            .map(OwnedFd::from)
+        open_path(&self.unified.as_ref()?.dir)
     }
 
     /// The container's cgroup with some hierarchies pointed at an existing sub-cgroup, for

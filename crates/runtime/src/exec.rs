@@ -358,17 +358,11 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
     // The final affinity once the helper is in the container's cgroup (moving into a cpuset
     // resets it); without execCPUAffinity, every CPU, as runc (not the runtime's own affinity).
     // The process the helper spawns inherits it. A helper that joins itself sets its own.
-    match aff.as_ref().map(|a| &a.final_).filter(|_| joins.is_empty()) {
-        None => crate::numa::reset_affinity(helper),
-        Some(None) => {}
-        Some(Some(m)) => {
-            if let Err(e) = crate::numa::set_affinity(helper, m) {
-                kill_and_reap(&helper_pidfd);
-                return Err(Error::os(
-                    format!("{aff_field}.final: sched_setaffinity"),
-                    e,
-                ));
-            }
+    let final_aff = aff.as_ref().map(|a| a.final_.as_deref());
+    if joins.is_empty() {
+        if let Err(e) = crate::numa::apply_final_affinity(helper, final_aff, aff_field) {
+            kill_and_reap(&helper_pidfd);
+            return Err(e);
         }
     }
     if let Err(e) = parent_chan.send(sync::GO, b"") {
@@ -497,12 +491,7 @@ fn exec_child(
             // Into the container's v1 cgroups by itself (the runtime wrote no pid), then the
             // affinity the runtime would have set after moving it (the cpuset join resets it).
             sprout_cgroups::SelfJoin::open(joins)?.join()?;
-            match final_aff {
-                None => crate::numa::reset_affinity(0),
-                Some(None) => {}
-                Some(Some(m)) => crate::numa::set_affinity(0, m)
-                    .map_err(|e| Error::os(format!("{aff_field}.final: sched_setaffinity"), e))?,
-            }
+            crate::numa::apply_final_affinity(0, final_aff, aff_field)?;
         }
         // Before seccomp, which may not allow memfd_create.
         let tramp = match crate::trampoline::memfd() {

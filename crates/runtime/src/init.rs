@@ -68,7 +68,6 @@ pub fn run(ctx: &InitCtx) -> ! {
         trees: Vec::new(),
         netns: None,
         join: None,
-        join_open: None,
         join_us: 0,
     };
     let r = setup(ctx, &mut tr, &mut go);
@@ -178,10 +177,9 @@ struct GoLatch {
     trees: Vec<(usize, OwnedFd)>,
     /// sync::NETNS once it came: the namespace (None: make it here) and whether lo is up in it.
     netns: Option<(Option<OwnedFd>, bool)>,
-    /// sync::JOIN: the v1 cgroups to join at GO (the runtime does not move us into them),
-    /// as read, then with their `tasks` files open (`open_joins`, before the pivot).
-    join: Option<rootfs::CgroupBinds>,
-    join_open: Option<sprout_cgroups::SelfJoin>,
+    /// sync::JOIN: the v1 cgroups to join at GO (the runtime does not move us into them), their
+    /// `tasks` files opened as it is read (always before the pivot: `open_joins`).
+    join: Option<sprout_cgroups::SelfJoin>,
     /// How long that join took (µs; with the trace only).
     join_us: u64,
 }
@@ -218,12 +216,7 @@ impl GoLatch {
                     self.waited = true;
                     // In our cgroups from GO on, as when the runtime moved us in before it
                     // (after the limits; before anything of the container runs).
-                    let j = match (self.join_open.take(), self.join.take()) {
-                        (Some(open), _) => Some(open),
-                        (None, Some(b)) => Some(sprout_cgroups::SelfJoin::open(&b)?),
-                        (None, None) => None,
-                    };
-                    if let Some(j) = j {
+                    if let Some(j) = self.join.take() {
                         let t0 = if ctx.trace {
                             crate::sys::monotonic_us()
                         } else {
@@ -237,7 +230,8 @@ impl GoLatch {
                     return Ok(());
                 }
                 sync::JOIN => {
-                    self.join = Some(rootfs::decode_cgroup_binds(&payload));
+                    let b = rootfs::decode_cgroup_binds(&payload);
+                    self.join = Some(sprout_cgroups::SelfJoin::open(&b)?);
                     if until == Until::Join {
                         return Ok(());
                     }
@@ -259,17 +253,12 @@ impl GoLatch {
         }
     }
 
-    /// With `ctx.self_join`: read JOIN (sent right after DIRS) and open the `tasks` files it
-    /// names, while the host's cgroup mounts are still in view (before the pivot).
+    /// With `ctx.self_join`: read JOIN (sent right after DIRS) now if it has not come yet, so
+    /// that the `tasks` files it names are opened while the host's cgroup mounts are still in
+    /// view (before the pivot).
     fn open_joins(&mut self, ctx: &InitCtx) -> Result<()> {
-        if !ctx.self_join {
-            return Ok(());
-        }
-        if self.join.is_none() && !self.waited {
+        if ctx.self_join && self.join.is_none() && !self.waited {
             self.recv_until(ctx, Until::Join)?;
-        }
-        if let Some(b) = self.join.take() {
-            self.join_open = Some(sprout_cgroups::SelfJoin::open(&b)?);
         }
         Ok(())
     }

@@ -242,6 +242,23 @@ pub fn reset_affinity(pid: libc::pid_t) {
     }
 }
 
+/// An `exec`'d process's affinity once it is in the container's cgroups (a cpuset join resets
+/// it): `final_` of process.execCPUAffinity (`field`), none given (`Some(None)`: left as it
+/// is), or without execCPUAffinity every CPU, as runc (`None`).
+pub fn apply_final_affinity(
+    pid: libc::pid_t,
+    final_: Option<Option<&[libc::c_ulong]>>,
+    field: &str,
+) -> Result<()> {
+    match final_ {
+        None => reset_affinity(pid),
+        Some(None) => {}
+        Some(Some(m)) => set_affinity(pid, m)
+            .map_err(|e| Error::os(format!("{field}.final: sched_setaffinity"), e))?,
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

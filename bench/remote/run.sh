@@ -9,10 +9,12 @@
 # sweep: bench/serve/sweep.py (wrk; hot and zygote with 4 wrk threads, roundrobin with 2, as on the
 # development host, where two threads keep up to two sandboxes per handler);
 # ab: bench/interleaved of the --ab sprout binaries (paths relative to PACK or absolute) and the
-# phase trace of each (bench/startup --skip everything but the trace).
+# phase trace of each (bench/startup --skip everything but the trace);
+# profile: bench/profile (perf record -a -g of 1 and 16 loops of `run` podman-default, and
+# bench/offcpu of one start), when the pack has perf.
 # --light: bench/startup with 20 runs in 2 rounds, parallel at 1,8,16,32, no RSS.
 # Writes OUTDIR/{host.txt,log.txt,startup.md,startup.json,serve.txt,serve.json,sweep.txt,sweep.json,
-# sweep-rr.json,ab.txt}. Each part has
+# sweep-rr.json,ab.txt,profile-1.txt,profile-16.txt,offcpu.txt}. Each part has
 # its own time limit (a part cut off still leaves what it wrote). On cgroup v2 the benches run
 # from the root cgroup, as on the project's VM (bench/clients/vm.sh): a v2 cgroup that holds
 # processes cannot hand controllers to the benches' child cgroups. Only this script's own
@@ -130,5 +132,13 @@ if part ab && [ -n "$AB" ]; then
       done; } > "$OUT/ab.txt" 2>&1
     stamp "bench/interleaved exit $?"
     cat "$OUT/ab.txt"
+fi
+if part profile; then
+    stamp "bench/profile (limit $VSECS s)"
+    psprout=$PACK/bin/sprout
+    [ -x "$PACK/bin/sprout-sym" ] && psprout=$PACK/bin/sprout-sym  # the same code, with symbols
+    timeout --signal=TERM --kill-after=20 "$VSECS" python3 -u "$REPO/bench/profile" --sprout "$psprout" \
+        --par 1,16 --secs 6 --offcpu-runs 30 --out "$OUT"
+    stamp "bench/profile exit $?"
 fi
 stamp done

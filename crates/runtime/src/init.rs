@@ -371,25 +371,31 @@ fn fork_pid1(ctx: &InitCtx) -> Result<()> {
 }
 
 /// Join the network namespace the runtime's helper made (`InitCtx::netns_sent`), or make one
-/// if it could not; true when the helper brought lo up in it.
-fn join_helper_netns(ctx: &InitCtx, go: &mut GoLatch) -> Result<bool> {
-    match go.wait_netns(ctx)? {
+/// if it could not, and bring lo up in it unless the helper did. The wait for the helper is
+/// traced (`netns_wait`).
+fn join_helper_netns(ctx: &InitCtx, go: &mut GoLatch, tr: &mut ChildTrace) -> Result<()> {
+    let lo_up = match tr.waiting("netns_wait", || go.wait_netns(ctx))? {
         (Some(fd), lo_up) => {
             rustix::thread::move_into_link_name_space(
                 fd.as_fd(),
                 Some(rustix::thread::LinkNameSpaceType::Network),
             )
             .map_err(|e| Error::os("joining the new network namespace", e.into()))?;
-            Ok(lo_up)
+            lo_up
         }
         // The helper failed: made here, the error is our own attempt's.
         (None, _) => {
             // SAFETY: unshare takes a flag only and touches no memory of ours.
             cvt(unsafe { libc::unshare(libc::CLONE_NEWNET) })
                 .map_err(|e| Error::os("unshare namespaces", e))?;
-            Ok(false)
+            false
         }
+    };
+    if !lo_up {
+        crate::sys::loopback_up()
+            .map_err(|e| Error::os("bringing up lo in the new network namespace", e))?;
     }
+    Ok(())
 }
 
 fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, Option<OwnedFd>)> {
@@ -402,10 +408,19 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         .ok_or_else(|| Error::msg("process: missing"))?;
 
     plan.join_and_unshare(false, ctx.netns_sent)?;
-    // The namespace the runtime's helper made (netns.rs), joined where the init would have
-    // made it. (Joining it later, before the first mount that needs it, lets the mounts before
-    // it overlap the helper: no faster on 2 CPUs, where the helper and the init share one.)
-    let lo_up = ctx.netns_sent && join_helper_netns(ctx, go)?;
+    // A mount namespace joined by path is the container's too: the rootfs is set up in it, as
+    // runc does.
+    let has_mount_ns = plan.new_mount || plan.join_mount;
+    // The namespace the runtime's helper made (netns.rs) is joined as late as it may be: before
+    // the first sysfs mount (a sysfs shows the network devices of the namespace it was mounted
+    // in), else after the mounts; so the mounts before it overlap the helper's unshare, which on
+    // pure v2 starts only just before the clone. Nothing before that point depends on the network
+    // namespace: the other mounts, the hostname. Without a mount namespace: here.
+    let mut net_pending = ctx.netns_sent;
+    if net_pending && !has_mount_ns {
+        join_helper_netns(ctx, go, tr)?;
+        net_pending = false;
+    }
     if !plan.new_user
         && plan
             .joins
@@ -477,14 +492,11 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         }
     }
 
-    if plan.new_net && !lo_up {
+    if plan.new_net && !ctx.netns_sent {
         crate::sys::loopback_up()
             .map_err(|e| Error::os("bringing up lo in the new network namespace", e))?;
     }
 
-    // A mount namespace joined by path is the container's too: the rootfs is set up in it, as
-    // runc does.
-    let has_mount_ns = plan.new_mount || plan.join_mount;
     // A read-only /dev mount is made read-write and remounted read-only once set up.
     let mut dev_ro = false;
     if has_mount_ns {
@@ -559,6 +571,10 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                 sources: &sources,
                 tree: std::cell::Cell::new(tree),
             };
+            if net_pending && m.typ().as_deref() == Some("sysfs") {
+                join_helper_netns(ctx, go, tr)?;
+                net_pending = false;
+            }
             match rootfs::dev_mount_options_rw(m) {
                 Some(rw) => {
                     let mut m = m.clone();
@@ -572,6 +588,9 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                 dev_tmpfs = true;
                 dev_bound |= crate::rootfs::is_bind(m);
             }
+        }
+        if net_pending {
+            join_helper_netns(ctx, go, tr)?;
         }
         tr.mark("mounts");
         let devices = linux

@@ -405,22 +405,38 @@ pub fn move_to_cpu(pid: i32, cpu: &rustix::thread::CpuSet) -> bool {
 /// `numa::reset_affinity`), computed once per start; None with a single allowed CPU or on any
 /// error.
 pub fn other_cpu() -> Option<rustix::thread::CpuSet> {
+    other_cpus().0
+}
+
+/// The next two CPUs after ours in our affinity mask: the init's ([`other_cpu`]) and the
+/// network namespace helper's (netns.rs), so that on a host with three or more CPUs the helper's
+/// unshare and the init's own set-up run side by side. The second is None where fewer than three
+/// CPUs are allowed (the helper then shares the init's).
+pub fn other_cpus() -> (
+    Option<rustix::thread::CpuSet>,
+    Option<rustix::thread::CpuSet>,
+) {
     use rustix::thread::{sched_getaffinity, CpuSet};
     // rustix's CpuSet is 128 bytes, the size of libc's cpu_set_t passed before.
-    let mask = sched_getaffinity(None).ok()?;
+    let Ok(mask) = sched_getaffinity(None) else {
+        return (None, None);
+    };
     // libc's: rustix's sched_getcpu would read the vDSO, which first loads the aux vector.
     // SAFETY: sched_getcpu takes nothing and touches no memory of ours.
     let cur = unsafe { libc::sched_getcpu() };
     if cur < 0 {
-        return None;
+        return (None, None);
     }
     let n = CpuSet::MAX_CPU;
-    let other = (1..n)
+    let mut next = (1..n)
         .map(|i| (cur as usize + i) % n)
-        .find(|&c| mask.is_set(c))?;
-    let mut one = CpuSet::new();
-    one.set(other);
-    Some(one)
+        .filter(|&c| mask.is_set(c))
+        .map(|c| {
+            let mut one = CpuSet::new();
+            one.set(c);
+            one
+        });
+    (next.next(), next.next())
 }
 
 #[repr(C)]

@@ -13,7 +13,8 @@
 # traps to the hypervisor in a VM: ~0.28 ms of CPU per command on the development host (perf:
 # handle_amd, init_cpu_features), before main. musl's start-up does none of that. libseccomp
 # comes from Debian's static archive (libseccomp-dev), plus scripts/musl-fortify.c for the one
-# glibc-only symbol it calls. Without the musl target, or with SPROUT_LIBC=glibc, the binary is
+# glibc-only symbol it calls. scripts/musl-memcpy.c replaces musl's memcpy, slow for the small
+# copies that make up nearly all of sprout's. Without the musl target, or with SPROUT_LIBC=glibc, the binary is
 # a glibc static-pie as before (same behaviour, slower start).
 #
 # usage: scripts/build.sh [--workspace] [--no-pie]
@@ -64,6 +65,16 @@ if use_musl; then
     mkdir -p "$DEPS"
     cp -f "$SECCOMP_A" "$DEPS/libseccomp.a"
     musl-gcc -O2 -c "$REPO/scripts/musl-fortify.c" -o "$DEPS/musl-fortify.o"
+    # memcpy for small copies (scripts/musl-memcpy.c), checked against a byte loop first; the
+    # object's name carries the source's hash, so that cargo links again when it changes.
+    MEMCPY="$DEPS/musl-memcpy-$(sha256sum < "$REPO/scripts/musl-memcpy.c" | cut -c1-12).o"
+    if [ ! -f "$MEMCPY" ]; then
+        rm -f "$DEPS"/musl-memcpy-*.o
+        musl-gcc -O2 -fno-builtin -fno-tree-loop-distribute-patterns -c "$REPO/scripts/musl-memcpy.c" -o "$MEMCPY.tmp"
+        musl-gcc -O2 -Wl,--wrap=memcpy "$REPO/scripts/memcpy-check.c" "$MEMCPY.tmp" -o "$DEPS/memcpy-check"
+        "$DEPS/memcpy-check" || { echo "scripts/build.sh: scripts/musl-memcpy.c fails its check" >&2; exit 1; }
+        mv -f "$MEMCPY.tmp" "$MEMCPY"
+    fi
     TGT=${CARGO_TARGET_DIR:-$REPO/target}
     # Text layout (docs/performance.md, "Text layout"): the functions of the start path
     # (crates/sprout/hot-functions.txt) linked first and together, so that a command faults in
@@ -90,7 +101,7 @@ if use_musl; then
             -C "link-arg=-Wl,--symbol-ordering-file=$ORDER" -C link-arg=-Wl,--no-warn-symbol-ordering)
         LIBSECCOMP_LINK_TYPE=static LIBSECCOMP_LIB_PATH="$DEPS" \
             cargo rustc --release -p sprout --bin sprout --target "$MUSL" -- \
-            "${FLAGS[@]}" -C link-arg="$DEPS/musl-fortify.o" -C strip=none "${link[@]}" \
+            "${FLAGS[@]}" -C link-arg="$DEPS/musl-fortify.o" -C link-arg="$MEMCPY" -C link-arg=-Wl,--wrap=memcpy -C strip=none "${link[@]}" \
             -C link-arg=-Wl,-e,sprout_start
     }
     # The list's entries, in its order, as symbols of binary $1: the same symbol where the

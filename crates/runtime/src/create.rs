@@ -121,7 +121,7 @@ pub fn create(
     let layout = sprout_cgroups::Layout::detect()?;
     // The CPUs that the init and the network namespace helper start on (sys::other_cpus): once.
     let (other_cpu, helper_cpu) = sys::other_cpus();
-    let helper_cpu = helper_cpu.or_else(|| other_cpu.clone());
+    let helper_cpu = helper_cpu.or(other_cpu);
     // The channel to the init comes first: the network namespace helper sends on it.
     let (mut parent_chan, mut child_chan) =
         Channel::pair().map_err(|e| Error::os("socketpair", e))?;
@@ -133,8 +133,7 @@ pub fn create(
     let with_trace = trace.enabled();
     let mut config = Config::load_then(&opts.bundle, |raw| {
         if layout != sprout_cgroups::Layout::V2 && Plan::netns_beside_raw(raw) {
-            netns_helper =
-                crate::netns::spawn(&parent_chan, with_trace, helper_cpu.clone(), None).ok();
+            netns_helper = crate::netns::spawn(&parent_chan, with_trace, helper_cpu, None).ok();
         }
     })?;
     if opts.notify_socket.is_some() {
@@ -273,11 +272,15 @@ pub fn create(
     // its namespace is charged there, as the init's own would be. It then runs beside the
     // seccomp program's load, the clone and the init's first steps (~0.25 ms on the 16-core
     // pure-v2 machine) instead of the ~0.5 ms unshare running on the init's path. It is gone
-    // (reaped) before GO: nothing of it is in the cgroup once the container runs.
-    if cgroup_first && netns_helper.is_none() && plan.netns_beside() {
+    // (reaped) before GO: nothing of it is in the cgroup once the container runs. Only in a
+    // cgroup this create made, which has no limits before `cgroup_apply`: in an existing one a
+    // pids.max would count the helper and could refuse the init's clone.
+    let made_leaf = cg
+        .unified_path()
+        .is_some_and(|p| cg.created().iter().any(|c| c == p));
+    if cgroup_first && made_leaf && netns_helper.is_none() && plan.netns_beside() {
         if let Some(fd) = &cg_fd {
-            netns_helper =
-                crate::netns::spawn(&parent_chan, with_trace, helper_cpu.clone(), Some(fd)).ok();
+            netns_helper = crate::netns::spawn(&parent_chan, with_trace, helper_cpu, Some(fd)).ok();
         }
     }
 

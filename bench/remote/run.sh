@@ -12,7 +12,7 @@
 # phase trace of each (bench/startup --skip everything but the trace);
 # profile: bench/profile (perf record -a -g of 1 and 16 loops of `run` podman-default, and
 # bench/offcpu of one start), when the pack has perf.
-# --light: bench/startup with 20 runs in 2 rounds, parallel at 1,8,16,32, no RSS.
+# --light: bench/startup with 20 runs in 2 rounds, parallel at 1,8,16,32.
 # Writes OUTDIR/{host.txt,log.txt,startup.md,startup.json,serve.txt,serve.json,sweep.txt,sweep.json,
 # sweep-rr.json,ab.txt,profile-1.txt,profile-16.txt,offcpu.txt}. Each part has
 # its own time limit (a part cut off still leaves what it wrote). On cgroup v2 the benches run
@@ -83,7 +83,7 @@ if part startup; then
 if [ "$QUICK" = 1 ]; then
     sargs=(--quick --par-levels 1,4 --skip syscalls)
 elif [ "$LIGHT" = 1 ]; then
-    sargs=(--runs 20 --rounds 2 --warmup 2 --par-levels 1,8,16,32 --skip syscalls,rss)
+    sargs=(--runs 20 --rounds 2 --warmup 2 --par-levels 1,8,16,32 --skip syscalls)
 else
     sargs=(--runs 30 --rounds 3 --warmup 3 --par-levels 1,2,8,16,32 --skip syscalls)
 fi

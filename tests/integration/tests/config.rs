@@ -1038,6 +1038,9 @@ fn cgroup_file(id: &str, names: &[&str]) -> Option<String> {
 
 #[test]
 fn resources_memory_and_pids_limits() {
+    if skip_without_controllers(&["memory", "pids"]) {
+        return;
+    }
     let ctx = Ctx::new("resources");
     let mut b = ctx.bundle(&["sleep", "1000"]);
     b.set(

@@ -492,6 +492,9 @@ fn read_trim(p: &Path) -> String {
 /// runc's update.bats: `--memory -1`, `--memory-swap -1` and `--cpu-quota -1` mean unlimited.
 #[test]
 fn update_takes_minus_one_for_unlimited() {
+    if skip_without_controllers(&["memory", "cpu"]) {
+        return;
+    }
     let ctx = Ctx::new("updneg");
     let b = running(&ctx);
     ctx.rt(&[
@@ -1847,6 +1850,9 @@ fn masked_directories_share_one_read_only_tmpfs_and_duplicates_mask_once() {
 /// --interval` prints such lines until the container stops. Before: keys in sorted order.
 #[test]
 fn events_print_runcs_json_lines() {
+    if skip_without_controllers(&["pids", "memory"]) {
+        return;
+    }
     let ctx = Ctx::new("events");
     let b = running(&ctx);
     let o = ctx.rt(&["events", "--stats", &b.id]);
@@ -2421,6 +2427,9 @@ fn seccomp_notify_of_the_runtimes_own_syscalls_is_answered_by_the_agent() {
 /// changes nothing. Before: 0 left pids.max at "max".
 #[test]
 fn explicit_pids_limit_zero_means_one() {
+    if skip_without_controllers(&["pids"]) {
+        return;
+    }
     let ctx = Ctx::new("pidszero");
     let mut b = ctx.bundle(SLEEP);
     b.set("/linux/resources/pids", json!({"limit": 0}));
@@ -2506,6 +2515,9 @@ fn pin_thread(cpu: usize) -> libc::cpu_set_t {
 /// own affinity. Before: the container kept the caller's single CPU.
 #[test]
 fn init_affinity_is_reset_not_the_callers() {
+    if skip_without_controllers(&["cpuset"]) {
+        return;
+    }
     let cpus = online_cpus();
     if cpus.len() < 2 {
         eprintln!("skipped: needs 2 online CPUs");
@@ -2737,6 +2749,9 @@ fn personality_applies_to_exec_too() {
 /// permitted`.
 #[test]
 fn deadline_scheduler_with_a_cpuset_says_why() {
+    if skip_without_controllers(&["cpuset"]) {
+        return;
+    }
     if online_cpus().len() < 2 {
         eprintln!("skipped: needs 2 online CPUs");
         return;

@@ -39,6 +39,9 @@ fn is_v1() -> bool {
 
 #[test]
 fn first_instruction_runs_in_own_cgroups_with_limits_and_a_read_only_cgroup_mount() {
+    if skip_without_controllers(&["pids"]) {
+        return;
+    }
     let ctx = Ctx::new("sp-cgmount");
     let mut b = ctx.bundle(&[
         "sh",

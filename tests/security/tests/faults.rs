@@ -321,6 +321,9 @@ fn read_u64(p: &Path) -> Option<u64> {
 /// in v1 and v2) and, only where that file is missing, the sampled pids.current.
 #[test]
 fn fork_bomb_contained_by_pids_limit() {
+    if skip_without_controllers(&["pids"]) {
+        return;
+    }
     let ctx = Ctx::new("forkbomb");
     let limit: u64 = 32;
     let mut b = ctx.bundle(&["sh", "-c", "bomb() { bomb | bomb & }; bomb; sleep 100"]);

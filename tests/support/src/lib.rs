@@ -965,6 +965,62 @@ fn remove_cgroup_parent(parent: &str) {
     }
 }
 
+/// The cgroup controllers among `need` that this test's containers cannot have, because they
+/// are not handed down to where their cgroups are made (below [`relative_base`]): on pure v2 the
+/// ones missing from that cgroup's `cgroup.subtree_control`, which a runtime must not change (it
+/// did not make that cgroup; a v2 cgroup that holds processes, as the test's own does, cannot
+/// enable any); on v1 and hybrid hosts those without a hierarchy of their own.
+pub fn missing_controllers(need: &[&str]) -> (Vec<String>, String) {
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let pure_v2 = !own.is_empty() && own.lines().all(|l| l.starts_with("0::"));
+    if pure_v2 {
+        let path = own
+            .lines()
+            .next()
+            .unwrap_or("0::/")
+            .trim_start_matches("0::");
+        let base = relative_base(path, &own);
+        let file = format!(
+            "/sys/fs/cgroup{}/cgroup.subtree_control",
+            base.trim_end_matches('/')
+        );
+        let have = fs::read_to_string(&file).unwrap_or_default();
+        let missing = need
+            .iter()
+            .filter(|c| !have.split_whitespace().any(|h| h == **c))
+            .map(|c| c.to_string())
+            .collect();
+        return (missing, file);
+    }
+    let missing = need
+        .iter()
+        .filter(|c| {
+            !own.lines().any(|l| {
+                l.split(':')
+                    .nth(1)
+                    .is_some_and(|ctrls| ctrls.split(',').any(|x| x == **c))
+            })
+        })
+        .map(|c| c.to_string())
+        .collect();
+    (missing, "/proc/self/cgroup".to_string())
+}
+
+/// Print why and return true when the containers of this test cannot have the cgroup
+/// controllers `need` (see [`missing_controllers`]): the test then returns, reported as skipped.
+pub fn skip_without_controllers(need: &[&str]) -> bool {
+    let (missing, where_) = missing_controllers(need);
+    if missing.is_empty() {
+        return false;
+    }
+    eprintln!(
+        "skipped: the {} controller(s) are not handed down to this test's container cgroups \
+         ({where_}); run the tests from a cgroup that delegates them",
+        missing.join(", ")
+    );
+    true
+}
+
 /// Where a relative cgroupsPath is placed, given the caller's path in one hierarchy and its whole
 /// /proc/self/cgroup: below the caller's cgroup, except on a pure cgroup v2 host (only a "0::"
 /// line) when the caller sits in a systemd scope: then beside the scope, in its slice (runc's
@@ -1427,9 +1483,10 @@ macro_rules! suite_api {
     ($suite:ty) => {
         pub use $crate::{
             build_busybox_rootfs, busybox_applets, cap_mask, has_mounts_below, is_zombie, json_set,
-            mount_point, mount_points, mount_snapshot, new_mount_points_since, new_mounts_since,
-            os, pid_alive, poll, relative_base, runtime_bin, runtime_name, safe_remove_dir,
-            serde_json, status_field, wait_for, CmdOpts, Output, Spawned, CMD_TIMEOUT,
+            missing_controllers, mount_point, mount_points, mount_snapshot, new_mount_points_since,
+            new_mounts_since, os, pid_alive, poll, relative_base, runtime_bin, runtime_name,
+            safe_remove_dir, serde_json, skip_without_controllers, status_field, wait_for, CmdOpts,
+            Output, Spawned, CMD_TIMEOUT,
         };
 
         /// Per-test context: its own `--root`, scratch directory and id prefix.

@@ -197,6 +197,9 @@ pub fn create(
         child: None,
         armed: true,
     };
+    // Declared after `cleanup`, so dropped (the helper reaped) before it: on pure v2 the helper
+    // is in the container's cgroup, which a failed create then removes without waiting for it.
+    let mut netns_helper = netns_helper;
     trace.mark("state_dir");
     // The notify directory before the init can mount it; the socket of a foreground `run`
     // (whose init is not held by the fifo) before the init is released.

@@ -780,6 +780,13 @@ impl Manager {
         &self.created
     }
 
+    /// Whether `create` made the container's cgroup2 directory itself (so nothing but this
+    /// container is or was in it, and it has no limits until `apply`), rather than finding it.
+    pub fn made_unified_leaf(&self) -> bool {
+        self.unified_path()
+            .is_some_and(|p| self.created.iter().any(|c| c == p))
+    }
+
     pub(crate) fn v1_hier(&self, controller: &str) -> Option<&Hier> {
         self.v1.iter().find(|h| h.name == controller)
     }

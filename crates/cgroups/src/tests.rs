@@ -141,6 +141,7 @@ fn create_records_only_new_dirs_and_destroy_removes_exactly_those() {
     assert!(created.contains(&r.join("memory/process_api/h1/pre")));
     assert!(created.contains(&r.join("memory/process_api/h1/pre/ctr")));
     assert!(created.contains(&r.join("unified/pre/ctr")));
+    assert!(m.made_unified_leaf());
     // parents before children
     let pos = |p: &Path| created.iter().position(|c| c == p).unwrap();
     assert!(
@@ -239,6 +240,14 @@ fn remove_idle_leaf_removes_only_an_empty_leaf_it_made() {
     assert!(r.join("freezer/pre/ctr3").is_dir());
     m.destroy().unwrap();
     assert!(r.join("freezer/pre/ctr3").is_dir());
+
+    // A leaf that is there already is found, not made.
+    std::fs::create_dir_all(r.join("unified/pre/ctr4")).unwrap();
+    let mut m4 = Manager::new_in(&host, Some("pre/ctr4"), "x", false).unwrap();
+    m4.create().unwrap();
+    assert!(!m4.made_unified_leaf());
+    assert!(!m4.created().contains(&r.join("unified/pre/ctr4")));
+    m4.destroy().unwrap();
 }
 
 #[test]

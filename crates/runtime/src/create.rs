@@ -278,10 +278,7 @@ pub fn create(
     // (reaped) before GO: nothing of it is in the cgroup once the container runs. Only in a
     // cgroup this create made, which has no limits before `cgroup_apply`: in an existing one a
     // pids.max would count the helper and could refuse the init's clone.
-    let made_leaf = cg
-        .unified_path()
-        .is_some_and(|p| cg.created().iter().any(|c| c == p));
-    if cgroup_first && made_leaf && netns_helper.is_none() && plan.netns_beside() {
+    if cgroup_first && cg.made_unified_leaf() && netns_helper.is_none() && plan.netns_beside() {
         if let Some(fd) = &cg_fd {
             netns_helper = crate::netns::spawn(&parent_chan, with_trace, helper_cpu, Some(fd)).ok();
         }

@@ -16,11 +16,11 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
-/// A counter that survives only if the process's memory does: `tick N` on stdout and N in
-/// /data/count every 50 ms. Its stderr joins stdout (a host file as stdio is not something CRIU
+/// A counter that survives only if the process's memory does: `tick N` on stdout and a line N
+/// appended to /data/count every 50 ms. Its stderr joins stdout (a host file as stdio is not something CRIU
 /// can restore; pipes are what podman's conmon and containerd's shim give).
 const COUNTER: &str =
-    "exec 2>&1; i=0; while true; do i=$((i+1)); echo tick $i; echo $i > /data/count; sleep 0.05; done";
+    "exec 2>&1; i=0; while true; do i=$((i+1)); echo tick $i; echo $i >> /data/count; sleep 0.05; done";
 
 fn criu() -> Option<String> {
     let bin = std::env::var("SPROUT_TEST_CRIU").unwrap_or_else(|_| "criu".into());
@@ -168,10 +168,13 @@ fn cgroup_left(id: &str) -> Vec<PathBuf> {
     cgroup_dirs(id).into_iter().filter(|d| d.exists()).collect()
 }
 
+/// The counter's last value. It appends one line per tick (one write each): with `>` a
+/// checkpoint's freeze could fall between the truncation and the write, and a container killed
+/// by the dump then left the file empty (seen once in the TCG VM, 2026-11-27).
 fn read_count(dir: &Path) -> u64 {
     fs::read_to_string(dir.join("count"))
         .ok()
-        .and_then(|s| s.trim().parse().ok())
+        .and_then(|s| s.lines().rev().find_map(|l| l.trim().parse().ok()))
         .unwrap_or(0)
 }
 

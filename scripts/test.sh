@@ -131,6 +131,7 @@ echo "    $("$SPROUT_BIN" --version 2>&1 | head -1 || true)"
 # `build k8s` stage then finds it done, or waits (build.sh's lock) for the rest with the CPUs to
 # itself. A build that failed here is tried once more there. Its log: build/k8s-build.log.
 K8S_BG=
+# The VM step's arguments (SPROUT_VM_ARGS replaces them), read here for its suites too.
 vm_args=${SPROUT_VM_ARGS:---suites unit,integration,security,serve,podman,clients,compliance,k8s --no-peers}
 if [ "$QUICK" = 0 ] && [ "$VM" = 1 ] && { [[ $vm_args == *k8s* ]] || [[ $vm_args != *--suites* ]]; } \
     && [ "${SPROUT_K8S_BACKGROUND:-1}" = 1 ] && command -v chrt >/dev/null && command -v setsid >/dev/null; then
@@ -138,8 +139,9 @@ if [ "$QUICK" = 0 ] && [ "$VM" = 1 ] && { [[ $vm_args == *k8s* ]] || [[ $vm_args
     setsid chrt --idle 0 nice -n 19 bash "$REPO/tests/k8s/build.sh" > "$REPO/build/k8s-build.log" 2>&1 < /dev/null &
     K8S_BG=$!
     echo "    Kubernetes binaries: tests/k8s/build.sh in the background at SCHED_IDLE (pid $K8S_BG, build/k8s-build.log)"
-    # Ours alone: its own process group (setsid), ended by that group's id if still at work.
-    trap '[ -z "$K8S_BG" ] || kill -TERM -- "-$K8S_BG" 2>/dev/null || true' EXIT
+    # Ours alone: its own process group (setsid), ended by that group's id only while the job
+    # is still running (once it has exited and been reaped, its id may be another's).
+    trap 'if [ -n "$K8S_BG" ] && jobs -rp | grep -qx "$K8S_BG"; then kill -TERM -- "-$K8S_BG" 2>/dev/null || true; fi' EXIT
 fi
 
 # The release profile is fat LTO + codegen-units=1: fine for one binary,
@@ -175,7 +177,7 @@ if [ "$QUICK" = 0 ]; then
         # Every suite, with sprout only (compliance judged against crun's recorded count):
         # ~40 min under software emulation. The peers beside it run by hand, as a reference,
         # not a gate: `tests/vm/run.sh --suites integration` (the integration suite with crun
-        # and runc too, PEERS_MIN more), `tests/vm/run.sh --all-peers` (every suite, ~1.5 h);
+        # and runc too, ~10 min more), `tests/vm/run.sh --all-peers` (every suite, ~1.5 h);
         # their last counts are in docs/compatibility.md.
         # k8s, last: every check with RuntimeClass sprout (and sprout-serve as a pod); with runc,
         # the reference column, only these phase-2 checks (+ the standalone-kubelet static pod
@@ -185,8 +187,7 @@ if [ "$QUICK" = 0 ]; then
         # the ~65 min target. SPROUT_K8S_RUNC_CHECKS= (empty) runs them all.
         export SPROUT_K8S_RUNC_CHECKS=${SPROUT_K8S_RUNC_CHECKS-run,logs,exec,guaranteed,burstable,oomkilled,security,no-leftovers}
         # shellcheck disable=SC2086
-        run_step "VM: pure cgroup v2 + systemd" bash "$REPO/tests/vm/run.sh" \
-            ${SPROUT_VM_ARGS:---suites unit,integration,security,serve,podman,clients,compliance,k8s --no-peers}
+        run_step "VM: pure cgroup v2 + systemd" bash "$REPO/tests/vm/run.sh" $vm_args
     fi
 fi
 

@@ -17,8 +17,8 @@ use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
 /// A counter that survives only if the process's memory does: `tick N` on stdout and a line N
-/// appended to /data/count every 50 ms. Its stderr joins stdout (a host file as stdio is not something CRIU
-/// can restore; pipes are what podman's conmon and containerd's shim give).
+/// appended to /data/count every 50 ms. Its stderr joins stdout (a host file as stdio is not
+/// something CRIU can restore; pipes are what podman's conmon and containerd's shim give).
 const COUNTER: &str =
     "exec 2>&1; i=0; while true; do i=$((i+1)); echo tick $i; echo $i >> /data/count; sleep 0.05; done";
 

@@ -45,7 +45,9 @@ if [ ! -f "$OUT/complete" ]; then
   SRC=$CACHE/src-$K8S_VERSION
   rm -rf "$SRC"; mkdir -p "$SRC"
   cp -a "$dir/." "$SRC/"; chmod -R u+w "$SRC"
-  trap 'rm -rf "$SRC"' EXIT
+  # A build ended part-way (the CI's exit trap ends it when the tests finish first) leaves
+  # neither its scratch copy nor half a bin.tmp behind.
+  trap 'rm -rf "$SRC" "$OUT/bin.tmp"' EXIT
   cd "$SRC"
   rm -rf go.work go.work.sum vendor
   edits=()
@@ -56,7 +58,7 @@ if [ ! -f "$OUT/complete" ]; then
   printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' > cmd/sprout-etcd/main.go
   V=k8s.io/component-base/version
   LD="-s -w -X $V.gitVersion=$K8S_VERSION -X $V.gitMajor=${ver%%.*} -X $V.gitMinor=$(echo "$ver" | cut -d. -f2) -X $V.gitTreeState=clean -X $V.buildDate=1970-01-01T00:00:00Z"
-  mkdir -p "$OUT/bin.tmp"
+  rm -rf "$OUT/bin.tmp"; mkdir -p "$OUT/bin.tmp"
   export CGO_ENABLED=0 GOFLAGS=-mod=mod
   for b in kubelet:./cmd/kubelet kube-apiserver:./cmd/kube-apiserver kubectl:./cmd/kubectl etcd:./cmd/sprout-etcd; do
     t1=$(date +%s)

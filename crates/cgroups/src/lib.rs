@@ -249,6 +249,23 @@ pub struct Manager {
     /// No `linux.cgroupsPath` was given (the default `<id>` placement).
     #[serde(skip)]
     default_path: bool,
+    /// Where `create` leaves the wait for a just-made parent's delegated controllers (v2; see
+    /// [`Manager::create_for_clone`]).
+    #[serde(skip)]
+    pub(crate) delegation: Delegation,
+}
+
+/// When the cgroup2 leaf's controllers are waited for, where its parent was made by another
+/// container's create an instant ago and may not have enabled them yet (v2's `mkdirs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Delegation {
+    /// In `create` (the default).
+    #[default]
+    AtCreate,
+    /// In `apply`: the first thing that needs the controllers' files.
+    AtApply,
+    /// `create` left it to `apply`, which has not run yet.
+    Pending,
 }
 
 /// An O_PATH|O_DIRECTORY fd of `dir` (for CLONE_INTO_CGROUP).
@@ -358,6 +375,7 @@ impl Manager {
             systemd: unit,
             rootless: false,
             default_path: cgroups_path.is_none_or(str::is_empty),
+            delegation: Delegation::AtCreate,
         };
         match host.layout {
             Layout::V2 => {
@@ -425,6 +443,24 @@ impl Manager {
             }
             r => r,
         }
+    }
+
+    /// [`Manager::create_for`] for a cgroup the init is cloned into (CLONE_INTO_CGROUP, pure
+    /// v2) before its limits are applied: what the directory's parent has to delegate is waited
+    /// for by [`Manager::apply`], not here. That check reads the parent's two control files and
+    /// lists the new directory (~0.1 ms); done in `apply`, it runs beside the init's set-up
+    /// instead of before the clone. The init may be in the cgroup before its parent enables
+    /// controllers: a v2 parent gives them to children with processes too.
+    pub fn create_for_clone(
+        &mut self,
+        res: Option<&oci_spec::runtime::LinuxResources>,
+    ) -> Result<()> {
+        self.delegation = Delegation::AtApply;
+        let r = self.create_for(res);
+        if self.delegation == Delegation::AtApply {
+            self.delegation = Delegation::AtCreate;
+        }
+        r
     }
 
     /// Whether the container has any cgroup directory (a rootless container may have none).

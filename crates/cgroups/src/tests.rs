@@ -813,6 +813,60 @@ fn apply_v2_conversions() {
 }
 
 #[test]
+fn v2_create_for_clone_leaves_the_delegation_wait_to_apply() {
+    // A parent another container's create made an instant ago offers pids but has not
+    // enabled it yet. `create_for_clone` (the init is cloned into the leaf before its limits)
+    // does not wait for it; `apply` does, then finds pids.max.
+    let t = TempDir::new("v2deleg");
+    let host = v2_host(&t);
+    let r = t.path();
+    files(
+        &r.join("user.slice/me/pod"),
+        &[
+            ("cgroup.controllers", "pids\n"),
+            ("cgroup.subtree_control", ""),
+        ],
+    );
+    let res = LinuxResourcesBuilder::default()
+        .pids(LinuxPidsBuilder::default().limit(5i64).build().unwrap())
+        .build()
+        .unwrap();
+    let mut m = Manager::new_in(&host, Some("pod/ctr"), "x", false).unwrap();
+    let t0 = std::time::Instant::now();
+    m.create_for_clone(Some(&res)).unwrap();
+    assert!(
+        t0.elapsed() < std::time::Duration::from_millis(500),
+        "create_for_clone waited for the parent ({:?}; the wait gives up after 1 s)",
+        t0.elapsed()
+    );
+    assert_eq!(m.created(), &[r.join("user.slice/me/pod/ctr")]);
+    let leaf = r.join("user.slice/me/pod/ctr");
+    // The other create enables pids now; the kernel then gives the leaf its files.
+    let (go, gate) = std::sync::mpsc::channel::<()>();
+    let (pod, leaf2) = (r.join("user.slice/me/pod"), leaf.clone());
+    let other = std::thread::spawn(move || {
+        gate.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        files(&leaf2, &[("pids.max", "max")]);
+        files(&pod, &[("cgroup.subtree_control", "pids\n")]);
+    });
+    go.send(()).unwrap();
+    m.apply(&res).unwrap();
+    other.join().unwrap();
+    assert_eq!(read(leaf.join("pids.max")), "5");
+
+    // Without the other create, `apply` reports the missing file as before (after the wait).
+    let mut m = Manager::new_in(&host, Some("pod/ctr2"), "y", false).unwrap();
+    files(
+        &r.join("user.slice/me/pod"),
+        &[("cgroup.subtree_control", "")],
+    );
+    m.create_for_clone(Some(&res)).unwrap();
+    let e = m.apply(&res).unwrap_err().to_string();
+    assert!(e.contains("no pids.max"), "{e}");
+}
+
+#[test]
 fn apply_v2_errors() {
     let t = TempDir::new("errv2");
     let host = v2_host(&t);

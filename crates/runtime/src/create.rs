@@ -232,7 +232,8 @@ pub fn create(
     // already in its cgroup.
     let cgroup_first = layout == sprout_cgroups::Layout::V2;
     if cgroup_first {
-        cg.create_for(linux.and_then(|l| l.resources().as_ref()))?;
+        // The check that a just-made parent delegated its controllers waits for `apply`.
+        cg.create_for_clone(linux.and_then(|l| l.resources().as_ref()))?;
         cleanup.cgroup = Some(cg.clone());
         trace.mark("cgroup");
     } else {
@@ -362,6 +363,7 @@ pub fn create(
         netns_sent: netns_helper.is_some(),
         trampoline: trampoline.as_ref().map(|t| t.as_raw_fd()),
         self_join,
+        in_cgroup: false,
     };
     trace.mark("prepare");
 
@@ -369,7 +371,10 @@ pub fn create(
         clone3_into(plan.clone_flags, cg_fd.as_ref()).map_err(|e| Error::os("clone3", e))?;
     if pid == 0 {
         drop(parent_chan);
-        init::run(&ctx);
+        init::run(&InitCtx {
+            in_cgroup: joined && cgroup_first,
+            ..ctx
+        });
     }
     let pidfd = pidfd.expect("pidfd");
     drop(child_chan);
@@ -598,9 +603,11 @@ pub fn create(
 /// Reap the network namespace helper; the init gets a NETNS without a namespace if the helper
 /// could not send one.
 fn finish_netns_helper(h: crate::netns::Pending, chan: &Channel, trace: &mut Trace) -> Result<()> {
-    let (t0, t1) = h
-        .finish(chan)
-        .map_err(|e| Error::os("sending the init word of its network namespace", e))?;
+    use crate::netns::Finish;
+    let (t0, t1) = h.finish(chan).map_err(|e| match e {
+        Finish::Send(e) => Error::os("sending the init word of its network namespace", e),
+        Finish::Loopback(e) => Error::os("bringing up lo in the new network namespace", e),
+    })?;
     if t1 > t0 {
         trace.add_remote("netns.", &format!("helper={}", t1 - t0));
     }

@@ -45,6 +45,10 @@ pub struct InitCtx<'a> {
     pub trampoline: Option<RawFd>,
     /// The runtime sends sync::JOIN after DIRS: the init joins those v1 cgroups itself at GO.
     pub self_join: bool,
+    /// Pure v2: the init was cloned into the container's cgroup (CLONE_INTO_CGROUP), where
+    /// nothing moves it later. Its cgroup namespace and cgroup mounts then need no GO (which
+    /// follows the limits and the device program): only what runs of the container does.
+    pub in_cgroup: bool,
 }
 
 /// Entry point in the child. Never returns.
@@ -175,7 +179,8 @@ struct GoLatch {
     sources: Vec<(usize, OwnedFd)>,
     /// Id-mapped trees the parent made for us (sync::TREE), by mount index.
     trees: Vec<(usize, OwnedFd)>,
-    /// sync::NETNS once it came: the namespace (None: make it here) and whether lo is up in it.
+    /// sync::NETNS once it came: the namespace (None: make it here) and whether the helper
+    /// brings lo up in it (it does so before the runtime sends GO).
     netns: Option<(Option<OwnedFd>, bool)>,
     /// sync::JOIN: the v1 cgroups to join at GO (the runtime does not move us into them), their
     /// `tasks` files opened as it is read (always before the pivot: `open_joins`).
@@ -507,8 +512,9 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         let root_fd = open_dir(ctx.rootfs)?;
         // The cgroup mount must see the container's own cgroup. On v1/hybrid without a cgroup
         // namespace the parent sends its directories (DIRS) once made, and the mounts go on
-        // while it moves us in; otherwise (v2, systemd, cgroup namespace) the parent's GO
-        // (cgroup made and joined) is awaited here and the paths read from /proc/self/cgroup.
+        // while it moves us in; on pure v2, cloned into it, we are there already; otherwise
+        // (systemd, a cgroup namespace on v1) the parent's GO (cgroup made and joined) is
+        // awaited here. The paths are read from /proc/self/cgroup.
         // Either way the mounts before the first cgroup mount overlap the parent's cgroup work.
         // The host paths of our cgroups, read before a cgroup namespace hides them (inside it
         // every path in /proc/self/cgroup is "/").
@@ -523,13 +529,17 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         for (i, m) in spec.mounts().iter().flatten().enumerate() {
             let is_cg = matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2"));
             if is_cg && binds.get().is_none() {
-                let early = tr.waiting("cgroup_wait", || {
-                    if plan.new_cgroup {
-                        go.wait(ctx).map(|()| None)
-                    } else {
-                        go.wait_dirs(ctx)
-                    }
-                })?;
+                let early = if ctx.in_cgroup {
+                    None
+                } else {
+                    tr.waiting("cgroup_wait", || {
+                        if plan.new_cgroup {
+                            go.wait(ctx).map(|()| None)
+                        } else {
+                            go.wait_dirs(ctx)
+                        }
+                    })?
+                };
                 let _ = binds.set(match early {
                     Some(b) => b,
                     // v2 with a cgroup namespace mounts cgroup2 and needs no binds, unless
@@ -653,7 +663,9 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     tr.mark("pivot_root");
 
     if plan.new_cgroup {
-        go.wait(ctx)?;
+        if !ctx.in_cgroup {
+            go.wait(ctx)?;
+        }
         // Harmless if already done above (unshare again would make a nested one: guard).
         let needs_cg = spec
             .mounts()

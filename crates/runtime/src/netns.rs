@@ -5,7 +5,8 @@
 //! ~0.1 ms), about a third of the init's whole set-up. runc and crun make it in their init,
 //! which does nothing else meanwhile. sprout makes it in a helper started as soon as the raw
 //! config.json says one is wanted (`Plan::netns_beside_raw`, before the whole parse): a
-//! `CLONE_FILES` child that unshares it, brings lo up and sends it to the init itself (sync::NETNS on the runtime's end of the channel), on another
+//! `CLONE_FILES` child that unshares it, sends it to the init itself (sync::NETNS on the
+//! runtime's end of the channel), then brings lo up in it while the init goes on, on another
 //! CPU, while the runtime parses the config, writes the state, clones the init and makes its
 //! cgroups: the runtime never waits for it. The init joins it with setns(2) where it would have
 //! made it.
@@ -43,6 +44,9 @@ struct Shared {
     chan: i32,
     /// 1 once NETNS went out; else -errno of the step that failed.
     sent: AtomicI32,
+    /// 1 once lo is up (after NETNS, which told the init so); -errno if that failed; 0 if the
+    /// helper did not try (no socket: NETNS then told the init to do it).
+    lo: AtomicI32,
     /// With the trace on: when the helper started and when NETNS went out (monotonic µs).
     trace: bool,
     t_start: AtomicU64,
@@ -62,10 +66,19 @@ pub struct Pending {
     reaped: bool,
 }
 
+/// Why [`Pending::finish`] failed.
+#[derive(Debug)]
+pub enum Finish {
+    /// Sending the init its NETNS (without a namespace) failed.
+    Send(io::Error),
+    /// The helper could not bring lo up, which its NETNS told the init it would.
+    Loopback(io::Error),
+}
+
 /// The helper's frames need well under 4 KiB (no recursion, no large locals).
 const STACK: usize = 32 * 1024;
 
-// The message the helper writes by hand: the tag, then "lo" when lo is up.
+// The message the helper writes by hand: the tag, then "lo" when the helper brings lo up.
 const _: () = assert!(sync::NETNS == b'N');
 
 extern "C" fn helper(arg: *mut c_void) -> libc::c_int {
@@ -84,22 +97,35 @@ extern "C" fn helper(arg: *mut c_void) -> libc::c_int {
             .store(crate::sys::monotonic_us(), Ordering::Relaxed);
     }
     let r = make_and_send(sh);
-    if sh.trace {
-        sh.t_sent
-            .store(crate::sys::monotonic_us(), Ordering::Relaxed);
-    }
     sh.sent.store(
-        match r {
-            Ok(()) => 1,
+        match &r {
+            Ok(_) => 1,
             Err(e) => -e.raw_os_error(),
         },
         Ordering::Release,
     );
+    if sh.trace {
+        sh.t_sent
+            .store(crate::sys::monotonic_us(), Ordering::Relaxed);
+    }
+    // lo after NETNS: the init joins the namespace and mounts on meanwhile; it needs lo only
+    // once the container runs, after GO, which the runtime sends once this helper is reaped
+    // (and fails the create instead where this failed: the init was told lo is up).
+    if let Ok(Some(sock)) = r {
+        sh.lo.store(
+            match crate::sys::loopback_up_fresh(&sock) {
+                Ok(()) => 1,
+                Err(e) => -e.raw_os_error(),
+            },
+            Ordering::Release,
+        );
+    }
     0
 }
 
-/// The helper's work: raw syscalls only.
-fn make_and_send(sh: &Shared) -> rustix::io::Result<()> {
+/// The helper's work: raw syscalls only. Returns the socket in the new namespace (None where
+/// there is none), through which lo is to be brought up: NETNS said it would be ("lo").
+fn make_and_send(sh: &Shared) -> rustix::io::Result<Option<OwnedFd>> {
     // SAFETY: NEWNET changes only this process's network namespace; no fd table is unshared.
     unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) }?;
     // One socket in the new namespace gives both its descriptor (SIOCGSKNS, no procfs path
@@ -113,12 +139,9 @@ fn make_and_send(sh: &Shared) -> rustix::io::Result<()> {
             rustix::fs::Mode::empty(),
         )?,
     };
-    // lo as runc and crun set it; on failure the init tries again and reports the error.
-    let lo = sock
-        .as_ref()
-        .is_some_and(|s| crate::sys::loopback_up_on(s).is_ok());
-    drop(sock);
-    let msg: &[u8] = if lo { b"Nlo" } else { b"N" };
+    // "lo": this helper brings it up (as runc and crun set it), once the init has the
+    // namespace; without a socket the init does.
+    let msg: &[u8] = if sock.is_some() { b"Nlo" } else { b"N" };
     let fds = [ns.as_fd()];
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
@@ -134,7 +157,7 @@ fn make_and_send(sh: &Shared) -> rustix::io::Result<()> {
         rustix::net::SendFlags::NOSIGNAL,
     )?;
     // `ns` is closed here: the init holds the namespace now (the message does, until read).
-    Ok(())
+    Ok(sock)
 }
 
 /// Start the helper, which sends the namespace on `chan` (the runtime's end of the channel to
@@ -151,6 +174,7 @@ pub fn spawn(
     let shared = SharedPage::new(Shared {
         chan: chan.raw(),
         sent: AtomicI32::new(0),
+        lo: AtomicI32::new(0),
         trace,
         t_start: AtomicU64::new(0),
         t_sent: AtomicU64::new(0),
@@ -275,11 +299,17 @@ impl Pending {
 
     /// Reap the helper (long done by the time the init is released) and make sure the init got
     /// its NETNS: one without a namespace if the helper failed. Returns the helper's start and
-    /// send times (monotonic µs; 0 without the trace).
-    pub fn finish(mut self, chan: &Channel) -> io::Result<(u64, u64)> {
+    /// send times (monotonic µs; 0 without the trace). An error: the channel's, or that of lo,
+    /// which the init was told the helper would bring up (`Err` with kind Other and the errno).
+    pub fn finish(mut self, chan: &Channel) -> Result<(u64, u64), Finish> {
         self.reap();
         if self.shared.sent.load(Ordering::Acquire) != 1 {
-            chan.send(sync::NETNS, b"")?;
+            chan.send(sync::NETNS, b"").map_err(Finish::Send)?;
+        } else {
+            let lo = self.shared.lo.load(Ordering::Acquire);
+            if lo < 0 {
+                return Err(Finish::Loopback(io::Error::from_raw_os_error(-lo)));
+            }
         }
         Ok((
             self.shared.t_start.load(Ordering::Relaxed),

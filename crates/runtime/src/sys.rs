@@ -391,6 +391,23 @@ pub fn loopback_up_on(sock: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
+/// lo up in a network namespace made an instant ago, through `sock`, a socket of it: one ioctl.
+/// A new namespace's lo has exactly IFF_LOOPBACK set (loopback_setup), so its flags need no
+/// reading first. Raw syscalls only (the network namespace helper's).
+pub fn loopback_up_fresh(sock: &OwnedFd) -> rustix::io::Result<()> {
+    use rustix::ioctl::{ioctl, Updater};
+    const SIOCSIFFLAGS: rustix::ioctl::Opcode = libc::SIOCSIFFLAGS as rustix::ioctl::Opcode;
+    // SAFETY: ifreq is a name array and a union of plain integers/addresses: all-zero is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
+        *d = *s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK) as libc::c_short;
+    // SAFETY: SIOCSIFFLAGS takes a struct ifreq: it reads the live `ifr` (name and flags).
+    unsafe { ioctl(sock, Updater::<SIOCSIFFLAGS, libc::ifreq>::new(&mut ifr)) }?;
+    Ok(())
+}
+
 /// Restrict `pid` to `cpu` (from [`other_cpu`]); false on any error.
 pub fn move_to_cpu(pid: i32, cpu: &rustix::thread::CpuSet) -> bool {
     Pid::from_raw(pid.max(0))

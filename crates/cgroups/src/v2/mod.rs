@@ -14,7 +14,7 @@ use oci_spec::runtime::LinuxResources;
 
 use crate::backend::{Backend, Freezer};
 use crate::stats::ReadStats;
-use crate::{cgroupfs, fs, stats, Error, Hier, Manager, OomEvents, Result, Stats};
+use crate::{cgroupfs, fs, stats, Delegation, Error, Hier, Manager, OomEvents, Result, Stats};
 
 mod cpu;
 mod cpuset;
@@ -70,6 +70,9 @@ impl Backend for Fs {
             .unified_hier()
             .ok_or_else(|| Error::Invalid("no cgroup2 directory to apply resources to".into()))?;
         devices::validate(res)?; // before writing anything
+        if m.delegation == Delegation::Pending {
+            wait_delegated(u)?;
+        }
         CONTROLLERS
             .iter()
             .try_for_each(|(_, apply)| apply(m, u, res))
@@ -137,9 +140,23 @@ fn mkdirs(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
     // shows the new cgroup.subtree_control before it has given the children the controllers'
     // files (seen in the VM: `no memory.max` right after `memory` appeared there), so the
     // leaf's files are waited for too.
-    if let Some(parent) = u.dir.parent().filter(|p| {
+    let parent_not_ours = u.dir.parent().is_some_and(|p| {
         *p != u.base && p.starts_with(&u.base) && !created[start..].iter().any(|c| c == p)
-    }) {
+    });
+    if parent_not_ours {
+        if m.delegation == Delegation::AtApply {
+            m.delegation = Delegation::Pending;
+        } else {
+            wait_delegated(u)?;
+        }
+    }
+    Ok(())
+}
+
+/// The wait of [`mkdirs`] for the controllers the leaf's parent (made by another container's
+/// create, an instant ago) is about to delegate.
+fn wait_delegated(u: &Hier) -> Result<()> {
+    if let Some(parent) = u.dir.parent() {
         let leaf = &u.dir;
         let pending = || -> Result<bool> {
             let offered = fs::read_at(parent, "cgroup.controllers")?;

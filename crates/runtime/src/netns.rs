@@ -299,8 +299,9 @@ impl Pending {
 
     /// Reap the helper (long done by the time the init is released) and make sure the init got
     /// its NETNS: one without a namespace if the helper failed. Returns the helper's start and
-    /// send times (monotonic µs; 0 without the trace). An error: the channel's, or that of lo,
-    /// which the init was told the helper would bring up (`Err` with kind Other and the errno).
+    /// send times (monotonic µs; 0 without the trace). Fails with [`Finish::Send`] where that
+    /// NETNS could not be sent, and with [`Finish::Loopback`] (the helper's errno) where lo,
+    /// which the init was told the helper would bring up, did not come up.
     pub fn finish(mut self, chan: &Channel) -> Result<(u64, u64), Finish> {
         self.reap();
         if self.shared.sent.load(Ordering::Acquire) != 1 {

@@ -397,7 +397,7 @@ fn err(what: &str, dir: &Path, e: std::io::Error) -> Error {
 
 /// Load a device program; returns its fd. On a verifier rejection the message carries the
 /// verifier log.
-pub(crate) fn load(prog: &[Insn]) -> std::io::Result<OwnedFd> {
+pub fn load(prog: &[Insn]) -> std::io::Result<OwnedFd> {
     const LICENSE: &[u8] = b"Apache-2.0\0";
     let mut a = Attr::new();
     a.u32(0, BPF_PROG_TYPE_CGROUP_DEVICE)

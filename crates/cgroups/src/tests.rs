@@ -864,6 +864,19 @@ fn v2_create_for_clone_leaves_the_delegation_wait_to_apply() {
     m.create_for_clone(Some(&res)).unwrap();
     let e = m.apply(&res).unwrap_err().to_string();
     assert!(e.contains("no pids.max"), "{e}");
+
+    // A container without limits needs no controller (nor do device rules, an eBPF program
+    // on v2): no wait at all for a parent that nobody delegates.
+    let mut m = Manager::new_in(&host, Some("pod/ctr3"), "z", false).unwrap();
+    let no_limits = LinuxResources::default();
+    m.create_for_clone(Some(&no_limits)).unwrap();
+    let t0 = std::time::Instant::now();
+    m.apply(&no_limits).unwrap();
+    assert!(
+        t0.elapsed() < std::time::Duration::from_millis(500),
+        "apply without limits waited for the parent's controllers ({:?})",
+        t0.elapsed()
+    );
 }
 
 #[test]

@@ -69,8 +69,11 @@ impl Backend for Fs {
         let u = m
             .unified_hier()
             .ok_or_else(|| Error::Invalid("no cgroup2 directory to apply resources to".into()))?;
-        devices::validate(res)?; // before writing anything
-        if m.delegation == Delegation::Pending {
+        // Before writing anything.
+        devices::validate(res)?;
+        // Only limits need the controllers: a container without any (device rules are an eBPF
+        // program, no controller) does not wait up to 1 s for a parent that nobody delegates.
+        if m.delegation == Delegation::Pending && crate::resources::needs_limits(Some(res)) {
             wait_delegated(u)?;
         }
         CONTROLLERS

@@ -467,6 +467,36 @@ pub fn verifier_processed(prog: &[Insn]) -> std::io::Result<u64> {
         })
 }
 
+/// A device program loaded ahead of its attach ([`preload`]): its instructions and its fd.
+static PRELOADED: std::sync::Mutex<Option<(Vec<Insn>, OwnedFd)>> = std::sync::Mutex::new(None);
+
+/// Load the device program for `rules` now, for the next [`attach_device_filter`] with the same
+/// program to attach instead of loading it (the systemd driver loads it while systemd makes the
+/// unit). Nothing happens where the attach would load nothing; errors are left to the attach,
+/// which loads again and reports them.
+pub(crate) fn preload(rules: &[LinuxDeviceCgroup]) {
+    if rules.is_empty() || crate::resources::devices_trivial(rules) == Some(true) {
+        return;
+    }
+    let Ok(parsed) = parse_rules(rules) else {
+        return;
+    };
+    let prog = program(&parsed);
+    if let Ok(fd) = load(&prog) {
+        if let Ok(mut g) = PRELOADED.lock() {
+            *g = Some((prog, fd));
+        }
+    }
+}
+
+/// The preloaded program if it is `prog`; it is taken either way (one preload, one attach).
+fn take_preloaded(prog: &[Insn]) -> Option<OwnedFd> {
+    match PRELOADED.lock().ok()?.take() {
+        Some((p, fd)) if p == prog => Some(fd),
+        _ => None,
+    }
+}
+
 /// Kernel id of a loaded program.
 pub(crate) fn prog_id(fd: &OwnedFd) -> std::io::Result<u32> {
     // struct bpf_prog_info starts { __u32 type; __u32 id; ... }: ask for those 8 bytes.
@@ -589,7 +619,8 @@ pub fn attach_device_filter(dir: &Path, rules: &[LinuxDeviceCgroup]) -> Result<O
         }
         return Ok(None);
     }
-    let prog = match load(&program(&parsed)) {
+    let insns = program(&parsed);
+    let prog = match take_preloaded(&insns).map_or_else(|| load(&insns), Ok) {
         Ok(p) => p,
         // In a user namespace bpf(2) is refused (no CAP_BPF/CAP_SYS_ADMIN in the initial
         // namespace); as runc does, go without the filter there: such containers cannot
@@ -885,6 +916,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_preloaded_program_is_taken_once_and_only_for_its_own_rules() {
+        let rules = runtime_defaults();
+        let prog = device_filter(&rules).unwrap();
+        if let Err(e) = load(&prog) {
+            println!("SKIPPED: cannot load a device program here: {e}");
+            return;
+        }
+        preload(&rules);
+        let other = device_filter(&[rule(false, None, None, None, "rwm")]).unwrap();
+        assert!(take_preloaded(&other).is_none(), "another program took it");
+        assert!(take_preloaded(&prog).is_none(), "a mismatch must drop it");
+        preload(&rules);
+        let fd = take_preloaded(&prog).expect("the preloaded program");
+        assert!(prog_id(&fd).unwrap() > 0);
+        assert!(take_preloaded(&prog).is_none(), "taken twice");
+        // Nothing to load: nothing kept.
+        preload(&[rule(true, None, None, None, "rwm")]);
+        assert!(PRELOADED.lock().unwrap().is_none());
     }
 
     /// What the rules say, straight from the list: the last matching rule's verdict.

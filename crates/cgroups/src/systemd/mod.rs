@@ -567,7 +567,26 @@ pub(crate) fn start(m: &Manager, unit: &Unit, pid: i32) -> Result<()> {
     let body = start_body(&unit.name, props);
     let mut retried = false;
     let job = loop {
-        match c.call(DEST, PATH, IFACE, "StartTransientUnit", body.clone()) {
+        let r = if retried {
+            c.call(DEST, PATH, IFACE, "StartTransientUnit", body.clone())
+        } else {
+            // While systemd makes the scope and moves the init into it (the init waits for
+            // that), load the device program the limits will attach once it is done.
+            match c.send_call(DEST, PATH, IFACE, "StartTransientUnit", body.clone()) {
+                Ok(s) => {
+                    if let Some(d) = pending
+                        .as_ref()
+                        .and_then(|r| r.devices().as_deref())
+                        .filter(|_| m.layout == Layout::V2 && !m.rootless)
+                    {
+                        crate::ebpf::preload(d);
+                    }
+                    c.reply(s, "StartTransientUnit")
+                }
+                Err(e) => Err(e),
+            }
+        };
+        match r {
             Ok(r) => match r.first().and_then(Value::as_str) {
                 Some(j) => break j.to_string(),
                 None => return Err(err("StartTransientUnit: reply without a job path")),

@@ -320,9 +320,22 @@ impl Conn {
         member: &str,
         body: Vec<Value>,
     ) -> Result<Vec<Value>> {
-        let dest = if self.bus { Some(destination) } else { None };
-        let s = self.send(Message::method_call(dest, path, interface, member, body))?;
+        let s = self.send_call(destination, path, interface, member, body)?;
         self.reply(s, member)
+    }
+
+    /// Send a call to `member` without waiting for its reply ([`Conn::reply`] with the
+    /// serial returned reads it).
+    pub fn send_call(
+        &mut self,
+        destination: &str,
+        path: &str,
+        interface: &str,
+        member: &str,
+        body: Vec<Value>,
+    ) -> Result<u32> {
+        let dest = if self.bus { Some(destination) } else { None };
+        self.send(Message::method_call(dest, path, interface, member, body))
     }
 
     /// Wait (until `deadline`) for a signal that `pred` accepts; earlier signals included.

@@ -322,10 +322,7 @@ fn connect() -> Result<(Conn, Target)> {
     } else {
         "systemd"
     };
-    // The server's answer to the authentication is read by the first call: on systemd's
-    // private socket (root) that is StartTransientUnit, after the clone, so `create` does not
-    // wait for systemd to take the connection (one round trip to PID 1's event loop).
-    let mut c = Conn::connect_lazy(addr, t.bus, TIMEOUT, host_euid())
+    let mut c = Conn::connect(addr, t.bus, TIMEOUT, host_euid())
         .map_err(|e| err(format_args!("cannot connect to {who} at {addr}: {e}")))?;
     if t.bus {
         c.call(

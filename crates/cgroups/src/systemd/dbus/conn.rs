@@ -95,53 +95,31 @@ pub(crate) struct Conn {
     pub bus: bool,
     /// Read timeout of one call.
     timeout: Duration,
-    /// The authentication was sent and its answer not read yet ([`Conn::connect_lazy`]).
-    pending: Option<Pending>,
-}
-
-/// What [`Conn::ready`] needs to read the answer to the authentication, and to ask again with
-/// the uid where the server refused to take it from the socket.
-#[derive(Debug)]
-struct Pending {
-    addr: Addr,
-    /// The identity sent (`None`: the server's view).
-    uid: Option<u32>,
-    uid_hint: u32,
-    /// The serial of the Hello sent with it (on a bus).
-    hello: Option<u32>,
 }
 
 impl Conn {
-    /// Connect, authenticate with EXTERNAL and, on a message bus, say Hello, without waiting
-    /// for the server's answer, which the first call reads ([`Conn::ready`]): the server
-    /// answers while the caller does other work. Errors of the connect itself (no socket,
-    /// refused) come at once; those of the authentication with the first call.
+    /// Connect, authenticate with EXTERNAL and, on a message bus, say Hello.
     ///
     /// The identity is left to the server first (`AUTH EXTERNAL` then an empty `DATA`, as
     /// sd-bus clients do): it takes the uid from the socket's credentials as IT sees them,
     /// which is right whatever user namespace this process is in (rootless podman runs the
     /// runtime as uid 0 of its namespace; systemd sees the user's own uid). A server that
     /// refuses that is asked again with `uid_hint` spelled out (runc's way: the host uid).
-    pub fn connect_lazy(addr: &Addr, bus: bool, timeout: Duration, uid_hint: u32) -> Result<Conn> {
-        Conn::start(addr, bus, timeout, None, uid_hint)
-    }
-
-    /// [`Conn::connect_lazy`] and the answer read at once.
-    #[cfg(test)]
     pub fn connect(addr: &Addr, bus: bool, timeout: Duration, uid_hint: u32) -> Result<Conn> {
-        let mut c = Conn::connect_lazy(addr, bus, timeout, uid_hint)?;
-        c.ready()?;
-        Ok(c)
+        match Conn::connect_with(addr, bus, timeout, None) {
+            Err(Error::Protocol(e)) if e.starts_with("authentication refused") => {
+                Conn::connect_with(addr, bus, timeout, Some(uid_hint))
+            }
+            r => r,
+        }
     }
 
-    /// One connection attempt, its authentication sent; `uid`: the identity to send (`None`:
-    /// empty, the server's view).
-    fn start(
+    /// One connection attempt; `uid`: the identity to send (`None`: empty, the server's view).
+    pub fn connect_with(
         addr: &Addr,
         bus: bool,
         timeout: Duration,
         uid: Option<u32>,
-        uid_hint: u32,
     ) -> Result<Conn> {
         let sock = match addr {
             Addr::Path(p) => UnixStream::connect(p)?,
@@ -160,10 +138,9 @@ impl Conn {
             rbuf: Vec::new(),
             bus,
             timeout,
-            pending: None,
         };
         let mut out = auth_lines(uid).into_bytes();
-        let hello = if bus {
+        let hello_serial = if bus {
             let m = c.next_call(Message::method_call(
                 Some("org.freedesktop.DBus"),
                 "/org/freedesktop/DBus",
@@ -177,46 +154,10 @@ impl Conn {
             None
         };
         c.sock.write_all(&out)?;
-        c.pending = Some(Pending {
-            addr: addr.clone(),
-            uid,
-            uid_hint,
-            hello,
-        });
-        Ok(c)
-    }
-
-    /// Read the answer to the authentication if it is still pending. A server that refuses
-    /// to take the identity from the socket is asked again, on a new connection, with
-    /// `uid_hint` spelled out.
-    pub fn ready(&mut self) -> Result<()> {
-        let Some(p) = self.pending.take() else {
-            return Ok(());
-        };
-        match self.finish_auth(&p) {
-            Err(Error::Protocol(e))
-                if e.starts_with("authentication refused") && p.uid.is_none() =>
-            {
-                let mut c = Conn::start(
-                    &p.addr,
-                    self.bus,
-                    self.timeout,
-                    Some(p.uid_hint),
-                    p.uid_hint,
-                )?;
-                c.ready()?;
-                *self = c;
-                Ok(())
-            }
-            r => r,
-        }
-    }
-
-    fn finish_auth(&mut self, p: &Pending) -> Result<()> {
         loop {
-            let line = self.read_line()?;
+            let line = c.read_line()?;
             // The server's empty challenge to an AUTH EXTERNAL without identity.
-            if line.trim_end() == "DATA" && p.uid.is_none() {
+            if line.trim_end() == "DATA" && uid.is_none() {
                 continue;
             }
             if line.starts_with("OK ") {
@@ -227,10 +168,10 @@ impl Conn {
                 line.trim_end()
             )));
         }
-        if let Some(s) = p.hello {
-            self.reply(s, "Hello")?;
+        if let Some(s) = hello_serial {
+            c.reply(s, "Hello")?;
         }
-        Ok(())
+        Ok(c)
     }
 
     fn read_line(&mut self) -> Result<String> {
@@ -280,7 +221,6 @@ impl Conn {
 
     /// Send a method call; its serial.
     pub fn send(&mut self, m: Message) -> Result<u32> {
-        self.ready()?;
         let m = self.next_call(m);
         self.sock.write_all(&m.encode()?)?;
         Ok(m.serial)
@@ -288,7 +228,6 @@ impl Conn {
 
     /// Read until the reply to `serial`; keep signals, drop anything else.
     pub fn reply(&mut self, serial: u32, what: &str) -> Result<Vec<Value>> {
-        self.ready()?;
         loop {
             let m = self.read_message().map_err(|e| match e {
                 Error::Timeout(_) => Error::Timeout(format!("the reply to {what}")),
@@ -345,7 +284,6 @@ impl Conn {
         what: &str,
         mut pred: impl FnMut(&Message) -> bool,
     ) -> Result<Message> {
-        self.ready()?;
         if let Some(i) = self.signals.iter().position(&mut pred) {
             return Ok(self.signals.remove(i));
         }

@@ -395,10 +395,11 @@ fn err(what: &str, dir: &Path, e: std::io::Error) -> Error {
     ))
 }
 
-/// Load a device program; returns its fd. On a verifier rejection the message carries the
-/// verifier log.
-pub fn load(prog: &[Insn]) -> std::io::Result<OwnedFd> {
-    const LICENSE: &[u8] = b"Apache-2.0\0";
+const LICENSE: &[u8] = b"Apache-2.0\0";
+
+/// BPF_PROG_LOAD's attr for `prog`: its two addresses are `prog` (prog.len() instructions, the
+/// count given) and LICENSE (NUL-terminated, static).
+fn load_attr(prog: &[Insn]) -> Attr {
     let mut a = Attr::new();
     a.u32(0, BPF_PROG_TYPE_CGROUP_DEVICE)
         .u32(4, prog.len() as u32)
@@ -406,8 +407,27 @@ pub fn load(prog: &[Insn]) -> std::io::Result<OwnedFd> {
         .u64(16, LICENSE.as_ptr() as u64);
     // prog_name (offset 48, 16 bytes): shows up in bpftool.
     a.0[48..48 + 13].copy_from_slice(b"sprout_devcg\0");
-    // SAFETY: the attr holds two addresses: `prog` (prog.len() instructions, the count given)
-    // and LICENSE (NUL-terminated, static); both outlive the call.
+    a
+}
+
+/// Ask the verifier for its log at `level` in `log` (log.len() bytes, the size given).
+fn with_log(a: &mut Attr, level: u32, log: &mut [u8]) {
+    a.u32(24, level)
+        .u32(28, log.len() as u32)
+        .u64(32, log.as_mut_ptr() as u64);
+}
+
+/// The verifier's log up to its NUL.
+fn log_text(log: &[u8]) -> std::borrow::Cow<'_, str> {
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    String::from_utf8_lossy(&log[..end])
+}
+
+/// Load a device program; returns its fd. On a verifier rejection the message carries the
+/// verifier log.
+pub fn load(prog: &[Insn]) -> std::io::Result<OwnedFd> {
+    let mut a = load_attr(prog);
+    // SAFETY: the attr's addresses are `prog` and LICENSE (`load_attr`); both outlive the call.
     match unsafe { bpf(BPF_PROG_LOAD, &mut a) } {
         // SAFETY: BPF_PROG_LOAD returned a new program fd that nothing else owns.
         Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
@@ -416,18 +436,14 @@ pub fn load(prog: &[Insn]) -> std::io::Result<OwnedFd> {
         {
             // Again with the verifier log, to say why.
             let mut log = vec![0u8; 64 * 1024];
-            a.u32(24, 1)
-                .u32(28, log.len() as u32)
-                .u64(32, log.as_mut_ptr() as u64);
+            with_log(&mut a, 1, &mut log);
             // SAFETY: as above, plus the log buffer: `log` is log.len() writable bytes (the
-            // size given at offset 28) and lives until after the call. On success the new fd
-            // is leaked, as before: the first load failed, so this one fails the same way.
+            // size given) and lives until after the call. On success the new fd is leaked, as
+            // before: the first load failed, so this one fails the same way.
             let _ = unsafe { bpf(BPF_PROG_LOAD, &mut a) };
-            let end = log.iter().position(|&b| b == 0).unwrap_or(0);
-            let msg = String::from_utf8_lossy(&log[..end]);
             Err(std::io::Error::new(
                 e.kind(),
-                format!("{e}; verifier: {}", msg.trim()),
+                format!("{e}; verifier: {}", log_text(&log).trim()),
             ))
         }
         Err(e) => Err(e),
@@ -439,25 +455,16 @@ pub fn load(prog: &[Insn]) -> std::io::Result<OwnedFd> {
 /// instruction about once. The program is loaded and closed again. Needs what a load needs
 /// (CAP_BPF or CAP_SYS_ADMIN).
 pub fn verifier_processed(prog: &[Insn]) -> std::io::Result<u64> {
-    const LICENSE: &[u8] = b"Apache-2.0\0";
     const BPF_LOG_STATS: u32 = 4;
     let mut log = vec![0u8; 4096];
-    let mut a = Attr::new();
-    a.u32(0, BPF_PROG_TYPE_CGROUP_DEVICE)
-        .u32(4, prog.len() as u32)
-        .u64(8, prog.as_ptr() as u64)
-        .u64(16, LICENSE.as_ptr() as u64)
-        .u32(24, BPF_LOG_STATS)
-        .u32(28, log.len() as u32)
-        .u64(32, log.as_mut_ptr() as u64);
-    // SAFETY: the attr holds three addresses: `prog` (prog.len() instructions, the count
-    // given), LICENSE (NUL-terminated, static) and `log` (log.len() writable bytes, the size
-    // given); all outlive the call.
+    let mut a = load_attr(prog);
+    with_log(&mut a, BPF_LOG_STATS, &mut log);
+    // SAFETY: the attr's addresses are `prog` and LICENSE (`load_attr`) and `log` (log.len()
+    // writable bytes, the size given); all outlive the call.
     let fd = unsafe { bpf(BPF_PROG_LOAD, &mut a) }?;
     // SAFETY: BPF_PROG_LOAD returned a new program fd that nothing else owns; closed here.
     drop(unsafe { OwnedFd::from_raw_fd(fd as i32) });
-    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-    let text = String::from_utf8_lossy(&log[..end]);
+    let text = log_text(&log);
     text.split("processed ")
         .nth(1)
         .and_then(|t| t.split(' ').next())
@@ -893,23 +900,13 @@ mod tests {
             let list: Vec<_> = (0..shapes.len()).filter(|i| mask & (1 << i) != 0).collect();
             let rules: Vec<_> = list.iter().map(|&i| shapes[i].clone()).collect();
             let p = device_filter(&rules).unwrap();
+            let sub: Vec<Rule> = list.iter().map(|&i| parsed[i]).collect();
             for t in [DEV_BLOCK, DEV_CHAR] {
                 for acc in 1..8 {
                     for (maj, min) in [(1, 3), (1, 4), (2, 3), (9, 9)] {
-                        let want = list
-                            .iter()
-                            .rev()
-                            .map(|&i| parsed[i])
-                            .find(|r| {
-                                r.typ.is_none_or(|x| x == t)
-                                    && acc & !r.access == 0
-                                    && r.major.is_none_or(|x| x == maj)
-                                    && r.minor.is_none_or(|x| x == min)
-                            })
-                            .is_some_and(|r| r.allow);
                         assert_eq!(
                             ok(&p, t, acc, maj, min),
-                            want,
+                            reference(&sub, t, acc, maj, min),
                             "mask {mask:b} t{t} acc{acc} {maj}:{min}"
                         );
                     }

@@ -29,7 +29,10 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Some(l) = spec.linux() {
         if let Some(r) = l.resources() {
-            let _ = sprout_runtime::create::with_default_device_rules(r, l.devices().as_deref().unwrap_or(&[]));
+            // The rules the runtime applies, compiled as for a pure-v2 host's device filter.
+            let r =
+                sprout_cgroups::with_default_device_rules(r, l.devices().as_deref().unwrap_or(&[]));
+            let _ = sprout_cgroups::ebpf::device_filter(r.devices().as_deref().unwrap_or(&[]));
         }
         for d in l.devices().iter().flatten() {
             let _ = sprout_runtime::rootfs::device_kind(d.typ());

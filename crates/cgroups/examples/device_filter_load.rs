@@ -30,7 +30,7 @@ fn rule(
 }
 
 /// A leading deny-all, the config's `extra` rules, then the runtime's defaults (as
-/// `with_default_device_rules` in crates/runtime/src/create.rs appends them).
+/// `sprout_cgroups::with_default_device_rules` appends them).
 fn rules(extra: u32) -> Vec<LinuxDeviceCgroup> {
     let c = Some(LinuxDeviceType::C);
     let mut v = vec![rule(false, None, None, None, "rwm")];
@@ -39,21 +39,7 @@ fn rules(extra: u32) -> Vec<LinuxDeviceCgroup> {
         let acc = if i % 4 == 1 { "r" } else { "rw" };
         v.push(rule(true, c, Some(maj.into()), Some(min.into()), acc));
     }
-    v.push(rule(true, c, None, None, "m"));
-    v.push(rule(true, Some(LinuxDeviceType::B), None, None, "m"));
-    for (a, b) in [
-        (1, 3),
-        (1, 8),
-        (1, 7),
-        (5, 0),
-        (1, 5),
-        (1, 9),
-        (5, 2),
-        (10, 200),
-    ] {
-        v.push(rule(true, c, Some(a), Some(b), "rwm"));
-    }
-    v.push(rule(true, c, Some(136), None, "rwm"));
+    v.extend(sprout_cgroups::default_device_rules(&[]));
     v
 }
 

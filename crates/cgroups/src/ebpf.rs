@@ -700,25 +700,10 @@ mod tests {
     }
     use LinuxDeviceType::{B, C};
 
-    /// runc's default list after a leading deny-all, as the runtime builds it.
+    /// The runtime's list: a leading deny-all, then the defaults every container gets.
     fn runtime_defaults() -> Vec<LinuxDeviceCgroup> {
         let mut v = vec![rule(false, None, None, None, "rwm")];
-        v.push(rule(true, Some(C), None, None, "m"));
-        v.push(rule(true, Some(B), None, None, "m"));
-        for (a, b) in [
-            (1, 3),
-            (1, 5),
-            (1, 7),
-            (1, 8),
-            (1, 9),
-            (5, 0),
-            (5, 1),
-            (5, 2),
-            (10, 200),
-        ] {
-            v.push(rule(true, Some(C), Some(a), Some(b), "rwm"));
-        }
-        v.push(rule(true, Some(C), Some(136), None, "rwm"));
+        v.extend(crate::default_device_rules(&[]));
         v
     }
 
@@ -784,7 +769,6 @@ mod tests {
             (1, 8),
             (1, 9),
             (5, 0),
-            (5, 1),
             (5, 2),
             (10, 200),
         ] {
@@ -794,6 +778,7 @@ mod tests {
         }
         assert!(ok(&p, DEV_CHAR, ACC_READ | ACC_WRITE, 136, 4)); // pts
         assert!(!ok(&p, DEV_CHAR, ACC_READ, 1, 1)); // /dev/mem
+        assert!(!ok(&p, DEV_CHAR, ACC_READ, 5, 1)); // the host's console
         assert!(!ok(&p, DEV_BLOCK, ACC_READ, 8, 0)); // sda
         assert!(ok(&p, DEV_BLOCK, ACC_MKNOD, 8, 0)); // mknod of anything is fine
         assert!(ok(&p, DEV_CHAR, ACC_MKNOD, 4, 1));

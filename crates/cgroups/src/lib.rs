@@ -62,7 +62,8 @@
 //! - `resources.rs`: validation and conversions the controllers share, field-named errors.
 //! - `detect.rs`: the layout, by statfs. `path.rs`: cgroupsPath resolution, /proc/self/cgroup.
 //!   `fs.rs`: syscall-lean file helpers.
-//! - `ebpf.rs`: the v2 device filter (`BPF_PROG_TYPE_CGROUP_DEVICE`).
+//! - `ebpf.rs`: the v2 device filter (`BPF_PROG_TYPE_CGROUP_DEVICE`). `default_devices.rs`: the
+//!   device rules every container gets after its own (runc's list).
 //! - `events.rs`: OOM notifications. `stats.rs`: the resource usage types, the dispatch over
 //!   the drivers' `STATS` lists and the readers' helpers. `rootless.rs`: whether sprout runs
 //!   rootless. `pool.rs`: the resident pool.
@@ -82,6 +83,7 @@ use backend::{Backend, Freezer};
 
 mod backend;
 mod cgroupfs;
+mod default_devices;
 mod detect;
 pub mod ebpf;
 mod events;
@@ -100,6 +102,7 @@ mod v1;
 mod v2;
 
 pub use cgroupfs::SelfJoin;
+pub use default_devices::{default_device_rules, with_default_device_rules, DEFAULT_DEVICES};
 pub use events::{OomEvents, OomWait};
 pub use pool::{PoolCgroup, ResidentPool};
 pub use rootless::running_rootless;

@@ -179,28 +179,7 @@ fn runtime_default_rules_load_and_enforce() {
     };
     let d = &cg.0;
     let mut rules = vec![rule(false, None, None, None, "rwm")];
-    rules.push(rule(true, Some(LinuxDeviceType::C), None, None, "m"));
-    rules.push(rule(true, Some(LinuxDeviceType::B), None, None, "m"));
-    for (a, b) in [
-        (1, 3),
-        (1, 5),
-        (1, 7),
-        (1, 8),
-        (1, 9),
-        (5, 0),
-        (5, 1),
-        (5, 2),
-        (10, 200),
-    ] {
-        rules.push(rule(
-            true,
-            Some(LinuxDeviceType::C),
-            Some(a),
-            Some(b),
-            "rwm",
-        ));
-    }
-    rules.push(rule(true, Some(LinuxDeviceType::C), Some(136), None, "rwm"));
+    rules.extend(sprout_cgroups::default_device_rules(&[]));
     let t = std::time::Instant::now();
     ebpf::attach_device_filter(d, &rules).unwrap();
     println!(
@@ -226,21 +205,7 @@ fn verifier_work_is_linear() {
     }
     let c = Some(LinuxDeviceType::C);
     let mut rules = vec![rule(false, None, None, None, "rwm")];
-    rules.push(rule(true, c, None, None, "m"));
-    rules.push(rule(true, Some(LinuxDeviceType::B), None, None, "m"));
-    for (a, b) in [
-        (1, 3),
-        (1, 8),
-        (1, 7),
-        (5, 0),
-        (1, 5),
-        (1, 9),
-        (5, 2),
-        (10, 200),
-    ] {
-        rules.push(rule(true, c, Some(a), Some(b), "rwm"));
-    }
-    rules.push(rule(true, c, Some(136), None, "rwm"));
+    rules.extend(sprout_cgroups::default_device_rules(&[]));
     for extra in [0, 6, 20, 60] {
         let mut list = rules.clone();
         for i in 0..extra {

@@ -765,57 +765,13 @@ fn apply_resources(
     linux: Option<&oci_spec::runtime::Linux>,
 ) -> Result<()> {
     if let Some(res) = linux.and_then(|l| l.resources().as_ref()) {
-        let res = with_default_device_rules(
+        let res = sprout_cgroups::with_default_device_rules(
             res,
             linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]),
         );
         cg.apply(&res)?;
     }
     Ok(())
-}
-
-/// Devices every container may use whatever its rules say (runc's list): mknod of anything
-/// (access still needs a rule), the default devices and the pty devices. They go after the
-/// config's rules, so a leading deny-all doesn't shadow them. The config's `linux.devices` get
-/// no rule of their own: `resources.devices` decides (a deny-all denies them, as with runc), and
-/// a default device the config lists by path loses its default rule too. No rule for
-/// /dev/console's 5:1: the container's console is a bind of its pty.
-pub fn with_default_device_rules(
-    res: &oci_spec::runtime::LinuxResources,
-    devices: &[oci_spec::runtime::LinuxDevice],
-) -> oci_spec::runtime::LinuxResources {
-    use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType};
-    let rule = |t: LinuxDeviceType, major: Option<i64>, minor: Option<i64>, access: &str| {
-        let mut r = LinuxDeviceCgroup::default();
-        r.set_allow(true);
-        r.set_typ(Some(t));
-        r.set_major(major);
-        r.set_minor(minor);
-        r.set_access(Some(access.to_string()));
-        r
-    };
-    let mut rules = res.devices().clone().unwrap_or_default();
-    rules.push(rule(LinuxDeviceType::C, None, None, "m"));
-    rules.push(rule(LinuxDeviceType::B, None, None, "m"));
-    for (path, maj, min) in [
-        ("/dev/null", 1, Some(3)),
-        ("/dev/random", 1, Some(8)),
-        ("/dev/full", 1, Some(7)),
-        ("/dev/tty", 5, Some(0)),
-        ("/dev/zero", 1, Some(5)),
-        ("/dev/urandom", 1, Some(9)),
-        ("", 136, None),     // /dev/pts/*
-        ("", 5, Some(2)),    // /dev/ptmx
-        ("", 10, Some(200)), // /dev/net/tun (kept by runc for old clients)
-    ] {
-        if !path.is_empty() && devices.iter().any(|d| d.path().as_os_str() == path) {
-            continue;
-        }
-        rules.push(rule(LinuxDeviceType::C, Some(maj), min, "rwm"));
-    }
-    let mut out = res.clone();
-    out.set_devices(Some(rules));
-    out
 }
 
 fn expect(chan: &Channel, want: u8) -> Result<()> {

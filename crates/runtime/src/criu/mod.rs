@@ -947,7 +947,7 @@ pub fn restore(
     st.cgroup_pending = false;
     store.save(&st)?;
     if let Some(res) = resources {
-        let res = crate::create::with_default_device_rules(
+        let res = sprout_cgroups::with_default_device_rules(
             res,
             linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]),
         );

@@ -375,34 +375,46 @@ pub fn netns_of_socket(sock: &OwnedFd) -> rustix::io::Result<OwnedFd> {
 pub fn loopback_up_on(sock: &OwnedFd) -> io::Result<()> {
     use rustix::ioctl::{ioctl, Updater};
     const SIOCGIFFLAGS: rustix::ioctl::Opcode = libc::SIOCGIFFLAGS as rustix::ioctl::Opcode;
-    const SIOCSIFFLAGS: rustix::ioctl::Opcode = libc::SIOCSIFFLAGS as rustix::ioctl::Opcode;
-    // SAFETY: ifreq is a name array and a union of plain integers/addresses: all-zero is valid.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
-        *d = *s as libc::c_char;
-    }
+    let mut ifr = lo_ifreq();
     // SAFETY: SIOCGIFFLAGS takes a struct ifreq (the type given): it reads the NUL-terminated
     // name of the live `ifr` and writes its ifru_flags.
     unsafe { ioctl(sock, Updater::<SIOCGIFFLAGS, libc::ifreq>::new(&mut ifr)) }?;
     // SAFETY: SIOCGIFFLAGS just set ifru_flags, the union member read here.
-    unsafe { ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
-    // SAFETY: SIOCSIFFLAGS takes a struct ifreq: it reads the live `ifr` (name and flags).
-    unsafe { ioctl(sock, Updater::<SIOCSIFFLAGS, libc::ifreq>::new(&mut ifr)) }?;
-    Ok(())
+    let flags = unsafe { ifr.ifr_ifru.ifru_flags };
+    Ok(set_lo_flags(
+        sock,
+        ifr,
+        flags | libc::IFF_UP as libc::c_short,
+    )?)
 }
 
 /// lo up in a network namespace made an instant ago, through `sock`, a socket of it: one ioctl.
 /// A new namespace's lo has exactly IFF_LOOPBACK set (loopback_setup), so its flags need no
 /// reading first. Raw syscalls only (the network namespace helper's).
 pub fn loopback_up_fresh(sock: &OwnedFd) -> rustix::io::Result<()> {
-    use rustix::ioctl::{ioctl, Updater};
-    const SIOCSIFFLAGS: rustix::ioctl::Opcode = libc::SIOCSIFFLAGS as rustix::ioctl::Opcode;
+    let flags = (libc::IFF_UP | libc::IFF_LOOPBACK) as libc::c_short;
+    set_lo_flags(sock, lo_ifreq(), flags)
+}
+
+/// A struct ifreq naming lo, all else zero.
+fn lo_ifreq() -> libc::ifreq {
     // SAFETY: ifreq is a name array and a union of plain integers/addresses: all-zero is valid.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
         *d = *s as libc::c_char;
     }
-    ifr.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK) as libc::c_short;
+    ifr
+}
+
+/// SIOCSIFFLAGS of lo (`ifr` from [`lo_ifreq`]) to `flags`.
+fn set_lo_flags(
+    sock: &OwnedFd,
+    mut ifr: libc::ifreq,
+    flags: libc::c_short,
+) -> rustix::io::Result<()> {
+    use rustix::ioctl::{ioctl, Updater};
+    const SIOCSIFFLAGS: rustix::ioctl::Opcode = libc::SIOCSIFFLAGS as rustix::ioctl::Opcode;
+    ifr.ifr_ifru.ifru_flags = flags;
     // SAFETY: SIOCSIFFLAGS takes a struct ifreq: it reads the live `ifr` (name and flags).
     unsafe { ioctl(sock, Updater::<SIOCSIFFLAGS, libc::ifreq>::new(&mut ifr)) }?;
     Ok(())

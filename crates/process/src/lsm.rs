@@ -63,10 +63,23 @@ fn write_one(path: &Path, data: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// [`crate::set_exec_lsm_labels`] with the task's attr directory at `attr` (normally
-/// /proc/thread-self/attr).
+/// [`crate::set_exec_lsm_labels`] with the task's attr directory at `attr`, a plain path (the
+/// tests' stand-in for /proc/<tid>/attr).
 pub fn set_exec_lsm_labels_in(
     attr: &Path,
+    apparmor_profile: Option<&str>,
+    selinux_label: Option<&str>,
+) -> Result<()> {
+    set_labels_with(
+        |rel, data| write_one(&attr.join(rel), data),
+        apparmor_profile,
+        selinux_label,
+    )
+}
+
+/// The labels written through `write`, which takes a name below the attr directory.
+fn set_labels_with(
+    write: impl Fn(&str, &[u8]) -> std::io::Result<()>,
     apparmor_profile: Option<&str>,
     selinux_label: Option<&str>,
 ) -> Result<()> {
@@ -74,11 +87,9 @@ pub fn set_exec_lsm_labels_in(
         let mut data = Vec::with_capacity(5 + profile.len());
         data.extend_from_slice(b"exec ");
         data.extend_from_slice(profile.as_bytes());
-        let r = match write_one(&attr.join("apparmor/exec"), &data) {
+        let r = match write("apparmor/exec", &data) {
             // Kernels without LSM stacking (before 5.1) only have attr/exec.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                write_one(&attr.join("exec"), &data)
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => write("exec", &data),
             r => r,
         };
         r.map_err(|e| Error::Sys {
@@ -87,7 +98,7 @@ pub fn set_exec_lsm_labels_in(
         })?;
     }
     if let Some(label) = non_empty(selinux_label) {
-        write_one(&attr.join("exec"), label.as_bytes()).map_err(|e| Error::Sys {
+        write("exec", label.as_bytes()).map_err(|e| Error::Sys {
             what: format!("process.selinuxLabel: setting SELinux exec label {label:?}"),
             source: e,
         })?;
@@ -95,7 +106,8 @@ pub fn set_exec_lsm_labels_in(
     Ok(())
 }
 
-/// See [`crate::set_exec_lsm_labels`].
+/// See [`crate::set_exec_lsm_labels`]. Written through [`crate::procfs::ProcRoot`]: a mount over
+/// /proc or over the attr files (CVE-2025-52881) is an error, never a label left unapplied.
 pub fn set_exec_lsm_labels(
     apparmor_profile: Option<&str>,
     selinux_label: Option<&str>,
@@ -103,13 +115,21 @@ pub fn set_exec_lsm_labels(
     if non_empty(apparmor_profile).is_none() && non_empty(selinux_label).is_none() {
         return Ok(());
     }
-    let thread_self = Path::new("/proc/thread-self/attr");
-    let attr = if thread_self.exists() {
-        thread_self
+    let field = if non_empty(apparmor_profile).is_some() {
+        "process.apparmorProfile"
     } else {
-        Path::new("/proc/self/attr")
+        "process.selinuxLabel"
     };
-    set_exec_lsm_labels_in(attr, apparmor_profile, selinux_label)
+    let proc = crate::procfs::ProcRoot::open().map_err(|e| Error::Sys {
+        what: format!("{field}: opening /proc"),
+        source: e,
+    })?;
+    let dir = format!("{}/attr/", crate::procfs::thread_dir());
+    set_labels_with(
+        |rel, data| proc.write(&format!("{dir}{rel}"), data),
+        apparmor_profile,
+        selinux_label,
+    )
 }
 
 #[cfg(test)]

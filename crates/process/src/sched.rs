@@ -56,18 +56,22 @@ pub(crate) fn write_file(path: &str, data: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// See [`crate::set_oom_score_adj`].
+/// See [`crate::set_oom_score_adj`]. Written through [`crate::procfs::ProcRoot`]: a mount
+/// over /proc or over the file (CVE-2025-52881) is an error, never a write elsewhere.
 pub fn set_oom_score_adj(score: i32) -> Result<()> {
     validate_oom_score_adj(score)?;
     let mut buf = [0u8; 24];
-    write_file(
-        "/proc/self/oom_score_adj\0",
-        fmt_i64(i64::from(score), &mut buf),
-    )
-    .map_err(|e| Error::Sys {
-        what: format!("process.oomScoreAdj: writing {score} to /proc/self/oom_score_adj"),
+    let what = || format!("process.oomScoreAdj: writing {score} to /proc/self/oom_score_adj");
+    let proc = crate::procfs::ProcRoot::open().map_err(|e| Error::Sys {
+        what: what(),
         source: e,
-    })
+    })?;
+    let rel = format!("{}/oom_score_adj", crate::procfs::thread_dir());
+    proc.write(&rel, fmt_i64(i64::from(score), &mut buf))
+        .map_err(|e| Error::Sys {
+            what: what(),
+            source: e,
+        })
 }
 
 /// Write `score` to /proc/<pid>/oom_score_adj: for a parent that prefers to set it on the child

@@ -172,3 +172,63 @@ fn give_to(
         Err(e) => Err(("chown", e)),
     }
 }
+
+/// /dev/console of a container with a terminal: its pty slave (`slave`) bound over it, as
+/// runtime-spec's default devices ask and runc and crun do (programs that write to the console,
+/// an init system, `agetty`, find their terminal there). The file is made where missing (an
+/// empty regular file, the mount point); one that exists must be a regular file or a character
+/// device: a symlink there (the image's /dev, a volume's) is refused, never followed, as runc
+/// refuses it since CVE-2025-52565. The bind is a clone of the slave's own mount taken from its
+/// descriptor: no path below /dev/pts is looked up.
+pub fn bind_console(slave: std::os::fd::BorrowedFd<'_>) -> Result<()> {
+    let err = |step: &str, e: std::io::Error| Error::os(format!("process.terminal: {step}"), e);
+    let dev = rustix::fs::open(
+        c"/dev",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| err("opening /dev", e.into()))?;
+    let open = || {
+        rustix::fs::openat(
+            &dev,
+            c"console",
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    };
+    let target = match open() {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => {
+            match rustix::fs::mknodat(
+                &dev,
+                c"console",
+                rustix::fs::FileType::RegularFile,
+                Mode::from_raw_mode(0o666),
+                0,
+            ) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(err("making /dev/console", e.into())),
+            }
+            open().map_err(|e| err("opening /dev/console", e.into()))?
+        }
+        Err(e) => return Err(err("opening /dev/console", e.into())),
+    };
+    let kind = rustix::fs::fstat(&target)
+        .map_err(|e| err("/dev/console", e.into()))?
+        .st_mode
+        & libc::S_IFMT;
+    if kind != libc::S_IFREG && kind != libc::S_IFCHR {
+        return Err(Error::msg(format!(
+            "process.terminal: /dev/console in the container is {} (refused: CVE-2025-52565)",
+            if kind == libc::S_IFLNK {
+                "a symlink"
+            } else {
+                "neither a file nor a device"
+            }
+        )));
+    }
+    let tree = crate::rootfs::open_tree(slave.as_raw_fd(), c"", false)
+        .map_err(|e| err("cloning the pty for /dev/console", e))?;
+    crate::rootfs::move_mount_to_fd(tree.as_raw_fd(), target.as_raw_fd())
+        .map_err(|e| err("binding the pty over /dev/console", e))
+}

@@ -117,8 +117,12 @@ fn reopen_dev_null() {
         return;
     }
     // rustix's open: libc's may add an fcntl(F_SETFD) after O_CLOEXEC (musl). Closed on drop.
-    let Ok(fd) = rustix::fs::open(c"/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
-    else {
+    // Not followed: a symlink there (the image's /dev) is not the null device either.
+    let Ok(fd) = rustix::fs::open(
+        c"/dev/null",
+        OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
         return;
     };
     if is_null(fd.as_raw_fd()) {
@@ -504,6 +508,9 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
 
     // A read-only /dev mount is made read-write and remounted read-only once set up.
     let mut dev_ro = false;
+    // A bind mount on /dev (typically the host's /dev): nothing is made in it (runc's
+    // needsSetupDev), or the host's own nodes would be replaced; nor is /dev/console bound.
+    let mut dev_bound = false;
     if has_mount_ns {
         rootfs::prepare_root(
             ctx.rootfs,
@@ -521,9 +528,6 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         let binds = std::cell::OnceCell::new();
         let binds_fn = || binds.get().cloned().unwrap_or_default();
         let mut dev_tmpfs = false;
-        // A bind mount on /dev (typically the host's /dev): nothing is made in it (runc's
-        // needsSetupDev), or the host's own nodes would be replaced.
-        let mut dev_bound = false;
         // In a new user namespace GO came already, and with it every SOURCE.
         let sources = std::mem::take(&mut go.sources);
         for (i, m) in spec.mounts().iter().flatten().enumerate() {
@@ -706,25 +710,6 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     }
     check_cwd_inside(cwd)?;
 
-    if dev_ro {
-        rootfs::readonly_dev()?;
-    }
-    if spec
-        .root()
-        .as_ref()
-        .and_then(|r| r.readonly())
-        .unwrap_or(false)
-        && has_mount_ns
-    {
-        rootfs::readonly_root()?;
-    }
-
-    if !ctx.no_new_keyring {
-        // A fresh session keyring, so the container can't see the host's keys. Failure is
-        // tolerated (keyrings may be unavailable, e.g. in some user namespaces).
-        let _ = crate::sys::join_session_keyring(c"_ses.sprout");
-    }
-
     if process.terminal().unwrap_or(false) {
         let sock = ctx
             .console
@@ -744,6 +729,31 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                 clear_onlcr: ctx.console_is_ours,
             },
         )?;
+        if has_mount_ns && !dev_bound {
+            // The slave is our stdin now. Before /dev or the root may be made read-only.
+            // SAFETY: fd 0 is open (setup_pty_on just made it the slave) and stays open for
+            // the call.
+            crate::console::bind_console(unsafe { std::os::fd::BorrowedFd::borrow_raw(0) })?;
+        }
+    }
+
+    if dev_ro {
+        rootfs::readonly_dev()?;
+    }
+    if spec
+        .root()
+        .as_ref()
+        .and_then(|r| r.readonly())
+        .unwrap_or(false)
+        && has_mount_ns
+    {
+        rootfs::readonly_root()?;
+    }
+
+    if !ctx.no_new_keyring {
+        // A fresh session keyring, so the container can't see the host's keys. Failure is
+        // tolerated (keyrings may be unavailable, e.g. in some user namespaces).
+        let _ = crate::sys::join_session_keyring(c"_ses.sprout");
     }
 
     let exec = prepare_exec(process)?;

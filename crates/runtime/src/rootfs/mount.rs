@@ -122,6 +122,7 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
                 .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
                 .map_err(|e| Error::os(format!("{}: source {}", what(), src.display()), e))?;
             let target = ensure_in_root(ctx.rootfs_fd, dest, !is_dir)?;
+            check_proc_target(&target, dest, typ, Some(&tree)).map_err(|e| e.context(what()))?;
             attach_configured_bind(tree, &target, &opts)
                 .map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
             return Ok(());
@@ -146,6 +147,7 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
             None => open_tree(libc::AT_FDCWD, &cstr(&src), opts.recursive),
         }
         .map_err(|e| Error::os(format!("{}: cloning {}", what(), src.display()), e))?;
+        check_proc_target(&target, dest, typ, Some(&tree)).map_err(|e| e.context(what()))?;
         attach_configured_bind(tree, &target, &opts)
             .map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
         return Ok(());
@@ -162,6 +164,7 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
         Some(fd) => (fd, true),
         None => ensure_in_root_existed(ctx.rootfs_fd, dest, false)?,
     };
+    check_proc_target(&target, dest, typ, None).map_err(|e| e.context(what()))?;
     let src = cstr_s(m.source().as_ref().and_then(|s| s.to_str()).unwrap_or(typ));
     let fstype = cstr_s(typ);
     let mut opts = opts;
@@ -244,6 +247,60 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The files below /proc that a mount may cover: those lxcfs emulates (runc's list). A bind of
+/// anything else there could redirect the runtime's own writes (sysctls, the OOM score, LSM
+/// labels: CVE-2025-52881) or hide what a masked path hides.
+const PROC_MOUNTABLE: [&str; 10] = [
+    "/proc/cpuinfo",
+    "/proc/diskstats",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/swaps",
+    "/proc/uptime",
+    "/proc/loadavg",
+    "/proc/slabinfo",
+    "/proc/sys/kernel/ns_last_pid",
+    "/proc/sys/crypto/fips_enabled",
+];
+
+/// As runc's checkProcMount, on the resolved target (a destination that reaches a procfs
+/// through a symlink counts as inside it): a mount whose target is on a procfs is refused,
+/// except over a procfs's root (a new `proc`, or a bind of a procfs) and over the files lxcfs
+/// emulates ([`PROC_MOUNTABLE`]).
+fn check_proc_target(
+    target: &OwnedFd,
+    dest: &Path,
+    typ: &str,
+    tree: Option<&OwnedFd>,
+) -> Result<()> {
+    let on_proc = |fd: &OwnedFd| sprout_process::procfs::is_procfs(fd).unwrap_or(false);
+    if !on_proc(target) {
+        return Ok(());
+    }
+    let st = crate::sys::fstat(target.as_raw_fd()).map_err(|e| Error::os("mount target", e))?;
+    // The root of a procfs (inode 1): the /proc mount made again, or the bind of one.
+    if st.st_ino == 1 {
+        if typ == "proc" || tree.is_some_and(on_proc) {
+            return Ok(());
+        }
+        return Err(Error::msg(format!(
+            "{} is a procfs: only a proc mount or the bind of one may cover it",
+            dest.display()
+        )));
+    }
+    // The destination as runc compares it: absolute, `.` and doubled slashes gone (a `..`
+    // would have left the procfs or been refused on the way).
+    let clean = Path::new("/").join(dest).components().collect::<PathBuf>();
+    if PROC_MOUNTABLE.iter().any(|p| clean == Path::new(p)) {
+        return Ok(());
+    }
+    Err(Error::msg(format!(
+        "{} is inside /proc, where a mount may cover only the files lxcfs emulates \
+         (/proc/cpuinfo, /proc/meminfo, ...)",
+        dest.display()
+    )))
 }
 
 /// As runc: procfs and sysfs go only on an ordinary directory. A symlink planted at the

@@ -127,6 +127,25 @@ pub fn move_mount_to_path(tree: RawFd, path: &CStr) -> io::Result<()> {
     .map(drop)
 }
 
+/// Attach `tree` at `path`, following `path` if it is a symlink (MOVE_MOUNT_T_SYMLINKS), as
+/// mount(2) does.
+pub fn move_mount_follow(tree: RawFd, path: &CStr) -> io::Result<()> {
+    const MOVE_MOUNT_T_SYMLINKS: u32 = 0x10;
+    // SAFETY: the source path is the empty C string literal (F_EMPTY_PATH: `tree` itself), the
+    // target a borrowed NUL-terminated string alive for the call; fds and flags are integers.
+    cvt_l(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_SYMLINKS,
+        )
+    })
+    .map(drop)
+}
+
 /// Bind `tree` (from open_tree) onto `target` with attributes `flags` applied first.
 pub(super) fn attach_bind(tree: OwnedFd, target: &OwnedFd, opts: &MountOpts) -> io::Result<()> {
     let (set, clr) = bind_attrs(opts);

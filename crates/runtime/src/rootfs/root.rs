@@ -218,10 +218,19 @@ pub(super) fn remount_readonly(path: &std::ffi::CStr, field: &str, shown: &str) 
         .map_err(|e| Error::os(format!("{field}: remount {shown} read-only"), e))
 }
 
+/// `linux.sysctl`, written through the container's /proc (after pivot_root) with
+/// [`sprout_process::procfs::ProcRoot`]: a mount over a sysctl's file (CVE-2025-52881: a bind of
+/// /proc/sysrq-trigger or of a host-wide sysctl over a namespaced one) is an error naming the
+/// key, never a write elsewhere.
 pub fn set_sysctls(sysctl: &std::collections::HashMap<String, String>) -> Result<()> {
+    if sysctl.is_empty() {
+        return Ok(());
+    }
+    let proc = sprout_process::procfs::ProcRoot::open()
+        .map_err(|e| Error::os("linux.sysctl: opening /proc", e))?;
     for (k, v) in sysctl {
-        let path = format!("/proc/sys/{}", k.replace('.', "/"));
-        std::fs::write(&path, v).map_err(|e| Error::os(format!("linux.sysctl: {k}"), e))?;
+        proc.write(&format!("sys/{}", k.replace('.', "/")), v.as_bytes())
+            .map_err(|e| Error::os(format!("linux.sysctl: {k}"), e))?;
     }
     Ok(())
 }

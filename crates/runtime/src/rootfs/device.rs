@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
-use rustix::fs::{chmodat, chownat, symlinkat, unlinkat, AtFlags, Mode};
+use rustix::fs::{chownat, symlinkat, unlinkat, AtFlags, Mode, OFlags};
 use rustix::process::{Gid, Uid};
 
 use oci_spec::runtime::{LinuxDevice, LinuxDeviceType, Mount};
@@ -109,26 +109,38 @@ pub(super) fn create_device_in(
         return Ok(());
     }
     if r == 0 {
-        // AT_SYMLINK_NOFOLLOW: a symlink there is not followed. The _unchecked ids pass -1
-        // ("unchanged") through as fchownat did.
+        // The node just made, pinned by a descriptor and checked to be it: the owner and mode
+        // are set on that inode, never on what a rename or a symlink (a volume shared with
+        // another container) put at the name meanwhile (runc's fix of the same kind,
+        // 2025-11). mknod is subject to umask, and chown clears set-id bits: the mode last.
+        let what = |step: &str, e: io::Error| {
+            Error::os(format!("linux.devices: {step} {}", path.display()), e)
+        };
+        let node = rustix::fs::openat(
+            dir,
+            cname.as_c_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| what("opening", e.into()))?;
+        let st = rustix::fs::fstat(&node).map_err(|e| what("stat", e.into()))?;
+        if st.st_mode & libc::S_IFMT != kind || st.st_rdev != libc::makedev(major, minor) {
+            return Err(Error::msg(format!(
+                "linux.devices: {} was replaced while it was made",
+                path.display()
+            )));
+        }
+        // The _unchecked ids pass -1 ("unchanged") through as fchownat did.
         let (u, g) = (Uid::from_raw_unchecked(uid), Gid::from_raw_unchecked(gid));
-        chownat(
-            dir,
-            cname.as_c_str(),
-            Some(u),
-            Some(g),
-            AtFlags::SYMLINK_NOFOLLOW,
-        )
-        .map_err(|e| Error::os(format!("linux.devices: chown {}", path.display()), e.into()))?;
-        // mknod is subject to umask; set the exact mode (the node was just made by us: a plain
-        // name in a directory we hold, no symlink can be there).
-        chmodat(
-            dir,
-            cname.as_c_str(),
+        chownat(&node, c"", Some(u), Some(g), AtFlags::EMPTY_PATH)
+            .map_err(|e| what("chown", e.into()))?;
+        // chmod has no O_PATH form but the descriptor's /proc/self/fd link (the host's /proc:
+        // this runs before pivot_root).
+        rustix::fs::chmod(
+            crate::sys::fd_path(&node).as_c_str(),
             Mode::from_raw_mode(mode & 0o7777),
-            AtFlags::empty(),
         )
-        .map_err(|e| Error::os(format!("linux.devices: chmod {}", path.display()), e.into()))?;
+        .map_err(|e| what("chmod", e.into()))?;
         return Ok(());
     }
     let err = if in_userns {

@@ -35,14 +35,24 @@ pub struct PtyOpts {
     pub clear_onlcr: bool,
 }
 
-/// Open a pty master at /dev/ptmx as seen from here.
+/// Open a pty master at /dev/ptmx as seen from here, checked to be the pty multiplexer (5:2,
+/// the node or devpts's own `ptmx`): in an image-provided /dev it is the image's, and runc
+/// verifies it too since its 2025-11 fixes. (O_RDWR of a fifo there does not block.)
 pub fn open_ptmx() -> Result<OwnedFd> {
-    rustix::fs::open(
+    let fd = rustix::fs::open(
         c"/dev/ptmx",
         OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| Error::os("process.terminal: opening /dev/ptmx", e.into()))
+    .map_err(|e| Error::os("process.terminal: opening /dev/ptmx", e.into()))?;
+    let st =
+        rustix::fs::fstat(&fd).map_err(|e| Error::os("process.terminal: /dev/ptmx", e.into()))?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFCHR || st.st_rdev != libc::makedev(5, 2) {
+        return Err(Error::msg(
+            "process.terminal: /dev/ptmx in the container is not the pty multiplexer 5:2",
+        ));
+    }
+    Ok(fd)
 }
 
 /// Open a new pty inside the container, hand the master over `socket`, and make the slave our

@@ -174,6 +174,19 @@ fn dev_console_symlink_is_refused() {
     assert!(b.run_ok().trim().starts_with("88:"));
 }
 
+/// The pty master comes from the container's /dev/ptmx; in an image-provided /dev that is the
+/// image's, and one that is not the pty multiplexer (here a link to the null device) is
+/// refused, as runc verifies it since the same release.
+#[test]
+fn dev_ptmx_that_is_not_the_multiplexer_is_refused() {
+    let ctx = Ctx::new("ptmx");
+    let mut b = image_dev_bundle(&ctx, "true");
+    mknod_null(&b.rootfs().join("dev/null"));
+    b.set("/process/terminal", json!(true));
+    std::os::unix::fs::symlink("null", b.rootfs().join("dev/ptmx")).unwrap();
+    assert_error_names(&b.run(), &["process.terminal", "/dev/ptmx", "5:2"]);
+}
+
 /// CVE-2025-52881, through a config mount: a decoy bound over a sysctl's file or the init's
 /// own /proc/1/oom_score_adj, where the runtime's write would land in the decoy (in the
 /// advisory, a bind of /proc/sysrq-trigger over them). As runc (checkProcMount), a mount inside

@@ -238,6 +238,12 @@ fn mounts_inside_proc_are_refused() {
     let mut c = ctx.bundle(&["cat", "/proc/cpuinfo"]);
     c.add_mount(bind("/proc/cpuinfo"));
     assert_eq!(c.run_ok(), "untouched\n");
+    // A procfs elsewhere than the container's /proc is not guarded, as with runc (which
+    // compares the resolved path with /proc).
+    let mut c = ctx.bundle(&["cat", "/proc2/uptime"]);
+    c.add_mount(json!({"destination": "/proc2", "type": "proc", "source": "proc"}));
+    c.add_mount(bind("/proc2/uptime"));
+    assert_eq!(c.run_ok(), "untouched\n");
     // And the sysctl and the OOM score without a decoy are set in the container.
     let mut c = ctx.bundle(&[
         "sh",

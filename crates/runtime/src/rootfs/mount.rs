@@ -122,7 +122,8 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
                 .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
                 .map_err(|e| Error::os(format!("{}: source {}", what(), src.display()), e))?;
             let target = ensure_in_root(ctx.rootfs_fd, dest, !is_dir)?;
-            check_proc_target(&target, dest, typ, Some(&tree)).map_err(|e| e.context(what()))?;
+            check_proc_target(ctx.rootfs_fd, &target, dest, typ, Some(&tree))
+                .map_err(|e| e.context(what()))?;
             attach_configured_bind(tree, &target, &opts)
                 .map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
             return Ok(());
@@ -147,7 +148,8 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
             None => open_tree(libc::AT_FDCWD, &cstr(&src), opts.recursive),
         }
         .map_err(|e| Error::os(format!("{}: cloning {}", what(), src.display()), e))?;
-        check_proc_target(&target, dest, typ, Some(&tree)).map_err(|e| e.context(what()))?;
+        check_proc_target(ctx.rootfs_fd, &target, dest, typ, Some(&tree))
+            .map_err(|e| e.context(what()))?;
         attach_configured_bind(tree, &target, &opts)
             .map_err(|e| Error::os(format!("{}: bind {}", what(), src.display()), e))?;
         return Ok(());
@@ -164,7 +166,7 @@ pub fn mount_one(ctx: &MountCtx, i: usize, m: &Mount) -> Result<()> {
         Some(fd) => (fd, true),
         None => ensure_in_root_existed(ctx.rootfs_fd, dest, false)?,
     };
-    check_proc_target(&target, dest, typ, None).map_err(|e| e.context(what()))?;
+    check_proc_target(ctx.rootfs_fd, &target, dest, typ, None).map_err(|e| e.context(what()))?;
     let src = cstr_s(m.source().as_ref().and_then(|s| s.to_str()).unwrap_or(typ));
     let fstype = cstr_s(typ);
     let mut opts = opts;
@@ -265,11 +267,14 @@ const PROC_MOUNTABLE: [&str; 10] = [
     "/proc/sys/crypto/fips_enabled",
 ];
 
-/// As runc's checkProcMount, on the resolved target (a destination that reaches a procfs
-/// through a symlink counts as inside it): a mount whose target is on a procfs is refused,
-/// except over a procfs's root (a new `proc`, or a bind of a procfs) and over the files lxcfs
-/// emulates ([`PROC_MOUNTABLE`]).
+/// As runc's checkProcMount, on the resolved target: a mount whose target is in the
+/// container's /proc (its path in the rootfs once symlinks are followed, as runc compares it:
+/// a destination that reaches /proc through a symlink counts) is refused, except over /proc
+/// itself with a new `proc` or the bind of a procfs, and over the files lxcfs emulates
+/// ([`PROC_MOUNTABLE`]). A procfs elsewhere (a host /proc bound at /host/proc) is not guarded,
+/// as with runc. Only targets on a procfs are looked at further (an fstatfs for the others).
 fn check_proc_target(
+    root: &OwnedFd,
     target: &OwnedFd,
     dest: &Path,
     typ: &str,
@@ -279,27 +284,33 @@ fn check_proc_target(
     if !on_proc(target) {
         return Ok(());
     }
-    let st = crate::sys::fstat(target.as_raw_fd()).map_err(|e| Error::os("mount target", e))?;
-    // The root of a procfs (inode 1): the /proc mount made again, or the bind of one.
-    if st.st_ino == 1 {
-        if typ == "proc" || tree.is_some_and(on_proc) {
-            return Ok(());
+    // The target's path in the rootfs; where it cannot be told, it counts as inside /proc.
+    let link = |fd: &OwnedFd| std::fs::read_link(crate::sys::fd_path(fd).to_str().unwrap_or(""));
+    let resolved = match (link(root), link(target)) {
+        (Ok(r), Ok(t)) => t.strip_prefix(&r).ok().map(|rel| Path::new("/").join(rel)),
+        _ => None,
+    };
+    let shown = resolved.clone().unwrap_or_else(|| dest.to_path_buf());
+    match &resolved {
+        Some(p) if !p.starts_with("/proc") => return Ok(()),
+        Some(p) if p == Path::new("/proc") => {
+            if typ == "proc" || tree.is_some_and(on_proc) {
+                return Ok(());
+            }
+            return Err(Error::msg(format!(
+                "{} is the container's /proc: only a proc mount or the bind of a procfs may \
+                 cover it",
+                dest.display()
+            )));
         }
-        return Err(Error::msg(format!(
-            "{} is a procfs: only a proc mount or the bind of one may cover it",
-            dest.display()
-        )));
-    }
-    // The destination as runc compares it: absolute, `.` and doubled slashes gone (a `..`
-    // would have left the procfs or been refused on the way).
-    let clean = Path::new("/").join(dest).components().collect::<PathBuf>();
-    if PROC_MOUNTABLE.iter().any(|p| clean == Path::new(p)) {
-        return Ok(());
+        Some(p) if PROC_MOUNTABLE.iter().any(|m| p == Path::new(m)) => return Ok(()),
+        _ => {}
     }
     Err(Error::msg(format!(
-        "{} is inside /proc, where a mount may cover only the files lxcfs emulates \
+        "{} is inside /proc ({}), where a mount may cover only the files lxcfs emulates \
          (/proc/cpuinfo, /proc/meminfo, ...)",
-        dest.display()
+        dest.display(),
+        shown.display()
     )))
 }
 

@@ -112,25 +112,18 @@ pub fn move_mount_to_fd(tree: RawFd, target: RawFd) -> io::Result<()> {
 /// Attach `tree` at `path`, whose last component is not followed if it is a symlink (no
 /// MOVE_MOUNT_T_SYMLINKS: as an O_PATH|O_NOFOLLOW open of it), without an fd for the target.
 pub fn move_mount_to_path(tree: RawFd, path: &CStr) -> io::Result<()> {
-    // SAFETY: the source path is the empty C string literal (F_EMPTY_PATH: `tree` itself), the
-    // target a borrowed NUL-terminated string alive for the call; fds and flags are integers.
-    cvt_l(unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree,
-            c"".as_ptr(),
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    })
-    .map(drop)
+    move_mount_at(tree, path, 0)
 }
 
 /// Attach `tree` at `path`, following `path` if it is a symlink (MOVE_MOUNT_T_SYMLINKS), as
 /// mount(2) does.
 pub fn move_mount_follow(tree: RawFd, path: &CStr) -> io::Result<()> {
     const MOVE_MOUNT_T_SYMLINKS: u32 = 0x10;
+    move_mount_at(tree, path, MOVE_MOUNT_T_SYMLINKS)
+}
+
+/// move_mount(2) of `tree` (F_EMPTY_PATH) to `path` from the cwd, with `flags` added.
+fn move_mount_at(tree: RawFd, path: &CStr, flags: u32) -> io::Result<()> {
     // SAFETY: the source path is the empty C string literal (F_EMPTY_PATH: `tree` itself), the
     // target a borrowed NUL-terminated string alive for the call; fds and flags are integers.
     cvt_l(unsafe {
@@ -140,7 +133,7 @@ pub fn move_mount_follow(tree: RawFd, path: &CStr) -> io::Result<()> {
             c"".as_ptr(),
             libc::AT_FDCWD,
             path.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_SYMLINKS,
+            MOVE_MOUNT_F_EMPTY_PATH | flags,
         )
     })
     .map(drop)

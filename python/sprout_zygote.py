@@ -5,7 +5,11 @@ Started by the sprout-serve engine with `python3 -I -S sprout_zygote.py MODE FD`
   sandbox FD   plain cold start. The engine already placed this process in its cgroup,
                chrooted it into the sandbox root, unshared namespaces, dropped privileges and
                loaded the seccomp filter before exec. We only load the handler and serve.
-  zygote FD    fork server. FD is the control socket to the engine. The first message is the
+  zygote FD [SCRIPT_FD]
+               fork server, root of a user namespace of its own and pid 1 of a pid namespace
+               it owns (the engine maps that root to an unprivileged host user; SCRIPT_FD, the
+               fd this file was read from, is closed first). FD is the control socket to the
+               engine. The first message is the
                zygote setup (root dir fd + cgroup fds + packages to pre-import): the zygote
                joins its cgroup, chroots into its root (base + its packages) and imports.
                For every "fork" message (carrying a new sandbox socket and the cgroup.procs
@@ -332,6 +336,14 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 MADV_POPULATE_WRITE = 23
+PR_SET_DUMPABLE = 4
+# What a zygote keeps (effective and permitted) for forking sandboxes, in the user namespace
+# of its own that the engine starts it in: the capabilities count there, never on the host.
+# setgroups/setresgid (CAP_SETGID 6), setresuid (CAP_SETUID 7), chroot (CAP_SYS_CHROOT 18),
+# unshare/setns/sethostname and a sandbox's /proc (CAP_SYS_ADMIN 21). Not CAP_KILL,
+# CAP_SYS_PTRACE, CAP_DAC_OVERRIDE and the others: with those, a package a zygote imports could
+# signal, trace or write over the sandboxes and zygotes of other handlers in that namespace.
+ZYGOTE_CAPS = (1 << 6) | (1 << 7) | (1 << 18) | (1 << 21)
 
 
 class _Sys:
@@ -381,6 +393,22 @@ class _Sys:
             self.prepare_seccomp(bpf)
         r = self.libc.prctl(PR_SET_SECCOMP, self.ctypes.c_ulong(SECCOMP_MODE_FILTER), self._prog_ref, 0, 0)
         self.check(r, "seccomp")
+
+    def keep_caps(self, mask):
+        """capset(2): effective and permitted = `mask` (capabilities 0-31), inheritable none."""
+        ctypes = self.ctypes
+
+        class Hdr(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+        class Data(ctypes.Structure):
+            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                        ("inheritable", ctypes.c_uint32)]
+
+        hdr = Hdr(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit halves
+        data = (Data * 2)()
+        data[0].effective = data[0].permitted = mask & 0xFFFFFFFF
+        self.check(self.libc.capset(ctypes.byref(hdr), data), "capset")
 
     def drop_bounding_set(self):
         for cap in range(0, 64):
@@ -509,6 +537,10 @@ def zygote_hardening(sysc, bpf, env):
     sysc.drop_bounding_set()
     os.setgroups([])
     sysc.check(sysc.prctl(PR_SET_NO_NEW_PRIVS, 1), "no_new_privs")
+    # Only what forking sandboxes needs, and nobody (but root on the host) may trace us or
+    # read our memory: the packages imported next are code of the handlers' choosing.
+    sysc.keep_caps(ZYGOTE_CAPS)
+    sysc.check(sysc.prctl(PR_SET_DUMPABLE, 0), "dumpable")
     if bpf:
         sysc.prepare_seccomp(bpf)
     sysc.warm()
@@ -806,6 +838,9 @@ def main():
     mode, fd = sys.argv[1], int(sys.argv[2])
     if mode == "zygote":
         import socket
+
+        if len(sys.argv) > 3:
+            os.close(int(sys.argv[3]))  # the fd this script was read from
 
         zygote(socket.socket(fileno=fd))
     elif mode == "sandbox":

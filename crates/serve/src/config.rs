@@ -94,12 +94,26 @@ pub struct Config {
     /// Memory limit of each zygote's cgroup, MiB (its imports plus what its children are
     /// charged before they join their own cgroup).
     pub zygote_memory_mb: u64,
+    /// The host uid and gid that root inside the zygotes' user namespace maps to. Zygotes
+    /// import the packages handlers declare, i.e. code of the tenants' choosing: they run as
+    /// root of a user namespace of their own (and pid 1 of a pid namespace owned by it), with
+    /// only the capabilities forking a sandbox needs, which count there and not on the host;
+    /// to the host they are this unprivileged user. Must be neither 0 nor the sandboxes'
+    /// uid/gid (which the namespace maps to itself); pick one no other process uses.
+    pub zygote_uid: u32,
+    pub zygote_gid: u32,
     /// pip used to fill the install cache.
     pub pip: Vec<String>,
     /// Extra pip arguments (e.g. ["--no-index", "--find-links", "/wheels"]).
     pub pip_args: Vec<String>,
     /// pip timeout per package, seconds.
     pub pip_timeout_s: u64,
+    /// Let pip build packages that have no wheel for this python (source distributions).
+    /// Off by default: pip then installs wheels only (`--only-binary=:all:`), which runs
+    /// none of a package's code. A build runs the package's own build code (setup.py or its
+    /// build backend) as root on the host, outside any sandbox: only for indexes whose
+    /// packages the operator trusts.
+    pub pip_build_sdists: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -186,9 +200,12 @@ impl Default for Config {
             zygote_fork_batch: 4,
             zygote_text_ptes: true,
             zygote_memory_mb: 1024,
+            zygote_uid: 65533,
+            zygote_gid: 65533,
             pip: vec!["python3".into(), "-m".into(), "pip".into()],
             pip_args: vec![],
             pip_timeout_s: 300,
+            pip_build_sdists: false,
         }
     }
 }
@@ -233,6 +250,17 @@ impl Config {
                 Kind::Config,
                 "max_per_handler, max_sandboxes and max_connections must be > 0",
             ));
+        }
+        for (what, z, sb) in [
+            ("zygote_uid", c.zygote_uid, c.sandbox.uid),
+            ("zygote_gid", c.zygote_gid, c.sandbox.gid),
+        ] {
+            if z == 0 || z == sb {
+                return Err(Error::new(
+                    Kind::Config,
+                    format!("{what} must be neither 0 nor the sandboxes' id ({sb})"),
+                ));
+            }
         }
         if c.header_timeout_ms == 0 {
             return Err(Error::new(Kind::Config, "header_timeout_ms must be > 0"));

@@ -73,6 +73,10 @@ pub struct InstallCache {
     dir: PathBuf,
     pip: Vec<String>,
     pip_args: Vec<String>,
+    /// `--only-binary=:all:` (the default, `pip_build_sdists = false`): pip installs wheels
+    /// only and runs none of a package's code. Building a source distribution runs its build
+    /// code (setup.py, a build backend) as root on the host.
+    wheels_only: bool,
     timeout: Duration,
     locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// Recent failures (not retried for a minute).
@@ -84,12 +88,14 @@ impl InstallCache {
         dir: PathBuf,
         pip: Vec<String>,
         pip_args: Vec<String>,
+        wheels_only: bool,
         timeout: Duration,
     ) -> InstallCache {
         InstallCache {
             dir,
             pip,
             pip_args,
+            wheels_only,
             timeout,
             locks: Default::default(),
             failed: Default::default(),
@@ -168,6 +174,7 @@ impl InstallCache {
                 "--target",
             ])
             .arg(target)
+            .args(self.wheels_only.then_some("--only-binary=:all:"))
             .args(&self.pip_args)
             .arg(&spec)
             .stdin(std::process::Stdio::null())
@@ -200,9 +207,14 @@ impl InstallCache {
                     .chars()
                     .take(400)
                     .collect();
+                let hint = if self.wheels_only {
+                    " (wheels only: pip_build_sdists = false)"
+                } else {
+                    ""
+                };
                 Err(Error::new(
                     Kind::Install,
-                    format!("installing {spec} failed (pip exit {code}): {tail}"),
+                    format!("installing {spec} failed (pip exit {code}): {tail}{hint}"),
                 ))
             }
             None => {

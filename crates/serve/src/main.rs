@@ -16,6 +16,7 @@ mod rootfs;
 mod spawn;
 mod watchdog;
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 const USAGE: &str = "usage:
@@ -115,7 +116,13 @@ fn handler_add(cfg: &config::Config, name: &str, dir: &Path) {
             die(e);
         }
     }
-    std::fs::create_dir_all(&cfg.registry).unwrap_or_else(|e| die(e));
+    // Root's only where it is made here: sandboxes get their handler through a bind mount,
+    // and nothing else (a zygote out of its chroot) should read other handlers' code.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&cfg.registry)
+        .unwrap_or_else(|e| die(e));
     let tmp = cfg
         .registry
         .join(format!(".add-{name}-{}", std::process::id()));

@@ -106,13 +106,16 @@ pub fn prepare_run_dir(run_dir: &Path) -> io::Result<usize> {
     std::fs::create_dir_all(&roots)?;
     // The per-sandbox root directories (empty mount points) live on a tmpfs: on a disk file
     // system (here ext4 under /run) the mkdir/rmdir of one per sandbox cost ~0.3 ms of CPU
-    // each (inode allocation scanning the bitmap for recently deleted inodes).
+    // each (inode allocation scanning the bitmap for recently deleted inodes). Root's only
+    // (0700): zygotes and sandboxes enter their roots through a directory fd, never by this
+    // path, so a zygote out of its chroot (an unprivileged host user, see spawn_zygote)
+    // reaches no other sandbox's root, nor its /tmp.
     mount_raw(
         Some(Path::new("tmpfs")),
         &roots,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        Some("mode=0755,size=1m"),
+        Some("mode=0700,size=1m"),
     )?;
     Ok(n)
 }

@@ -9,7 +9,7 @@
 //! cache), then exec `python3 -I -S /.sprout/sprout_init.py sandbox 3` (sprout_zygote.py from its .pyc).
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -385,23 +385,48 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
     }
 }
 
-/// Fork + exec a zygote: a fresh python in the host's namespaces with the control socket on
-/// fd 3; it chroots itself after receiving its setup.
+/// The identities of the zygotes' user namespace: its root maps to the host's `zygote`
+/// (uid, gid), the sandboxes' ids to themselves (a sandbox forked from a zygote is the same
+/// host user as a cold one).
+pub struct ZygoteIds {
+    pub zygote: (u32, u32),
+    pub sandbox: (u32, u32),
+}
+
+impl ZygoteIds {
+    fn map(z: u32, sb: u32) -> String {
+        if sb == 0 {
+            format!("0 {z} 1\n")
+        } else {
+            format!("0 {z} 1\n{sb} {sb} 1\n")
+        }
+    }
+}
+
+/// Exec the root zygote: `python -I -S /proc/self/fd/4 zygote 3 4` (the script passed as an
+/// fd: the zygote may not be allowed to reach it by its path), cloned into a user namespace
+/// and a pid namespace of its own (it is pid 1 there; every zygote and every sandbox forked
+/// from one lives below it), and IPC, UTS and (`own_net`) network namespaces owned by it. The namespace maps its root to `ids.zygote` and the sandboxes'
+/// ids to themselves; the child waits for the maps, becomes that root, then execs, so
+/// python starts with the namespace's capabilities and none of the host's. Returns its pid.
 pub fn spawn_zygote(
     python: &str,
     script: &Path,
     sock: &std::os::unix::net::UnixStream,
     log_fd: RawFd,
     null_fd: RawFd,
+    ids: &ZygoteIds,
+    own_net: bool,
 ) -> std::io::Result<i32> {
     let py = CString::new(python).unwrap();
     let args: Vec<CString> = vec![
         CString::new(python).unwrap(),
         c"-I".into(),
         c"-S".into(),
-        CString::new(script.as_os_str().as_bytes()).unwrap(),
+        c"/proc/self/fd/4".into(),
         c"zygote".into(),
         c"3".into(),
+        c"4".into(),
     ];
     let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
@@ -416,36 +441,123 @@ pub fn spawn_zygote(
     .collect();
     let mut envp: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
+    let script = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(script)?;
+    let (go_r, go_w) = {
+        let mut p = [0; 2];
+        // SAFETY: pipe2 writes two fds into the live local array.
+        if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded: both are new fds that nothing else owns.
+        unsafe {
+            (
+                std::os::fd::OwnedFd::from_raw_fd(p[0]),
+                std::os::fd::OwnedFd::from_raw_fd(p[1]),
+            )
+        }
+    };
     let fd = sock.as_raw_fd();
-    // SAFETY: fork from the multi-threaded engine: the child is a copy of this thread only and
-    // runs only the block below, which is async-signal-safe.
-    let pid = unsafe { libc::fork() };
+    let sfd = script.as_raw_fd();
+    let gr = go_r.as_raw_fd();
+    // IPC and UTS namespaces of its own, and a network namespace (lo down) unless the
+    // operator gives sandboxes the host's network (every sandbox makes its own on top).
+    let mut flags =
+        libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    if own_net {
+        flags |= libc::CLONE_NEWNET;
+    }
+    // SAFETY: a raw clone without CLONE_VM and without a stack or tid pointers (all 0): like
+    // fork, the child gets a copy-on-write copy of this address space and goes on on its copy
+    // of this stack; the kernel writes no memory of ours. The child runs only the block below
+    // (raw syscalls on buffers built above, no allocation, no lock) and ends in execve or
+    // _exit, never returning into the engine's code.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    } as i32;
     if pid < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    if pid > 0 {
-        return Ok(pid);
+    if pid == 0 {
+        // ---- child: async-signal-safe only ----
+        // SAFETY: raw syscalls on this child's own fd table and memory, on buffers built
+        // before the clone (NUL-terminated CStrings, NULL-terminated pointer arrays into
+        // them, alive until execve); no allocation, no lock. _exit if anything fails.
+        unsafe {
+            // The engine writes our maps, then one byte; EOF: it gave up.
+            let mut b = 0u8;
+            loop {
+                let r = libc::read(gr, std::ptr::from_mut(&mut b).cast(), 1);
+                if r == 1 {
+                    break;
+                }
+                if r < 0 && *libc::__errno_location() == libc::EINTR {
+                    continue;
+                }
+                libc::_exit(126);
+            }
+            // Root of the new namespace (the host's zygote ids), no supplementary groups.
+            if libc::syscall(libc::SYS_setresgid, 0, 0, 0) != 0
+                || libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) != 0
+                || libc::syscall(libc::SYS_setresuid, 0, 0, 0) != 0
+            {
+                libc::_exit(125);
+            }
+            libc::setsid();
+            // Above every fd the moves below write to, then into place.
+            let s_hi = libc::fcntl(sfd, libc::F_DUPFD, 10);
+            let k_hi = libc::fcntl(fd, libc::F_DUPFD, 10);
+            if s_hi < 0 || k_hi < 0 {
+                libc::_exit(124);
+            }
+            if log_fd >= 0 {
+                libc::dup2(log_fd, 2);
+                libc::dup2(log_fd, 1);
+            }
+            if null_fd >= 0 {
+                libc::dup2(null_fd, 0);
+            }
+            if libc::dup2(k_hi, 3) != 3 || libc::dup2(s_hi, 4) != 4 {
+                libc::_exit(124);
+            }
+            cloexec_from(5);
+            libc::execve(py.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            libc::_exit(127);
+        }
     }
-    // SAFETY: setsid, dup2, fcntl and cloexec_from take integers and change only this child's
-    // session and fd table; execve gets NUL-terminated strings and NULL-terminated pointer
-    // arrays built before the fork (alive here); _exit if it returns. No allocation, no lock.
-    unsafe {
-        libc::setsid();
-        if log_fd >= 0 {
-            libc::dup2(log_fd, 2);
-            libc::dup2(log_fd, 1);
+    drop(go_r);
+    let maps = (|| {
+        std::fs::write(
+            format!("/proc/{pid}/uid_map"),
+            ZygoteIds::map(ids.zygote.0, ids.sandbox.0),
+        )?;
+        std::fs::write(
+            format!("/proc/{pid}/gid_map"),
+            ZygoteIds::map(ids.zygote.1, ids.sandbox.1),
+        )?;
+        // SAFETY: writes one byte from a live local to our own pipe.
+        if unsafe { libc::write(go_w.as_raw_fd(), b"1".as_ptr().cast(), 1) } != 1 {
+            return Err(std::io::Error::last_os_error());
         }
-        if null_fd >= 0 {
-            libc::dup2(null_fd, 0);
-        }
-        if fd == 3 {
-            let fl = libc::fcntl(3, libc::F_GETFD);
-            libc::fcntl(3, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
-        } else {
-            libc::dup2(fd, 3);
-        }
-        cloexec_from(4);
-        libc::execve(py.as_ptr(), argv.as_ptr(), envp.as_ptr());
-        libc::_exit(127);
+        Ok(())
+    })();
+    if let Err(e) = maps {
+        // SAFETY: kill takes integers only; `pid` is the child we just cloned, not yet reaped
+        // (the engine's reaper collects it).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        return Err(std::io::Error::new(
+            e.kind(),
+            format!("the zygote's user namespace maps: {e}"),
+        ));
     }
+    Ok(pid)
 }

@@ -1014,12 +1014,14 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
         "{tb}"
     );
     // One fork: every sandbox (and spare) is a child of the zygote itself, pid 1 of a pid
-    // namespace of its own; the zygote stayed in the engine's.
+    // namespace of its own; the zygote is pid 1 of the zygotes' pid namespace (owned by
+    // their user namespace), below the engine's.
     let own_ns = std::fs::read_link(format!("/proc/{zpid}/ns/pid")).unwrap();
-    assert_eq!(
+    assert_ne!(
         own_ns,
         std::fs::read_link(format!("/proc/{}/ns/pid", d.pid())).unwrap()
     );
+    assert_eq!(proc_field(zpid, "NSpid:"), format!("{zpid}\t1"));
     // zygote_text_ptes (default): python's code mapping has an anonymous page (so fork
     // copies its page table entries), and the zygote no longer holds the host's /proc.
     let smaps = std::fs::read_to_string(format!("/proc/{zpid}/smaps")).unwrap();
@@ -1046,8 +1048,8 @@ fn zygote_forks_once_into_a_new_pid_namespace() {
     for k in &kids {
         let nspid = proc_field(*k, "NSpid:");
         let ids: Vec<&str> = nspid.split_whitespace().collect();
-        assert_eq!(ids.len(), 2, "pid {k}: NSpid {nspid}");
-        assert_eq!(ids[1], "1", "pid {k}: NSpid {nspid}");
+        assert_eq!(ids.len(), 3, "pid {k}: NSpid {nspid}");
+        assert_eq!(ids[2], "1", "pid {k}: NSpid {nspid}");
         let ns = std::fs::read_link(format!("/proc/{k}/ns/pid")).unwrap();
         assert_ne!(ns, own_ns);
         assert!(seen.insert(ns), "two sandboxes share a pid namespace");
@@ -2418,4 +2420,227 @@ fn zygote_forked_and_cold_sandboxes_drop_the_same_privileges() {
     // The inheritable set is the engine's on both paths (neither touches it; without
     // permitted capabilities it grants nothing).
     assert_eq!(seen[0], seen[1], "CapInh: zygote vs cold");
+}
+
+/// What a package's own code does when a zygote imports it (the packages are the handlers'
+/// choice): it breaks out of the zygote's chroot (a chroot into a subdirectory, then `..` up
+/// from the old working directory) and tries what host root could: write into a root-owned
+/// directory of the host, read /etc/shadow, write a sysctl, list the other sandboxes' roots,
+/// read another handler's code in the registry, connect to the engine's API on 127.0.0.1.
+/// The zygotes run as root of a user namespace of their own (pid 1 of a pid namespace it
+/// owns, with network, IPC and UTS namespaces of their own), mapped to the unprivileged
+/// `zygote_uid`, with only the capabilities forking needs, and their roots lie in a directory
+/// only host root may enter: all of it is refused, as the kernel records it (the zygote's
+/// host uid and capabilities in /proc/PID/status, its namespaces). Before that the zygote was
+/// host root in the host's namespaces: every attempt succeeded. (The sysctl is written with
+/// its own value.)
+#[test]
+fn packages_imported_by_a_zygote_cannot_reach_the_host() {
+    need_root!();
+    let wheels =
+        std::path::PathBuf::from(format!("/tmp/serve-escape-wheels-{}", std::process::id()));
+    // A root-owned directory any user may enter but only root may write into.
+    let target =
+        std::path::PathBuf::from(format!("/tmp/serve-escape-target-{}", std::process::id()));
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let marker = target.join("written-by-a-package");
+    let d = Daemon::start(
+        "escape",
+        &format!(
+            "pip_args = [\"--no-index\", \"--find-links\", \"{}\"]\n",
+            wheels.display()
+        ),
+    );
+    // Another tenant's handler, whose code the package tries to read.
+    d.add("other", "SECRET = 1\ndef f(e):\n    return SECRET\n", &[]);
+    let registry = d.dir.join("registry");
+    assert!(registry.join("other/f.py").is_file());
+    let init = format!(
+        r#"import os
+RESULT = {{"uid": os.getuid()}}
+def _try(name, fn):
+    try:
+        RESULT[name] = fn()
+    except Exception as e:
+        RESULT[name] = "refused: " + type(e).__name__
+def _escape():
+    os.makedirs("/tmp/esc", exist_ok=True)
+    os.chroot("/tmp/esc")
+    for _ in range(64):
+        os.chdir("..")
+    os.chroot(".")
+    os.chdir("/")
+    return os.path.isdir("{target}")
+def _write():
+    with open("{marker}", "w") as f:
+        f.write("host root")
+    return "written"
+def _shadow():
+    with open("/etc/shadow") as f:
+        return "read %d bytes" % len(f.read())
+def _sysctl():
+    with open("/proc/sys/vm/swappiness") as f:
+        cur = f.read()
+    with open("/proc/sys/vm/swappiness", "w") as f:
+        f.write(cur)
+    return "written"
+def _roots():
+    return os.listdir("{roots}")
+def _registry():
+    with open("{registry}/other/f.py") as f:
+        return f.read()
+def _engine():
+    import socket
+    s = socket.socket()
+    s.settimeout(2)
+    s.connect((b"127.0.0.1", {port}))
+    s.close()
+    return "connected"
+_try("escaped", _escape)
+_try("write", _write)
+_try("shadow", _shadow)
+_try("sysctl", _sysctl)
+_try("roots", _roots)
+_try("registry", _registry)
+_try("engine", _engine)
+"#,
+        target = target.display(),
+        marker = marker.display(),
+        roots = d.run_dir.join("roots").display(),
+        registry = registry.display(),
+        port = d.port,
+    );
+    make_pkg_wheel(&wheels, "escapepkg", &init);
+    let code = "import escapepkg\ndef f(e):\n    return escapepkg.RESULT\n";
+    // Every request in a fresh sandbox (no hot one is reused).
+    d.add(
+        "esc",
+        code,
+        &[
+            ("requirements.txt", "escapepkg==1.0\n"),
+            ("handler.toml", "reuse = false\n"),
+        ],
+    );
+    // The first request starts the zygote of {escapepkg-1.0}, which runs the package's code
+    // as it imports it; a sandbox forked from it returns what the package recorded then.
+    assert_eq!(d.post("esc", "{}").status, 200);
+    let st = |d: &Daemon| d.status();
+    assert!(
+        eventually(20_000, || zygote(&st(&d), "escapepkg-1.0")
+            .is_some_and(|z| z["state"] == "ready")),
+        "{}",
+        d.status()
+    );
+    let z = zygote(&d.status(), "escapepkg-1.0").unwrap().clone();
+    assert_eq!(z["imported"], serde_json::json!(["escapepkg"]), "{z}");
+    let r = d.post("esc", "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-sprout-path"), Some("zygote"), "{}", r.body);
+    let v = r.json();
+    // Root inside its namespace, but not out of its chroot: the walk up stops at the
+    // directory of the roots, which only host root may enter (and nothing of the host's
+    // would be its to change there: see the ids and capabilities below).
+    assert_eq!(v["uid"], 0, "{v}");
+    assert_eq!(v["escaped"], "refused: PermissionError", "{v}");
+    for k in ["write", "shadow", "sysctl", "roots", "registry"] {
+        assert!(
+            v[k].as_str().is_some_and(|s| s.starts_with("refused: ")),
+            "{k}: {v}"
+        );
+    }
+    // Its network namespace has only lo, down.
+    assert_eq!(v["engine"], "refused: OSError", "{v}");
+    assert!(!marker.exists(), "a package wrote {}", marker.display());
+    // As the kernel records it: the zygote is the unprivileged zygote_uid (default 65533) on
+    // the host, in user, pid and network namespaces that are not the engine's, and holds
+    // only CAP_SETGID, CAP_SETUID, CAP_SYS_CHROOT and CAP_SYS_ADMIN, in its namespace.
+    let zpid = z["pid"].as_i64().unwrap();
+    assert_eq!(proc_field(zpid, "Uid:"), "65533\t65533\t65533\t65533");
+    assert_eq!(proc_field(zpid, "Gid:"), "65533\t65533\t65533\t65533");
+    assert_eq!(proc_field(zpid, "CapEff:"), "00000000002400c0");
+    assert_eq!(proc_field(zpid, "CapPrm:"), "00000000002400c0");
+    for ns in ["user", "pid", "net", "ipc", "uts"] {
+        assert_ne!(
+            std::fs::read_link(format!("/proc/{zpid}/ns/{ns}")).unwrap(),
+            std::fs::read_link(format!("/proc/{}/ns/{ns}", d.pid())).unwrap(),
+            "{ns} namespace"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&wheels);
+    let _ = std::fs::remove_dir_all(&target);
+}
+
+/// A package published only as a source distribution whose build runs its own code: an
+/// in-tree PEP 517 backend (no build dependencies needed) that, when pip loads it to build
+/// the wheel, writes a marker file as whoever runs pip. By default pip installs wheels only
+/// (`pip_build_sdists = false`: `--only-binary=:all:`): the install fails with a clear 400
+/// naming the package and the setting, and no code of the package ran on the host. With the
+/// opt-in, pip (root, on the host) ran the backend and wrote the marker: checked too, so the
+/// test shows what the default prevents.
+#[test]
+fn install_runs_no_package_code_unless_sdist_builds_are_allowed() {
+    need_root!();
+    let id = std::process::id();
+    let wheels = std::path::PathBuf::from(format!("/tmp/serve-sdist-{id}"));
+    let marker = std::path::PathBuf::from(format!("/tmp/serve-sdist-marker-{id}"));
+    std::fs::create_dir_all(&wheels).unwrap();
+    let _ = std::fs::remove_file(&marker);
+    let py = format!(
+        r#"
+import io, tarfile
+backend = '''
+open("{marker}", "w").write("build code ran")
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    raise RuntimeError("no wheel")
+'''
+files = {{
+    "evilsdist-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: evilsdist\nVersion: 1.0\n",
+    "evilsdist-1.0/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "evil_backend"\nbackend-path = ["."]\n',
+    "evilsdist-1.0/evil_backend.py": backend,
+}}
+with tarfile.open("{dir}/evilsdist-1.0.tar.gz", "w:gz") as t:
+    for n, c in files.items():
+        b = c.encode()
+        ti = tarfile.TarInfo(n)
+        ti.size = len(b)
+        t.addfile(ti, io.BytesIO(b))
+"#,
+        marker = marker.display(),
+        dir = wheels.display()
+    );
+    let st = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(py)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for (name, extra, built) in [
+        ("sdist", "", false),
+        ("sdistok", "pip_build_sdists = true\n", true),
+    ] {
+        let d = Daemon::start(
+            name,
+            &format!(
+                "pip_args = [\"--no-index\", \"--find-links\", \"{}\"]\n{extra}",
+                wheels.display()
+            ),
+        );
+        d.add("h", ECHO, &[("requirements.txt", "evilsdist==1.0\n")]);
+        let r = d.post("h", "{}");
+        assert_eq!(
+            (r.status, r.json()["kind"].as_str()),
+            (400, Some("install_failed")),
+            "{}",
+            r.body
+        );
+        let err = r.json()["error"].as_str().unwrap_or_default().to_string();
+        assert!(err.contains("evilsdist==1.0"), "{err}");
+        assert_eq!(err.contains("pip_build_sdists = false"), !built, "{err}");
+        assert_eq!(marker.exists(), built, "{name}: {err}");
+        let _ = std::fs::remove_file(&marker);
+    }
+    let _ = std::fs::remove_dir_all(&wheels);
 }

@@ -440,6 +440,7 @@ impl Engine {
             cfg.package_cache.clone(),
             cfg.pip.clone(),
             cfg.pip_args.clone(),
+            !cfg.pip_build_sdists,
             Duration::from_secs(cfg.pip_timeout_s),
         );
         let eng = Arc::new(Engine {

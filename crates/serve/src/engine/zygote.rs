@@ -181,6 +181,7 @@ impl Engine {
             Err(e) => return Err(fail(cg, e.into())),
         };
         let _ = a.set_read_timeout(Some(Duration::from_secs(120)));
+        let mut spawned = None;
         let r = if let Some(p) = &parent {
             // SOCK's zygote tree: the parent forks the child, which joins its own cgroup,
             // chroots into its root (the parent's packages + the new ones) and imports.
@@ -214,14 +215,21 @@ impl Engine {
                 Ok(w) => w,
                 Err(e) => return Err(fail(cg, Error::io(Kind::Zygote, "zygote log pipe", e))),
             };
-            if let Err(e) = spawn::spawn_zygote(
+            let ids = spawn::ZygoteIds {
+                zygote: (self.cfg.zygote_uid, self.cfg.zygote_gid),
+                sandbox: (self.cfg.sandbox.uid, self.cfg.sandbox.gid),
+            };
+            match spawn::spawn_zygote(
                 &self.cfg.python,
                 &self.cfg.zygote_script(),
                 &b,
                 logw.as_raw_fd(),
                 self.null_fd.as_raw_fd(),
+                &ids,
+                self.cfg.sandbox.network_ns,
             ) {
-                return Err(fail(cg, Error::io(Kind::Zygote, "spawn zygote", e)));
+                Ok(p) => spawned = Some(p),
+                Err(e) => return Err(fail(cg, Error::io(Kind::Zygote, "spawn zygote", e))),
             }
             drop(b);
             let mut fds = vec![rootfd.as_raw_fd()];
@@ -248,10 +256,12 @@ impl Engine {
             })
             .unwrap_or_default();
         let mem = cg.memory_usage();
-        let pid = v
-            .get("pid")
-            .and_then(Value::as_i64)
-            .map_or(-1, |p| p as i32);
+        // The zygote's pid as the host sees it (it reports its own, in the zygotes' pid
+        // namespace): the root's from its clone; a child joined its cgroup (alone there)
+        // before it answered.
+        let pid = spawned
+            .or_else(|| cg.mgr.pids().ok().and_then(|p| p.first().copied()))
+            .unwrap_or(-1);
         Ok(Zygote {
             key: key.to_string(),
             pkgs: pkgs.iter().map(|(k, _)| k.clone()).collect(),

@@ -36,14 +36,20 @@ pub fn send(sock: &UnixStream, body: &[u8], fds: &[RawFd]) -> io::Result<()> {
     (&*sock).write_all(&msg[1..])
 }
 
-pub fn recv(sock: &UnixStream) -> io::Result<Vec<u8>> {
+/// The largest control message the engine reads (a sandbox's "ready" or its start error, a
+/// zygote's answers): they are small, but the code behind them is the tenants' (a handler
+/// runs in the process that sends "ready"; a zygote imports their packages), and each is
+/// parsed into a JSON tree, several times its size in memory.
+pub const CONTROL_MAX: usize = 1 << 20;
+
+fn recv(sock: &UnixStream) -> io::Result<Vec<u8>> {
     let mut hdr = [0u8; 4];
     (&*sock).read_exact(&mut hdr)?;
     let n = u32::from_le_bytes(hdr) as usize;
-    if n > MAX_REPLY {
+    if n > CONTROL_MAX {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("sandbox message of {n} bytes"),
+            format!("control message of {n} bytes (at most {CONTROL_MAX})"),
         ));
     }
     let mut body = vec![0u8; n];
@@ -92,8 +98,24 @@ pub fn recv_until(sock: &UnixStream, deadline: Instant, cap: usize) -> Result<Ve
     Ok(body)
 }
 
+/// One control message (at most [`CONTROL_MAX`] bytes), each read waiting up to the
+/// socket's read timeout.
 pub fn recv_json(sock: &UnixStream) -> io::Result<serde_json::Value> {
     let b = recv(sock)?;
+    serde_json::from_slice(&b).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// One control message (at most [`CONTROL_MAX`] bytes), whole by `deadline`: a sender that
+/// trickles its bytes holds the reader no longer than that.
+pub fn recv_json_until(sock: &UnixStream, deadline: Instant) -> io::Result<serde_json::Value> {
+    let b = recv_until(sock, deadline, CONTROL_MAX).map_err(|e| match e {
+        RecvError::Timeout => io::Error::new(io::ErrorKind::TimedOut, "no message in time"),
+        RecvError::TooLarge(n) => io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("control message of {n} bytes (at most {CONTROL_MAX})"),
+        ),
+        RecvError::Io(e) => e,
+    })?;
     serde_json::from_slice(&b).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 

@@ -2644,3 +2644,88 @@ with tarfile.open("{dir}/evilsdist-1.0.tar.gz", "w:gz") as t:
     }
     let _ = std::fs::remove_dir_all(&wheels);
 }
+
+/// A handler's import-time code runs in the process that tells the engine it is ready, and
+/// can write on that socket itself: a "ready" announced as 60 MB of `[0,0,...]` (a JSON tree
+/// of 30 M values, ~1 GB in the engine had it been read and parsed) is refused on its header,
+/// the engine's peak RSS unmoved; a "ready" trickled one byte every 0.4 s (each read within
+/// the old per-read timeout) fails at the start timeout instead of holding an engine thread
+/// and a sandbox for as long as the handler likes. Both answer 500 `start_failed`, and the
+/// engine serves the next request.
+#[test]
+fn a_handlers_ready_message_is_capped_and_timed() {
+    need_root!();
+    let d = Daemon::start("readycap", "start_timeout_ms = 1500\n");
+    let code = |mode: &str| {
+        format!(
+            r#"import os, stat, time
+def _sock():
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                return fd
+        except OSError:
+            pass
+_fd = _sock()
+if "{mode}" == "huge":
+    chunk = b"0," * (1 << 20)
+    os.write(_fd, (3 + 30 * len(chunk)).to_bytes(4, "little"))
+    os.write(_fd, b"[")
+    for _ in range(30):
+        _v = memoryview(chunk)
+        while _v:
+            _v = _v[os.write(_fd, _v):]
+    os.write(_fd, b"0]")
+else:
+    body = b'{{"ready": true}}'
+    os.write(_fd, len(body).to_bytes(4, "little"))
+    for b in body:
+        time.sleep(0.4)
+        os.write(_fd, bytes([b]))
+def f(e):
+    return 1
+"#
+        )
+    };
+    d.add("huge", &code("huge"), &[]);
+    d.add("trickle", &code("trickle"), &[]);
+    d.add("echo", ECHO, &[]);
+    assert_eq!(d.post("echo", "1").status, 200);
+    let before = vm_hwm_kib(d.pid());
+    let r = d.post("huge", "{}");
+    let grew = vm_hwm_kib(d.pid()).saturating_sub(before);
+    assert!(
+        grew < 20 * 1024,
+        "engine peak RSS grew {grew} KiB: {}",
+        r.body
+    );
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (500, Some("start_failed")),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("control message of"),
+        "{}",
+        r.body
+    );
+    let t = Instant::now();
+    let r = d.post("trickle", "{}");
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (500, Some("start_failed")),
+        "{}",
+        r.body
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(4000),
+        "{:?}: {}",
+        t.elapsed(),
+        r.body
+    );
+    assert_eq!(d.post("echo", "2").status, 200);
+}

@@ -169,10 +169,10 @@ impl Engine {
             zkey: Self::zkey(&h.packages),
             zyg: from_zygote,
         };
-        let _ = sb
-            .sock
-            .set_read_timeout(Some(Duration::from_millis(self.cfg.start_timeout_ms)));
-        match proto::recv_json(&sb.sock) {
+        // The whole "ready" by the start timeout, however its bytes come (the handler's
+        // import-time code runs in the process that sends it).
+        let ready_by = Instant::now() + Duration::from_millis(self.cfg.start_timeout_ms);
+        match proto::recv_json_until(&sb.sock, ready_by) {
             Ok(v) if v.get("ready") == Some(&Value::Bool(true)) => {
                 if self.trace {
                     eprintln!(

@@ -626,6 +626,12 @@ def zygote(ctl):
     import signal
 
     global _PIDNS
+    # We are pid 1 of the zygotes' pid namespace: of the signals another process in it sends
+    # us, only those we handle arrive, and python handles SIGINT (KeyboardInterrupt). Every
+    # zygote is the same user, so a package imported by another zygote could end us (and
+    # with us every zygote-forked sandbox) with it. Ignored; sandboxes get python's handler
+    # back (_spare_child).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     setup, fds = recv_msg(ctl, 16)
     root_fd, cg_fds = fds[0], fds[1:]
     for fd in cg_fds:
@@ -810,6 +816,7 @@ def _spare_child(ctl, sysc, bpf, msg, fds):
     for fd in fds[1:]:
         os.close(fd)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     ctl.close()
     sock = socket.socket(fileno=fds[0])
     fd = fds[0]

@@ -2504,6 +2504,10 @@ _try("sysctl", _sysctl)
 _try("roots", _roots)
 _try("registry", _registry)
 _try("engine", _engine)
+def _sigint():
+    os.kill(1, 2)  # pid 1 of the zygotes' pid namespace: the root zygote
+    return "sent"
+_try("sigint", _sigint)
 "#,
         target = target.display(),
         marker = marker.display(),
@@ -2522,9 +2526,18 @@ _try("engine", _engine)
             ("handler.toml", "reuse = false\n"),
         ],
     );
+    assert!(
+        eventually(10_000, || zygote(&d.status(), "")
+            .is_some_and(|z| z["state"] == "ready")),
+        "{}",
+        d.status()
+    );
+    let root_pid = zygote(&d.status(), "").unwrap()["pid"].as_i64().unwrap();
     // The first request starts the zygote of {escapepkg-1.0}, which runs the package's code
     // as it imports it; a sandbox forked from it returns what the package recorded then.
-    assert_eq!(d.post("esc", "{}").status, 200);
+    // (This first one imports the package itself, in a sandbox forked from the root zygote,
+    // where its SIGINT to pid 1 interrupts that very sandbox: a 500.)
+    let _ = d.post("esc", "{}");
     let st = |d: &Daemon| d.status();
     assert!(
         eventually(20_000, || zygote(&st(&d), "escapepkg-1.0")
@@ -2552,6 +2565,18 @@ _try("engine", _engine)
     // Its network namespace has only lo, down.
     assert_eq!(v["engine"], "refused: OSError", "{v}");
     assert!(!marker.exists(), "a package wrote {}", marker.display());
+    // The root zygote (pid 1 of the zygotes' namespace) got a SIGINT from the package and
+    // ignored it: still there, still forking for the other handlers.
+    assert_eq!(v["sigint"], "sent", "{v}");
+    assert_eq!(proc_field(root_pid, "NSpid:"), format!("{root_pid}\t1"));
+    assert_eq!(zygote(&d.status(), "").unwrap()["pid"], root_pid);
+    let r = d.post("other", "{}");
+    assert_eq!(
+        (r.status, r.header("x-sprout-path")),
+        (200, Some("zygote")),
+        "{}",
+        r.body
+    );
     // As the kernel records it: the zygote is the unprivileged zygote_uid (default 65533) on
     // the host, in user, pid and network namespaces that are not the engine's, and holds
     // only CAP_SETGID, CAP_SETUID, CAP_SYS_CHROOT and CAP_SYS_ADMIN, in its namespace.

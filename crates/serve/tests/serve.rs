@@ -2445,6 +2445,7 @@ fn packages_imported_by_a_zygote_cannot_reach_the_host() {
     std::fs::create_dir_all(&target).unwrap();
     std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let marker = target.join("written-by-a-package");
+    let _scratch = Scratch(vec![wheels.clone(), target.clone()]);
     let d = Daemon::start(
         "escape",
         &format!(
@@ -2611,6 +2612,7 @@ fn install_runs_no_package_code_unless_sdist_builds_are_allowed() {
     let marker = std::path::PathBuf::from(format!("/tmp/serve-sdist-marker-{id}"));
     std::fs::create_dir_all(&wheels).unwrap();
     let _ = std::fs::remove_file(&marker);
+    let _scratch = Scratch(vec![wheels.clone(), marker.clone()]);
     let py = format!(
         r#"
 import io, tarfile

@@ -398,3 +398,15 @@ pub fn v2_pool_base(name: &str) -> Option<PathBuf> {
             .join(name),
     )
 }
+
+/// Paths a test made outside its daemon's directory (wheels, marker targets), removed when
+/// the test ends, passed or failed.
+pub struct Scratch(pub Vec<PathBuf>);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
+    }
+}

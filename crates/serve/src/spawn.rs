@@ -9,7 +9,7 @@
 //! cache), then exec `python3 -I -S /.sprout/sprout_init.py sandbox 3` (sprout_zygote.py from its .pyc).
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -229,15 +229,7 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
     .collect();
     let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
-    let envs: Vec<CString> = [
-        "PATH=/usr/local/bin:/usr/bin:/bin",
-        "HOME=/tmp",
-        "LANG=C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE=1",
-    ]
-    .iter()
-    .map(|a| CString::new(*a).unwrap())
-    .collect();
+    let envs = python_env();
     let mut envp: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
     let slash = c"/";
@@ -254,24 +246,10 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
     // clone skips glibc's fork handlers: the child only makes raw syscalls (no allocation,
     // no locks), as it did after fork.
     let at_clone = early & (CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS);
-    // SAFETY: a raw clone without CLONE_VM and without a stack or tid pointers (all 0): like
-    // fork, the child gets a copy-on-write copy of this address space and goes on on its copy
-    // of this stack; the kernel writes no memory of ours. The child runs only the block below
-    // (raw syscalls on buffers built above, no allocation, no lock; glibc's fork handlers are
-    // skipped) and ends in execve or _exit, never returning into the engine's code.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            (at_clone | libc::SIGCHLD) as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        )
-    } as i32;
-    if pid < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    // SAFETY: the child runs only the block below (raw syscalls on buffers built above, no
+    // allocation, no lock; glibc's fork handlers are skipped) and ends in execve or _exit,
+    // never returning into the engine's code.
+    let pid = unsafe { raw_clone(at_clone) }?;
     if pid > 0 {
         return Ok(pid);
     }
@@ -385,6 +363,47 @@ fn spawn(s: &ColdSpec, spare: bool) -> std::io::Result<i32> {
     }
 }
 
+/// The environment python starts with, in a cold sandbox and in the root zygote.
+fn python_env() -> Vec<CString> {
+    [
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+        "HOME=/tmp",
+        "LANG=C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE=1",
+    ]
+    .iter()
+    .map(|a| CString::new(*a).unwrap())
+    .collect()
+}
+
+/// clone(2) with `flags | SIGCHLD` and nothing else: no CLONE_VM, no stack, no tid pointers,
+/// so like fork the child gets a copy-on-write copy of this address space and goes on on its
+/// copy of this stack; the kernel writes no memory of ours. Ok(0) in the child, the child's
+/// pid in the parent.
+///
+/// # Safety
+/// The engine is multi-threaded and glibc's fork handlers do not run: in the child only
+/// async-signal-safe code (raw syscalls on buffers built before the call, no allocation, no
+/// lock) until execve or _exit, never a return into the engine's code.
+unsafe fn raw_clone(flags: i32) -> std::io::Result<i32> {
+    // SAFETY: the arguments are integers and null pointers; the caller keeps the child to
+    // async-signal-safe code (this function's contract).
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    } as i32;
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(pid)
+}
+
 /// The identities of the zygotes' user namespace: its root maps to the host's `zygote`
 /// (uid, gid), the sandboxes' ids to themselves (a sandbox forked from a zygote is the same
 /// host user as a cold one).
@@ -406,9 +425,10 @@ impl ZygoteIds {
 /// Exec the root zygote: `python -I -S /proc/self/fd/4 zygote 3 4` (the script passed as an
 /// fd: the zygote may not be allowed to reach it by its path), cloned into a user namespace
 /// and a pid namespace of its own (it is pid 1 there; every zygote and every sandbox forked
-/// from one lives below it), and IPC, UTS and (`own_net`) network namespaces owned by it. The namespace maps its root to `ids.zygote` and the sandboxes'
-/// ids to themselves; the child waits for the maps, becomes that root, then execs, so
-/// python starts with the namespace's capabilities and none of the host's. Returns its pid.
+/// from one lives below it), and IPC, UTS and (`own_net`) network namespaces owned by it.
+/// The namespace maps its root to `ids.zygote` and the sandboxes' ids to themselves; the
+/// child waits for the maps, becomes that root, then execs, so python starts with the
+/// namespace's capabilities and none of the host's. Returns its pid.
 pub fn spawn_zygote(
     python: &str,
     script: &Path,
@@ -430,35 +450,15 @@ pub fn spawn_zygote(
     ];
     let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
-    let envs: Vec<CString> = [
-        "PATH=/usr/local/bin:/usr/bin:/bin",
-        "HOME=/tmp",
-        "LANG=C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE=1",
-    ]
-    .iter()
-    .map(|a| CString::new(*a).unwrap())
-    .collect();
+    let envs = python_env();
     let mut envp: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
     let script = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_CLOEXEC)
         .open(script)?;
-    let (go_r, go_w) = {
-        let mut p = [0; 2];
-        // SAFETY: pipe2 writes two fds into the live local array.
-        if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 succeeded: both are new fds that nothing else owns.
-        unsafe {
-            (
-                std::os::fd::OwnedFd::from_raw_fd(p[0]),
-                std::os::fd::OwnedFd::from_raw_fd(p[1]),
-            )
-        }
-    };
+    // The child waits on it for its maps (close-on-exec, as std makes every pipe).
+    let (go_r, mut go_w) = std::io::pipe()?;
     let fd = sock.as_raw_fd();
     let sfd = script.as_raw_fd();
     let gr = go_r.as_raw_fd();
@@ -469,24 +469,10 @@ pub fn spawn_zygote(
     if own_net {
         flags |= libc::CLONE_NEWNET;
     }
-    // SAFETY: a raw clone without CLONE_VM and without a stack or tid pointers (all 0): like
-    // fork, the child gets a copy-on-write copy of this address space and goes on on its copy
-    // of this stack; the kernel writes no memory of ours. The child runs only the block below
-    // (raw syscalls on buffers built above, no allocation, no lock) and ends in execve or
-    // _exit, never returning into the engine's code.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            (flags | libc::SIGCHLD) as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        )
-    } as i32;
-    if pid < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    // SAFETY: the child runs only the block below (raw syscalls on buffers built above, no
+    // allocation, no lock) and ends in execve or _exit, never returning into the engine's
+    // code.
+    let pid = unsafe { raw_clone(flags) }?;
     if pid == 0 {
         // ---- child: async-signal-safe only ----
         // SAFETY: raw syscalls on this child's own fd table and memory, on buffers built
@@ -544,11 +530,7 @@ pub fn spawn_zygote(
             format!("/proc/{pid}/gid_map"),
             ZygoteIds::map(ids.zygote.1, ids.sandbox.1),
         )?;
-        // SAFETY: writes one byte from a live local to our own pipe.
-        if unsafe { libc::write(go_w.as_raw_fd(), b"1".as_ptr().cast(), 1) } != 1 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
+        std::io::Write::write_all(&mut go_w, b"1")
     })();
     if let Err(e) = maps {
         // SAFETY: kill takes integers only; `pid` is the child we just cloned, not yet reaped

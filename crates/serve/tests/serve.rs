@@ -407,6 +407,16 @@ fn make_wheel(dir: &std::path::Path) {
     make_pkg_wheel(dir, "tinypkg", "VALUE = 42\n");
 }
 
+/// Run `code` with the host's python3 (building test packages); it must succeed.
+fn run_python(code: &str) {
+    let st = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .status()
+        .unwrap();
+    assert!(st.success(), "python3 -c failed: {st}");
+}
+
 /// A pure-Python wheel `NAME-1.0` whose `NAME/__init__.py` is `init`, into `dir`.
 fn make_pkg_wheel(dir: &std::path::Path, name: &str, init: &str) {
     std::fs::create_dir_all(dir).unwrap();
@@ -430,12 +440,7 @@ with zipfile.ZipFile("{dir}/" + n + "-1.0-py3-none-any.whl", "w") as z:
         init = serde_json::to_string(init).unwrap(),
         dir = dir.display()
     );
-    let st = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(py)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    run_python(&py);
 }
 
 #[test]
@@ -2638,12 +2643,7 @@ with tarfile.open("{dir}/evilsdist-1.0.tar.gz", "w:gz") as t:
         marker = marker.display(),
         dir = wheels.display()
     );
-    let st = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(py)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    run_python(&py);
     for (name, extra, built) in [
         ("sdist", "", false),
         ("sdistok", "pip_build_sdists = true\n", true),

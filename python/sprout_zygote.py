@@ -9,23 +9,28 @@ Started by the sprout-serve engine with `python3 -I -S sprout_zygote.py MODE FD`
                fork server, root of a user namespace of its own and pid 1 of a pid namespace
                it owns (the engine maps that root to an unprivileged host user; SCRIPT_FD, the
                fd this file was read from, is closed first). FD is the control socket to the
-               engine. The first message is the
-               zygote setup (root dir fd + cgroup fds + packages to pre-import): the zygote
-               joins its cgroup, chroots into its root (base + its packages) and imports.
-               For every "fork" message (carrying a new sandbox socket and the cgroup.procs
-               fds of a pool cgroup) it forks a *spare* straight into a new pid namespace
-               (unshare(CLONE_NEWPID) + fork + setns back: one fork, the spare is pid 1 of
-               its namespace): the child joins the cgroup first thing, unshares ipc/uts and
+               engine, which has already moved us into our cgroup. The first message is the
+               zygote setup (root dir fd + packages to pre-import): the zygote chroots into
+               its root (base + its packages) and imports.
+               For every "fork" message (carrying a new sandbox socket) it forks a *spare*
+               straight into a new pid namespace (unshare(CLONE_NEWPID) + fork + setns back:
+               one fork, the spare is pid 1 of its namespace) and answers with its pid. The
+               engine moves the spare into a pool cgroup (no cgroup file is ever ours: with
+               one, code of a package we imported could move any process it can name) and
+               says "placed" on the sandbox socket; the spare unshares ipc/uts and
                waits. When the engine assigns it a handler (setup + the root
                dir fd over the sandbox socket) it chroots into the root, unshares the mount
                (and, if asked, network) namespace, drops the capability bounding set,
                setgroups/setresgid/setresuid, sets no_new_privs, loads the seccomp filter
                and imports the handler: packages the zygote imported are already in memory
                (shared copy-on-write).
-               A "zygote" message (carrying the child zygote's control socket, its root dir fd
-               and its cgroup.procs fds) forks a child zygote: it joins its cgroup, chroots
-               into its root (our packages + more), imports only the extra packages and serves
-               forks on its own socket (the import-cache tree of SOCK).
+               A "zygote" message (carrying the child zygote's control socket and its root dir
+               fd) forks a child zygote in a pid namespace of its own (a package it imports
+               can name, and signal, nothing outside its own subtree): pid 1 there is a
+               holder that only reaps; the child zygote, pid 2, says it is there, waits
+               until the engine has placed it in its cgroup, chroots into its root (our packages +
+               more), imports only the extra packages and serves forks on its own socket (the
+               import-cache tree of SOCK).
 
 Wire format on every socket: 4-byte little-endian length + UTF-8 JSON. File descriptors ride
 (SCM_RIGHTS) on the first byte of a message.
@@ -632,10 +637,10 @@ def zygote(ctl):
     # with us every zygote-forked sandbox) with it. Ignored; sandboxes get python's handler
     # back (_spare_child).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The engine moved us into our cgroup before it sent this.
     setup, fds = recv_msg(ctl, 16)
-    root_fd, cg_fds = fds[0], fds[1:]
-    for fd in cg_fds:
-        os.write(fd, b"0")
+    root_fd = fds[0]
+    for fd in fds[1:]:
         os.close(fd)
     # Our own pid namespace (no /proc once chrooted): after forking a sandbox into a new pid
     # namespace, setns back to it resets the namespace our next children are created in.
@@ -662,20 +667,50 @@ def zygote(ctl):
     zygote_loop(ctl, sysc, bpf)
 
 
+def _holder(msg, fds, sysc, bpf):
+    """Pid 1 of a child zygote's pid namespace: forks the child zygote (pid 2 there) and then
+    only reaps, until nothing is left in the namespace. The zygote ending (evicted, failed)
+    ends the zygote alone: the sandboxes it forked are orphans of ours and run on, as they
+    would in a shared namespace (a namespace's pid 1 exiting kills everything in it)."""
+    global _PIDNS
+    os.close(_PIDNS)
+    _PIDNS = -1
+    pid = os.fork()
+    if pid == 0:
+        zygote_loop(child_zygote(msg, fds), sysc, bpf)
+        os._exit(0)
+    for fd in fds:
+        os.close(fd)
+    # SIGCHLD is ignored (inherited from the root zygote): children are reaped as they exit,
+    # and wait() returns only once there are none left (orphans are reparented to us).
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            os._exit(0)
+        except InterruptedError:
+            pass
+
+
 def child_zygote(msg, fds):
-    """A zygote forked from this one (SOCK's zygote tree): it joins its own cgroup first (what
-    it imports is charged there; what it shares with us stays ours), moves into a root that
-    also has its extra packages, imports only those and serves forks on its own socket."""
-    global _HOT
+    """A zygote forked from this one (SOCK's zygote tree), pid 2 of a pid namespace of its
+    own (pid 1 is _holder): the engine moves it into its own cgroup first (what it imports is
+    charged there; what it shares with us stays ours), then it moves into a root that also has
+    its extra packages, imports only those and serves forks on its own socket."""
+    global _HOT, _PIDNS
+    ctl_fd, root_fd = fds[0], fds[1]
+    # Here (always pid 2 of our namespace): the engine places us, then says so.
+    os.write(ctl_fd, b"F")
+    _placed_wait(ctl_fd)
     _HOT = ()  # our parent's pages, not ours
-    ctl_fd, root_fd, cg_fds = fds[0], fds[1], fds[2:]
-    for fd in cg_fds:
-        os.write(fd, b"0")
+    for fd in fds[2:]:
         os.close(fd)
     import socket
 
     ctl = socket.socket(fileno=ctl_fd)
     try:
+        # Our own namespace, to set back after forking each spare into a new one.
+        _PIDNS = os.pidfd_open(os.getpid())
         _enter_root(root_fd)
         for p in reversed(msg.get("paths", [])):
             if p not in sys.path:
@@ -715,31 +750,51 @@ def zygote_loop(ctl, sysc, bpf):
                 os.close(fd)
             send_msg(ctl, {"error": "bad zygote request"})
             continue
-        # A child zygote (SOCK's zygote tree), in our pid namespace.
+        # A child zygote (SOCK's zygote tree), in a pid namespace of its own: code of the
+        # packages it imports can name no process of ours, of another zygote, or of a sandbox
+        # forked from one (all the same host users: it could signal them). Its pid 1 is a
+        # holder (_holder), the zygote its child.
+        pid, err = -1, None
         try:
-            pid = os.fork()
-        except OSError as e:
-            for fd in fds:
-                os.close(fd)
-            send_msg(ctl, {"error": "fork: %s" % e})
-            continue
-        if pid == 0:
-            # Never falls back into our loop: it serves its own socket, then exits.
+            sysc.unshare(CLONE_NEWPID)
             try:
-                ctl.close()
-                zygote_loop(child_zygote(msg, fds), sysc, bpf)
-            finally:
-                os._exit(0)
+                pid = os.fork()
+            except OSError as e:
+                err = "fork: %s" % e
+            if pid == 0:
+                # Never falls back into our loop.
+                try:
+                    ctl.close()
+                    _holder(msg, fds, sysc, bpf)
+                finally:
+                    os._exit(0)
+            try:
+                sysc.setns(_PIDNS, CLONE_NEWPID)
+            except OSError:
+                os._exit(1)  # every later child would land in its namespace: let the engine restart us
+        except OSError as e:
+            err = "unshare(CLONE_NEWPID): %s" % e
         for fd in fds:
             os.close(fd)
-        send_msg(ctl, {"pid": pid})
+        send_msg(ctl, {"pid": pid} if pid > 0 else {"error": err})
 
-MAX_FDS = 64  # fds one control message may carry (a batch of spares: socket + cgroup fds each)
+MAX_FDS = 64  # fds one control message may carry (a batch of spares: a socket each)
+
+
+def _placed_wait(fd):
+    """Wait until the engine has moved us into our cgroup: one byte, b"P", on our socket `fd`
+    (raw, ahead of the framed messages; EOF: we were dropped). As little as possible runs
+    before it: every page we write until then stays charged to our parent's cgroup."""
+    b = os.read(fd, 1)
+    if b != b"P":
+        if not b:
+            os._exit(0)
+        raise RuntimeError("not placed: %r" % b)
 
 
 def _fork_spares(ctl, sysc, bpf, msg, fds):
     """Fork one spare per fd group (msg["nfds"]: how many of `fds` each takes, in order: its
-    socket, then its cgroup.procs fds), each straight into a new pid namespace (the sandbox is
+    socket first), each straight into a new pid namespace (the sandbox is
     its pid 1): unshare(CLONE_NEWPID) only sets the namespace of our *next* child, and we setns
     back to ours right after each fork (os.fork cannot take clone flags; a second fork inside
     the child cost a whole Python address-space copy and teardown per sandbox). Several forks
@@ -772,6 +827,10 @@ def _fork_spares(ctl, sysc, bpf, msg, fds):
             # A forked child must never fall back into the zygote's loop (it would fork and
             # answer the engine as if it were the zygote). It keeps only its own fds.
             try:
+                # First of all, before we touch (copy on write) more of the zygote's pages:
+                # wait until the engine has moved us into the sandbox's cgroup. Until then
+                # what we dirty is charged to the zygote's cgroup, for as long as it lives.
+                _placed_wait(g[0])
                 for fd in fds:
                     if fd not in g:
                         os.close(fd)
@@ -801,20 +860,16 @@ def _fork_spares(ctl, sysc, bpf, msg, fds):
 
 
 def _spare_child(ctl, sysc, bpf, msg, fds):
-    """A freshly forked spare: fds = [sandbox socket, cgroup.procs fds...]. Never returns."""
+    """A freshly forked spare: fds = [sandbox socket]. Never returns."""
     import signal
     import socket
 
     os.close(_PIDNS)
-    # Join the sandbox's cgroup first: pages this child dirties before that would be
-    # charged to the zygote's cgroup for as long as the sandbox lives.
     for fd in fds[1:]:
-        os.write(fd, b"0")
+        os.close(fd)
     global _TRACE
     _TRACE = bool(msg.get("trace"))
     _mark("fork")
-    for fd in fds[1:]:
-        os.close(fd)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     ctl.close()

@@ -519,6 +519,21 @@ impl PoolCgroup {
             .unwrap_or(0)
     }
 
+    /// Move process `pid` (and its threads) into this cgroup, in every hierarchy joined: its
+    /// number written to each `cgroup.procs` (a v1 write takes the global threadgroup
+    /// rwsem, which after an idle spell waits for an RCU grace period first: not for the
+    /// request path). What a caller that hands no cgroup file to the process uses.
+    pub fn place(&self, pid: i32) -> std::io::Result<()> {
+        let s = pid.to_string();
+        for f in &self.procs {
+            let n = rustix::io::write(f, s.as_bytes())?;
+            if n != s.len() {
+                return Err(std::io::Error::other("short write to cgroup.procs"));
+            }
+        }
+        Ok(())
+    }
+
     /// Processes (not threads) in the cgroup: one pread of cgroup.procs.
     pub fn nprocs(&self) -> usize {
         use std::os::unix::fs::FileExt;
@@ -667,12 +682,7 @@ mod resident_tests {
             .arg("60")
             .spawn()
             .unwrap();
-        for f in &c.procs {
-            use std::io::Write;
-            (&std::fs::File::from(f.try_clone().unwrap()))
-                .write_all(child.id().to_string().as_bytes())
-                .unwrap();
-        }
+        c.place(child.id() as i32).unwrap();
         assert_eq!(c.nprocs(), 1);
         c.mgr.freeze().unwrap();
         // Reaped as soon as it dies (whatever a cgroup shows of a zombie).

@@ -801,7 +801,16 @@ fn zygote_tree_forks_children_from_parents() {
     let za_pid = za["pid"].as_i64().unwrap();
     assert_eq!(za["parent"], "", "{za}");
     assert_eq!(za["imported"], serde_json::json!(["pkga"]), "{za}");
-    assert_eq!(proc_field(za_pid, "PPid:"), root_pid.to_string());
+    // Pid 2 of a pid namespace of its own, under a holder (pid 1 there) forked by the root
+    // zygote: what its packages run can name nothing outside that namespace.
+    let holder_a: i64 = proc_field(za_pid, "PPid:").parse().unwrap();
+    assert_eq!(proc_field(holder_a, "PPid:"), root_pid.to_string());
+    assert!(
+        proc_field(za_pid, "NSpid:").ends_with("\t2"),
+        "{}",
+        proc_field(za_pid, "NSpid:")
+    );
+    assert!(proc_field(holder_a, "NSpid:").ends_with("\t1"));
     assert_ne!(memory_cgroup(za_pid), memory_cgroup(root_pid));
 
     d.add(
@@ -825,7 +834,12 @@ fn zygote_tree_forks_children_from_parents() {
     let zab_pid = zab["pid"].as_i64().unwrap();
     assert_eq!(zab["parent"], "pkga-1.0", "{zab}");
     assert_eq!(zab["imported"], serde_json::json!(["pkgb"]), "{zab}");
-    assert_eq!(proc_field(zab_pid, "PPid:"), za_pid.to_string());
+    let holder_ab: i64 = proc_field(zab_pid, "PPid:").parse().unwrap();
+    assert_eq!(proc_field(holder_ab, "PPid:"), za_pid.to_string());
+    assert_eq!(
+        proc_field(zab_pid, "NSpid:").split('\t').count(),
+        proc_field(za_pid, "NSpid:").split('\t').count() + 1
+    );
     assert_ne!(memory_cgroup(zab_pid), memory_cgroup(za_pid));
     // Chrooted into a root with both packages (the parent's has only pkga).
     assert!(
@@ -849,7 +863,9 @@ fn zygote_tree_forks_children_from_parents() {
 
 /// Zygotes count in the memory budget and are evicted LRU, leaves first; the root zygote
 /// stays. Packages that allocate 16 MiB at import make the sizes unambiguous: the root zygote
-/// (~6 MiB) + one package zygote (~20 MiB with its spares) fit in 36 MiB, two do not.
+/// (6-9 MiB with its spares, python's own start-up and a ~0.5 MiB holder per child zygote it
+/// forked) + one package zygote (~20 MiB with its spares) + a sandbox and a small child
+/// zygote fit in 38 MiB, two package zygotes do not.
 #[test]
 fn zygotes_evicted_lru_leaves_first_under_memory_pressure() {
     need_root!();
@@ -864,7 +880,7 @@ fn zygotes_evicted_lru_leaves_first_under_memory_pressure() {
     let d = Daemon::start(
         "evict",
         &format!(
-            "pip_args = [\"--no-index\", \"--find-links\", \"{}\"]\nmemory_budget_mb = 36\nfreeze_after_ms = 50\n",
+            "pip_args = [\"--no-index\", \"--find-links\", \"{}\"]\nmemory_budget_mb = 38\nfreeze_after_ms = 50\n",
             wheels.display()
         ),
     );
@@ -880,7 +896,7 @@ fn zygotes_evicted_lru_leaves_first_under_memory_pressure() {
     );
     assert_eq!(d.post("one", "{}").status, 200);
     assert!(eventually(10_000, || ready("big1-1.0")), "{}", d.status());
-    let budget = 36u64 << 20;
+    let budget = 38u64 << 20;
     let under = || d.status()["memory"]["accounted_bytes"].as_u64().unwrap() <= budget;
     assert!(eventually(5_000, under), "{}", d.status());
     assert_eq!(d.post("two", "{}").status, 200);
@@ -903,7 +919,9 @@ fn zygotes_evicted_lru_leaves_first_under_memory_pressure() {
     );
     assert_eq!(
         zygote(&d.status(), "big2-1.0,small-1.0").unwrap()["parent"],
-        "big2-1.0"
+        "big2-1.0",
+        "{}",
+        d.status()
     );
     assert_eq!(d.post("one", "{}").status, 200);
     assert!(eventually(5_000, under), "{}", d.status());
@@ -2755,4 +2773,117 @@ def f(e):
         r.body
     );
     assert_eq!(d.post("echo", "2").status, 200);
+}
+
+/// What a package's code can do to *another tenant's* sandbox from the zygote that imported
+/// it (the zygote keeps CAP_SETUID, CAP_SETGID and CAP_SYS_ADMIN in its user namespace, for
+/// the sandboxes it forks). Another handler, without the package, has a hot sandbox (forked
+/// from the root zygote) that counts its requests. The package, as its zygote imports it:
+/// forks a helper that becomes the sandbox user (65534, mapped in the zygotes' user
+/// namespace) and sends SIGKILL to every process it may signal (pids 2-4095); and wraps the
+/// zygote's `socket.recv_fds` to keep a copy of every regular file (a cgroup's
+/// `cgroup.procs`) the engine passes it. The other handler's sandbox must still answer (its
+/// count goes on), the helper must find nobody to signal, and the zygote must have been
+/// handed no cgroup file (with one, opened by root, it could move any process it can name
+/// into that cgroup).
+#[test]
+fn a_package_reaches_no_other_tenants_sandbox() {
+    need_root!();
+    let id = std::process::id();
+    let wheels = std::path::PathBuf::from(format!("/tmp/serve-tenant-wheels-{id}"));
+    let _scratch = Scratch(vec![wheels.clone()]);
+    let d = Daemon::start(
+        "tenant",
+        &format!(
+            "zygote_spares = 2\npip_args = [\"--no-index\", \"--find-links\", \"{}\"]\n",
+            wheels.display()
+        ),
+    );
+    assert!(
+        eventually(10_000, || zygote(&d.status(), "")
+            .is_some_and(|z| z["state"] == "ready")),
+        "{}",
+        d.status()
+    );
+    d.add(
+        "counter",
+        "N = [0]\ndef f(e):\n    N[0] += 1\n    return N[0]\n",
+        &[],
+    );
+    let r = d.post("counter", "{}");
+    assert_eq!((r.status, r.body.trim()), (200, "1"), "{}", r.body);
+    assert_eq!(r.header("x-sprout-path"), Some("zygote"));
+    let init = r#"import os, socket, stat
+RESULT = {"pid": os.getpid()}
+def _kill_all():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            n = 0
+            for p in range(2, 4096):
+                if p == os.getpid():
+                    continue
+                try:
+                    os.kill(p, 0)
+                except OSError:
+                    continue
+                os.kill(p, 9)
+                n += 1
+            os.write(w, b"killed %d" % n)
+        except OSError as e:
+            os.write(w, type(e).__name__.encode())
+        os._exit(0)
+    os.close(w)
+    out = os.read(r, 100).decode()
+    os.close(r)
+    return out
+RESULT["kill"] = _kill_all()
+KEPT = []
+_recv_fds = socket.recv_fds
+def _spy(sock, bufsize, maxfds, flags=0):
+    msg, fds, fl, addr = _recv_fds(sock, bufsize, maxfds, flags)
+    for fd in fds:
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                KEPT.append(os.dup(fd))
+        except OSError:
+            pass
+    return msg, fds, fl, addr
+socket.recv_fds = _spy
+"#;
+    make_pkg_wheel(&wheels, "tenantpkg", init);
+    d.add(
+        "evil",
+        "import tenantpkg\ndef f(e):\n    return dict(tenantpkg.RESULT, kept=len(tenantpkg.KEPT))\n",
+        &[
+            ("requirements.txt", "tenantpkg==1.0\n"),
+            ("handler.toml", "reuse = false\n"),
+        ],
+    );
+    // The first request imports the package in a sandbox of the root zygote (its own pid
+    // namespace, already the sandbox user: nobody else to signal there) and starts the
+    // package's zygote.
+    let r = d.post("evil", "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["kill"], "killed 0", "{}", r.body);
+    assert!(
+        eventually(20_000, || zygote(&d.status(), "tenantpkg-1.0")
+            .is_some_and(|z| z["state"] == "ready")),
+        "{}",
+        d.status()
+    );
+    // Spares forked from the package's zygote since (each fork message passed through it).
+    std::thread::sleep(Duration::from_millis(300));
+    let r = d.post("evil", "{}");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-sprout-path"), Some("zygote"), "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["kill"], "killed 0", "{v}");
+    assert_eq!(v["kept"], 0, "the zygote was handed cgroup files: {v}");
+    // The other tenant's sandbox is the same process, its count goes on.
+    let r = d.post("counter", "{}");
+    assert_eq!((r.status, r.body.trim()), (200, "2"), "{}", r.body);
 }

@@ -186,7 +186,6 @@ impl Engine {
                 }
             }
         }
-        self.replenish_spares();
         self.replenish_cold_spares();
         self.freeze(to_freeze);
         // Zygote memory is re-read every ~200 ms (a file read per zygote and spare).

@@ -30,6 +30,7 @@ use crate::metrics::Metrics;
 use crate::rootfs;
 
 mod cache;
+mod place;
 mod policy;
 mod request;
 mod start;
@@ -246,6 +247,8 @@ pub struct Engine {
     /// Held for each housekeeping tick: shutdown waits for the tick in progress, so no freeze
     /// lands after its cleanup thawed and killed everything (a v1-frozen task does not die).
     hk_lock: Mutex<()>,
+    /// Held while the spares thread refills zygote spares (and by shutdown).
+    spares_lock: Mutex<()>,
     /// Plain cold start without zygotes: processes forked ahead into a pool cgroup and new
     /// pid/ipc/uts namespaces, waiting for a root to exec python in (spawn.rs).
     cold_spares: Mutex<Vec<(UnixStream, PoolCg)>>,
@@ -473,6 +476,7 @@ impl Engine {
             creating: Default::default(),
             hk_tick: AtomicU64::new(0),
             hk_lock: Mutex::new(()),
+            spares_lock: Mutex::new(()),
             cold_spares: Mutex::new(Vec::new()),
             cold_last_take: Mutex::new(Instant::now()),
             cold_spares_used: AtomicU64::new(0),
@@ -511,6 +515,21 @@ impl Engine {
                 e3.housekeeping();
             })
             .unwrap();
+        // Zygote spares on a thread of their own: placing one in its cgroup (a v1 pid
+        // write) can wait for an RCU grace period, and housekeeping (freezing, the memory
+        // budget) must not wait with it.
+        let e5 = eng.clone();
+        std::thread::Builder::new()
+            .name("spares".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(20));
+                let _sp = e5.spares_lock.locked();
+                if e5.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                e5.replenish_spares();
+            })
+            .unwrap();
         if eng.cfg.zygotes {
             let e4 = eng.clone();
             std::thread::spawn(move || e4.ensure_zygote(&[], &[], None));
@@ -522,6 +541,7 @@ impl Engine {
     pub fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         let _hk = self.hk_lock.locked();
+        let _sp = self.spares_lock.locked();
         // Requests still running may start sandboxes: from here on none gets a new cgroup, so
         // every cgroup is in the record that the cleanup reads.
         self.pool.close();

@@ -17,8 +17,8 @@ use crate::locked::Locked;
 use crate::{proto, rootfs, spawn};
 use sprout_cgroups::PoolCgroup as PoolCg;
 
-use super::policy;
 use super::{open_dir_path, Engine, HandlerInfo, Sandbox, ZSlot, Zygote};
+use super::{place, policy};
 
 impl Engine {
     // ------------------------------------------------------------------ zygotes (import cache)
@@ -183,10 +183,11 @@ impl Engine {
         let _ = a.set_read_timeout(Some(Duration::from_secs(120)));
         let mut spawned = None;
         let r = if let Some(p) = &parent {
-            // SOCK's zygote tree: the parent forks the child, which joins its own cgroup,
-            // chroots into its root (the parent's packages + the new ones) and imports.
-            let mut fds = vec![b.as_raw_fd(), rootfd.as_raw_fd()];
-            fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
+            // SOCK's zygote tree: the parent forks the child (pid 2 of a pid namespace of
+            // its own, under a holder that is pid 1 there), which says it is there; placed
+            // in its own cgroup by us, it chroots into its root (the parent's packages + the
+            // new ones) and imports.
+            let fds = [b.as_raw_fd(), rootfd.as_raw_fd()];
             let msg = json!({"op": "zygote", "paths": paths, "preload": preload});
             let forked = {
                 let ctl = p.ctl.locked();
@@ -197,7 +198,15 @@ impl Engine {
             match forked {
                 Ok(v) if v.get("pid").is_some() => {
                     p.forks.fetch_add(1, Ordering::Relaxed);
-                    proto::recv_json(&a)
+                    let holder = v["pid"].as_i64().unwrap_or(-1) as i32;
+                    (|| {
+                        let holder = place::host_child(p.pid, holder)?;
+                        place::wait_forked(&a)?;
+                        let pid = place::place_child(&cg, holder, 2)?;
+                        spawned = Some(pid);
+                        place::say_placed(&a)?;
+                        proto::recv_json(&a)
+                    })()
                 }
                 Ok(v) => Err(std::io::Error::other(format!("parent zygote: {v}"))),
                 Err(e) => Err(std::io::Error::other(format!(
@@ -232,8 +241,11 @@ impl Engine {
                 Err(e) => return Err(fail(cg, Error::io(Kind::Zygote, "spawn zygote", e))),
             }
             drop(b);
-            let mut fds = vec![rootfd.as_raw_fd()];
-            fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
+            // Into its cgroup before it reads its setup (and imports anything).
+            if let Err(e) = cg.place(spawned.unwrap_or(-1)) {
+                return Err(fail(cg, Error::io(Kind::Zygote, "zygote cgroup", e)));
+            }
+            let fds = [rootfd.as_raw_fd()];
             let setup = json!({"paths": paths, "preload": preload, "seccomp": self.bpf_hex,
                                "text_ptes": self.cfg.zygote_text_ptes,
                                "env": self.base_env()});
@@ -256,12 +268,9 @@ impl Engine {
             })
             .unwrap_or_default();
         let mem = cg.memory_usage();
-        // The zygote's pid as the host sees it (it reports its own, in the zygotes' pid
-        // namespace): the root's from its clone; a child joined its cgroup (alone there)
-        // before it answered.
-        let pid = spawned
-            .or_else(|| cg.mgr.pids().ok().and_then(|p| p.first().copied()))
-            .unwrap_or(-1);
+        // The zygote's pid as the host sees it (it reports its own, in its pid namespace):
+        // the root's from its clone, a child's as it was placed.
+        let pid = spawned.unwrap_or(-1);
         Ok(Zygote {
             key: key.to_string(),
             pkgs: pkgs.iter().map(|(k, _)| k.clone()).collect(),
@@ -381,11 +390,10 @@ impl Engine {
             let mut fds = Vec::new();
             let mut nfds = Vec::new();
             let mut ends = Vec::new();
-            for cg in &cgs {
+            for _ in &cgs {
                 let (a, b) = proto::pair()?;
                 fds.push(b.as_raw_fd());
-                fds.extend(cg.procs.iter().map(|f| f.as_raw_fd()));
-                nfds.push(1 + cg.procs.len());
+                nfds.push(1);
                 socks.push(a);
                 ends.push(b);
             }
@@ -394,31 +402,48 @@ impl Engine {
             proto::send(ctl, &serde_json::to_vec(&msg).unwrap(), &fds)?;
             drop(ends);
             let v = proto::recv_json(ctl)?;
-            // {"pids": [...]} (one per spare forked, in order), plus "error" if the zygote
-            // could not fork them all.
-            let forked = v
+            // {"pids": [...]} (one per spare forked, in order, as the zygote's pid namespace
+            // numbers them), plus "error" if the zygote could not fork them all.
+            let pids: Vec<i32> = v
                 .get("pids")
                 .and_then(Value::as_array)
-                .map_or(0, |p| p.len())
-                .min(socks.len());
+                .map(|p| p.iter().map(|x| x.as_i64().unwrap_or(-1) as i32).collect())
+                .unwrap_or_default();
+            let forked = pids.len().min(socks.len());
             if forked == 0 {
                 return Err(std::io::Error::other(format!("zygote: {v}")));
             }
             z.forks.fetch_add(forked as u64, Ordering::Relaxed);
             socks.truncate(forked);
-            Ok(socks)
+            Ok(socks.into_iter().zip(pids).collect::<Vec<_>>())
         })();
         match r {
             Ok(socks) => {
+                // Each into its pool cgroup, by us: the zygote holds no cgroup file. A spare
+                // that cannot be placed is dropped (it sees its socket close and exits).
                 let mut out = Vec::with_capacity(socks.len());
                 let mut cgs = cgs.into_iter();
-                for (a, cg) in socks.into_iter().zip(cgs.by_ref()) {
-                    out.push((a, cg));
+                let mut err = None;
+                for ((a, nspid), cg) in socks.into_iter().zip(cgs.by_ref()) {
+                    let placed =
+                        place::place_child(&cg, z.pid, nspid).and_then(|_| place::say_placed(&a));
+                    match placed {
+                        Ok(()) => out.push((a, cg)),
+                        Err(e) => {
+                            drop(a);
+                            let _ = cg.mgr.kill_all(libc::SIGKILL);
+                            self.pool.put(cg);
+                            err = Some(e);
+                        }
+                    }
                 }
                 for cg in cgs {
                     self.pool.put(cg);
                 }
-                Ok(out)
+                match (out.is_empty(), err) {
+                    (true, Some(e)) => Err(e),
+                    _ => Ok(out),
+                }
             }
             Err(e) => {
                 for cg in cgs {

@@ -62,11 +62,24 @@ fn is_child(pid: i32, parent: i32, level: usize, nspid: i32) -> bool {
     ids(pid).is_ok_and(|(pp, ns)| pp == parent && ns.get(level) == Some(&nspid))
 }
 
+/// The level of `pid`'s own (innermost) pid namespace in `NSpid`, as we read it: where its
+/// children's pids as it knows them are.
+pub(super) fn ns_level(pid: i32) -> io::Result<usize> {
+    Ok(ids(pid)?.1.len() - 1)
+}
+
 /// The host pid of the child of host process `parent` that `parent` knows as `nspid`.
 pub(super) fn host_child(parent: i32, nspid: i32) -> io::Result<i32> {
-    let level = ids(parent)?.1.len() - 1;
+    host_child_at(parent, ns_level(parent)?, nspid)
+}
+
+/// [`host_child`] with `parent`'s [`ns_level`] known. The children are looked at newest
+/// first (the kernel lists them in fork order): a zygote with hundreds of sandboxes still
+/// has the one just forked at the end, one `status` read away.
+fn host_child_at(parent: i32, level: usize, nspid: i32) -> io::Result<i32> {
     children(parent)?
         .into_iter()
+        .rev()
         .find(|&c| is_child(c, parent, level, nspid))
         .ok_or_else(|| {
             io::Error::new(
@@ -76,10 +89,10 @@ pub(super) fn host_child(parent: i32, nspid: i32) -> io::Result<i32> {
         })
 }
 
-/// Move the child of `parent` that `parent` knows as `nspid` into `cg`; its host pid.
-pub(super) fn place_child(cg: &PoolCg, parent: i32, nspid: i32) -> io::Result<i32> {
-    let level = ids(parent)?.1.len() - 1;
-    let pid = host_child(parent, nspid)?;
+/// Move the child of `parent` (whose [`ns_level`] is `level`) that `parent` knows as `nspid`
+/// into `cg`; its host pid.
+pub(super) fn place_child(cg: &PoolCg, parent: i32, level: usize, nspid: i32) -> io::Result<i32> {
+    let pid = host_child_at(parent, level, nspid)?;
     cg.place(pid)?;
     // Still the same process: it did not exit (and the pid go to another) in between. A
     // zygote's children are reaped at once, but a pid is reused only after the whole pid

@@ -202,7 +202,8 @@ impl Engine {
                     (|| {
                         let holder = place::host_child(p.pid, holder)?;
                         place::wait_forked(&a)?;
-                        let pid = place::place_child(&cg, holder, 2)?;
+                        let level = place::ns_level(holder)?;
+                        let pid = place::place_child(&cg, holder, level, 2)?;
                         spawned = Some(pid);
                         place::say_placed(&a)?;
                         proto::recv_json(&a)
@@ -424,9 +425,13 @@ impl Engine {
                 let mut out = Vec::with_capacity(socks.len());
                 let mut cgs = cgs.into_iter();
                 let mut err = None;
+                let level = place::ns_level(z.pid);
                 for ((a, nspid), cg) in socks.into_iter().zip(cgs.by_ref()) {
-                    let placed =
-                        place::place_child(&cg, z.pid, nspid).and_then(|_| place::say_placed(&a));
+                    let placed = match &level {
+                        Ok(l) => place::place_child(&cg, z.pid, *l, nspid),
+                        Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+                    }
+                    .and_then(|_| place::say_placed(&a));
                     match placed {
                         Ok(()) => out.push((a, cg)),
                         Err(e) => {

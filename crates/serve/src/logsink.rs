@@ -71,13 +71,9 @@ impl LogSink {
     /// exec: the caller dup2s it onto 1 and 2 of the sandbox, or hands it over by
     /// SCM_RIGHTS, and drops its own copy).
     pub fn pipe(&self, tag: String) -> io::Result<OwnedFd> {
-        let mut p = [0i32; 2];
-        // SAFETY: `p` is a live [c_int; 2], the two slots pipe2(2) writes.
-        if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 succeeded: p[0] and p[1] are two new fds that nothing else owns.
-        let (r, w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
+        // Both ends close-on-exec.
+        let (r, w) = io::pipe()?;
+        let (r, w) = (OwnedFd::from(r), OwnedFd::from(w));
         // Only the engine's end is non-blocking (the sandbox's writes block as on a file).
         // SAFETY: F_SETFL takes an integer; `r` is owned here.
         unsafe { libc::fcntl(r.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };

@@ -14,7 +14,7 @@
 //! ends (the engine forks from pool threads that come and go), and a zygote's children must
 //! outlive the zygote when it is evicted.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -24,13 +24,9 @@ use crate::config::Config;
 /// Fork the watchdog. The engine keeps the write end (close-on-exec: no sandbox, zygote or
 /// pip inherits it) for as long as it lives.
 pub fn start(cfg: &Config) -> std::io::Result<()> {
-    let mut p = [0i32; 2];
-    // SAFETY: p is a valid array of two ints for pipe2 to fill.
-    if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both fds were just made by pipe2 and are owned by nobody else.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
+    // Both ends close-on-exec.
+    let (r, w) = std::io::pipe()?;
+    let (r, w) = (OwnedFd::from(r), OwnedFd::from(w));
     // SAFETY: the process has one thread here (daemon() calls us before the engine or the
     // tokio runtime start any), so the child may run ordinary Rust code after fork.
     let pid = unsafe { libc::fork() };

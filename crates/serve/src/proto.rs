@@ -42,21 +42,6 @@ pub fn send(sock: &UnixStream, body: &[u8], fds: &[RawFd]) -> io::Result<()> {
 /// parsed into a JSON tree, several times its size in memory.
 pub const CONTROL_MAX: usize = 1 << 20;
 
-fn recv(sock: &UnixStream) -> io::Result<Vec<u8>> {
-    let mut hdr = [0u8; 4];
-    (&*sock).read_exact(&mut hdr)?;
-    let n = u32::from_le_bytes(hdr) as usize;
-    if n > CONTROL_MAX {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("control message of {n} bytes (at most {CONTROL_MAX})"),
-        ));
-    }
-    let mut body = vec![0u8; n];
-    (&*sock).read_exact(&mut body)?;
-    Ok(body)
-}
-
 /// One message, by an absolute deadline (however slowly its bytes come) and at most `cap`
 /// bytes long: a peer that sends one byte at a time, or announces a huge message, costs
 /// neither more time nor more memory than that. Leaves the socket's read timeout changed.
@@ -96,13 +81,6 @@ pub fn recv_until(sock: &UnixStream, deadline: Instant, cap: usize) -> Result<Ve
     let mut body = vec![0u8; n];
     read_all(&mut body)?;
     Ok(body)
-}
-
-/// One control message (at most [`CONTROL_MAX`] bytes), each read waiting up to the
-/// socket's read timeout.
-pub fn recv_json(sock: &UnixStream) -> io::Result<serde_json::Value> {
-    let b = recv(sock)?;
-    serde_json::from_slice(&b).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// One control message (at most [`CONTROL_MAX`] bytes), whole by `deadline`: a sender that

@@ -2887,3 +2887,80 @@ socket.recv_fds = _spy
     let r = d.post("counter", "{}");
     assert_eq!((r.status, r.body.trim()), (200, "2"), "{}", r.body);
 }
+
+/// A zygote's answers are read by a deadline, not a timeout per read: a package that makes
+/// its zygote trickle them (one byte a second, each read well within any per-read timeout)
+/// holds the spares thread, which refills every zygote's spares, for at most
+/// `ZYGOTE_REPLY` (10 s): then the zygote is dropped. (With a timeout per read the ~19-byte
+/// answer to a fork came whole after ~19 s and the zygote stayed.)
+#[test]
+fn a_zygote_that_trickles_its_answers_is_dropped_by_the_deadline() {
+    need_root!();
+    let id = std::process::id();
+    let wheels = std::path::PathBuf::from(format!("/tmp/serve-trickle-wheels-{id}"));
+    let _scratch = Scratch(vec![wheels.clone()]);
+    let d = Daemon::start(
+        "trickle",
+        &format!(
+            "zygote_spares = 1\npip_args = [\"--no-index\", \"--find-links\", \"{}\"]\n",
+            wheels.display()
+        ),
+    );
+    assert!(eventually(10_000, || zygote(&d.status(), "")
+        .is_some_and(|z| z["state"] == "ready")));
+    // In its zygote only (pid 2 of the zygote's namespace; a sandbox is pid 1 of its own):
+    // every answer after "ready", one byte a second.
+    let init = r#"import os, time, __main__
+_send = __main__.send_msg
+_n = [0]
+def _trickle(sock, obj):
+    _n[0] += 1
+    if _n[0] == 1:
+        return _send(sock, obj)
+    b = __main__._dumps(obj).encode()
+    for c in __main__._hdr(len(b)) + b:
+        sock.sendall(bytes([c]))
+        time.sleep(1)
+if os.getpid() == 2:
+    __main__.send_msg = _trickle
+"#;
+    make_pkg_wheel(&wheels, "tricklepkg", init);
+    d.add(
+        "trickle",
+        "import tricklepkg\ndef f(e):\n    return 1\n",
+        &[("requirements.txt", "tricklepkg==1.0\n")],
+    );
+    assert_eq!(d.post("trickle", "{}").status, 200);
+    let key = "tricklepkg-1.0";
+    assert!(
+        eventually(20_000, || zygote(&d.status(), key)
+            .is_some_and(|z| z["state"] == "ready")),
+        "{}",
+        d.status()
+    );
+    let t = Instant::now();
+    // The spares thread asks it for a spare at once; its answer would take ~19 s.
+    assert!(
+        eventually(16_000, || zygote(&d.status(), key)
+            .is_some_and(|z| z["state"] == "failed")),
+        "{}\n{}",
+        d.status(),
+        d.log()
+    );
+    assert!(t.elapsed() >= Duration::from_secs(8), "{:?}", t.elapsed());
+    assert!(
+        d.log()
+            .contains(&format!("zygote [{key}] failed (no message in time)")),
+        "{}",
+        d.log()
+    );
+    // The root zygote's spares are refilled again.
+    d.add("other", "def f(e):\n    return 2\n", &[]);
+    assert_eq!(d.post("other", "{}").status, 200);
+    assert!(
+        eventually(5_000, || zygote(&d.status(), "")
+            .is_some_and(|z| z["spares"].as_u64() == Some(1))),
+        "{}",
+        d.status()
+    );
+}

@@ -20,6 +20,14 @@ use sprout_cgroups::PoolCgroup as PoolCg;
 use super::{open_dir_path, Engine, HandlerInfo, Sandbox, ZSlot, Zygote};
 use super::{place, policy};
 
+/// How long a zygote may take to start (python, its imports: numpy and pandas take seconds on
+/// a slow host) and to answer one message (a fork, a batch of them): whole answers, by a
+/// deadline, however their bytes are trickled. Code of the packages a zygote imported runs
+/// in it, and the spares thread, which refills every zygote's spares, waits on its answers:
+/// past the deadline the zygote is dropped.
+const ZYGOTE_START: Duration = Duration::from_secs(120);
+const ZYGOTE_REPLY: Duration = Duration::from_secs(10);
+
 impl Engine {
     // ------------------------------------------------------------------ zygotes (import cache)
 
@@ -180,7 +188,8 @@ impl Engine {
             Ok(f) => f,
             Err(e) => return Err(fail(cg, e.into())),
         };
-        let _ = a.set_read_timeout(Some(Duration::from_secs(120)));
+        let started = Instant::now();
+        let _ = a.set_read_timeout(Some(ZYGOTE_START));
         let mut spawned = None;
         let r = if let Some(p) = &parent {
             // SOCK's zygote tree: the parent forks the child (pid 2 of a pid namespace of
@@ -192,7 +201,7 @@ impl Engine {
             let forked = {
                 let ctl = p.ctl.locked();
                 proto::send(&ctl, &serde_json::to_vec(&msg).unwrap(), &fds)
-                    .and_then(|_| proto::recv_json(&ctl))
+                    .and_then(|_| proto::recv_json_until(&ctl, Instant::now() + ZYGOTE_REPLY))
             };
             drop(b);
             match forked {
@@ -206,7 +215,7 @@ impl Engine {
                         let pid = place::place_child(&cg, holder, level, 2)?;
                         spawned = Some(pid);
                         place::say_placed(&a)?;
-                        proto::recv_json(&a)
+                        proto::recv_json_until(&a, started + ZYGOTE_START)
                     })()
                 }
                 Ok(v) => Err(std::io::Error::other(format!("parent zygote: {v}"))),
@@ -251,7 +260,7 @@ impl Engine {
                                "text_ptes": self.cfg.zygote_text_ptes,
                                "env": self.base_env()});
             proto::send(&a, &serde_json::to_vec(&setup).unwrap(), &fds)
-                .and_then(|_| proto::recv_json(&a))
+                .and_then(|_| proto::recv_json_until(&a, started + ZYGOTE_START))
         };
         drop(rootfd);
         let v = match r {
@@ -259,7 +268,7 @@ impl Engine {
             Ok(v) => return Err(fail(cg, Error::new(Kind::Zygote, format!("zygote: {v}")))),
             Err(e) => return Err(fail(cg, Error::io(Kind::Zygote, "zygote did not start", e))),
         };
-        let _ = a.set_read_timeout(Some(Duration::from_secs(10)));
+        let _ = a.set_read_timeout(Some(ZYGOTE_REPLY));
         let imported: Vec<String> = v["imported"]
             .as_array()
             .map(|a| {
@@ -402,7 +411,7 @@ impl Engine {
                              "prewarm": prewarm, "nfds": nfds});
             proto::send(ctl, &serde_json::to_vec(&msg).unwrap(), &fds)?;
             drop(ends);
-            let v = proto::recv_json(ctl)?;
+            let v = proto::recv_json_until(ctl, Instant::now() + ZYGOTE_REPLY)?;
             // {"pids": [...]} (one per spare forked, in order, as the zygote's pid namespace
             // numbers them), plus "error" if the zygote could not fork them all.
             let pids: Vec<i32> = v
@@ -490,7 +499,7 @@ impl Engine {
         let r = {
             let ctl = z.ctl.locked();
             proto::send(&ctl, &serde_json::to_vec(&msg).unwrap(), &[])
-                .and_then(|_| proto::recv_json(&ctl))
+                .and_then(|_| proto::recv_json_until(&ctl, Instant::now() + ZYGOTE_REPLY))
         };
         match r {
             Ok(v) if v.get("ok") == Some(&Value::Bool(true)) => {

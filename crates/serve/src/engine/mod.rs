@@ -163,6 +163,28 @@ struct Zygote {
     /// `zygote_learn_prewarm`), and whether that was tried.
     hot_pages: AtomicU64,
     learned: std::sync::atomic::AtomicBool,
+    /// A thread is refilling its spares (one per zygote at most).
+    refilling: std::sync::atomic::AtomicBool,
+    /// Torn down: set under the `spares` lock, so a refill still running gives back what it
+    /// forked instead of adding it to a zygote nobody looks at.
+    gone: std::sync::atomic::AtomicBool,
+}
+
+/// One creation in progress (a sandbox, a refill of spares), counted in `Engine::creating`
+/// while it lives: shutdown waits for those that began before it.
+struct Creating<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Creating<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::SeqCst);
+        Creating(n)
+    }
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 enum Job {
@@ -515,9 +537,10 @@ impl Engine {
                 e3.housekeeping();
             })
             .unwrap();
-        // Zygote spares on a thread of their own: placing one in its cgroup (a v1 pid
+        // Zygote spares off the housekeeping thread: placing one in its cgroup (a v1 pid
         // write) can wait for an RCU grace period, and housekeeping (freezing, the memory
-        // budget) must not wait with it.
+        // budget) must not wait with it. This thread only looks; each zygote's refill runs on
+        // a thread of its own (Engine::replenish_spares).
         let e5 = eng.clone();
         std::thread::Builder::new()
             .name("spares".into())

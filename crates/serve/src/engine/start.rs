@@ -13,7 +13,7 @@ use crate::locked::Locked;
 use crate::{proto, rootfs, spawn};
 use sprout_cgroups::PoolCgroup as PoolCg;
 
-use super::{monotonic_s, open_dir_path, ApiError, Engine, HandlerInfo, Job, Sandbox};
+use super::{monotonic_s, open_dir_path, ApiError, Creating, Engine, HandlerInfo, Job, Sandbox};
 
 impl Engine {
     // ------------------------------------------------------------------ sandbox creation
@@ -65,14 +65,7 @@ impl Engine {
     pub(super) fn create(&self, h: &HandlerInfo) -> Result<(Sandbox, &'static str), ApiError> {
         // Counted before `stopping` is read (both SeqCst): shutdown either sees this creation
         // and waits for it, or this creation sees `stopping` and makes nothing.
-        struct Creating<'a>(&'a std::sync::atomic::AtomicUsize);
-        impl Drop for Creating<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-        self.creating.fetch_add(1, Ordering::SeqCst);
-        let _creating = Creating(&self.creating);
+        let _creating = Creating::new(&self.creating);
         if self.stopping.load(Ordering::SeqCst) {
             return Err(ApiError::new(
                 503,

@@ -123,7 +123,12 @@ impl Engine {
 
     /// Kill a zygote (already out of the map) and its spares; give back their cgroups.
     pub(super) fn teardown_zygote(&self, z: &Zygote) {
-        for (sock, cg) in std::mem::take(&mut *z.spares.locked()) {
+        let spares = {
+            let mut s = z.spares.locked();
+            z.gone.store(true, Ordering::SeqCst);
+            std::mem::take(&mut *s)
+        };
+        for (sock, cg) in spares {
             drop(sock);
             let _ = cg.mgr.kill_all(libc::SIGKILL);
             self.pool.put(cg);
@@ -296,9 +301,15 @@ impl Engine {
             mem: AtomicU64::new(mem),
             hot_pages: AtomicU64::new(0),
             learned: std::sync::atomic::AtomicBool::new(false),
+            refilling: std::sync::atomic::AtomicBool::new(false),
+            gone: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
+    /// Start a refill of the spares of each ready zygote that lacks some and has been quiet
+    /// for a moment, each on a thread of its own: a zygote is slow to answer (or made so by
+    /// code of a package it imported, up to `ZYGOTE_REPLY`) for its own package set only,
+    /// never for another zygote's refills.
     pub(super) fn replenish_spares(&self) {
         let want = self.cfg.zygote_spares;
         if want == 0 {
@@ -319,20 +330,70 @@ impl Engine {
         for z in zs {
             // Refill once the zygote has been quiet for a moment: a fork right next to a
             // sandbox that is importing its handler competes with it for the CPU.
-            if z.last_take.locked().elapsed() < Duration::from_millis(10) {
+            if z.last_take.locked().elapsed() < Duration::from_millis(10)
+                || z.spares.locked().len() >= want
+                || z.refilling.swap(true, Ordering::SeqCst)
+            {
                 continue;
             }
-            while z.spares.locked().len() < want {
-                match self.new_spare(&z, true) {
-                    Ok(s) => z.spares.locked().push(s),
-                    Err(e) => {
-                        eprintln!("sprout-serve: zygote [{}] failed ({e}); dropping it", z.key);
-                        self.drop_zygote(&z);
-                        break;
+            let Some(me) = self.this.get().and_then(|w| w.upgrade()) else {
+                z.refilling.store(false, Ordering::SeqCst);
+                return;
+            };
+            let z2 = z.clone();
+            let spawned = std::thread::Builder::new()
+                .name("spares".into())
+                .spawn(move || {
+                    me.refill(&z2, want);
+                    z2.refilling.store(false, Ordering::SeqCst);
+                });
+            if spawned.is_err() {
+                z.refilling.store(false, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Fork spares from `z` until it has `want`; a zygote that fails is dropped (unless the
+    /// engine is stopping: then the pool refuses cgroups, and nothing is wrong with it).
+    fn refill(&self, z: &Arc<Zygote>, want: usize) {
+        let _creating = super::Creating::new(&self.creating);
+        while z.spares.locked().len() < want {
+            if self.stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            match self.new_spare(z, true) {
+                Ok(s) => {
+                    if !self.keep_spares(z, vec![s]) {
+                        return;
                     }
+                }
+                Err(e) => {
+                    if !self.stopping.load(Ordering::SeqCst) {
+                        eprintln!("sprout-serve: zygote [{}] failed ({e}); dropping it", z.key);
+                        self.drop_zygote(z);
+                    }
+                    return;
                 }
             }
         }
+    }
+
+    /// Add forked spares to `z`'s, unless it was torn down meanwhile: then they are killed
+    /// and their cgroups given back (false).
+    fn keep_spares(&self, z: &Zygote, v: Vec<(UnixStream, PoolCg)>) -> bool {
+        {
+            let mut spares = z.spares.locked();
+            if !z.gone.load(Ordering::SeqCst) {
+                spares.extend(v);
+                return true;
+            }
+        }
+        for (sock, cg) in v {
+            drop(sock);
+            let _ = cg.mgr.kill_all(libc::SIGKILL);
+            self.pool.put(cg);
+        }
+        false
     }
 
     pub(super) fn take_spare(&self, z: &Zygote) -> std::io::Result<(UnixStream, PoolCg)> {
@@ -361,7 +422,7 @@ impl Engine {
         let mut v = self.fork_spares(z, &ctl, n, false)?;
         drop(ctl);
         let first = v.swap_remove(0);
-        z.spares.locked().extend(v);
+        self.keep_spares(z, v);
         Ok(first)
     }
 

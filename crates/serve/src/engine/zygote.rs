@@ -23,8 +23,8 @@ use super::{place, policy};
 /// How long a zygote may take to start (python, its imports: numpy and pandas take seconds on
 /// a slow host) and to answer one message (a fork, a batch of them): whole answers, by a
 /// deadline, however their bytes are trickled. Code of the packages a zygote imported runs
-/// in it, and the spares thread, which refills every zygote's spares, waits on its answers:
-/// past the deadline the zygote is dropped.
+/// in it, and its refills and starts wait on its answers: past the deadline the zygote is
+/// dropped.
 const ZYGOTE_START: Duration = Duration::from_secs(120);
 const ZYGOTE_REPLY: Duration = Duration::from_secs(10);
 
@@ -353,8 +353,7 @@ impl Engine {
         }
     }
 
-    /// Fork spares from `z` until it has `want`; a zygote that fails is dropped (unless the
-    /// engine is stopping: then the pool refuses cgroups, and nothing is wrong with it).
+    /// Fork spares from `z` until it has `want`; a zygote that fails is dropped.
     fn refill(&self, z: &Arc<Zygote>, want: usize) {
         let _creating = super::Creating::new(&self.creating);
         while z.spares.locked().len() < want {
@@ -368,7 +367,9 @@ impl Engine {
                     }
                 }
                 Err(e) => {
-                    if !self.stopping.load(Ordering::SeqCst) {
+                    // Not a failure of the zygote's when the engine stops (the pool refuses
+                    // cgroups) or the zygote was torn down under us (evicted).
+                    if !self.stopping.load(Ordering::SeqCst) && !z.gone.load(Ordering::SeqCst) {
                         eprintln!("sprout-serve: zygote [{}] failed ({e}); dropping it", z.key);
                         self.drop_zygote(z);
                     }

@@ -413,8 +413,8 @@ impl Engine {
         }
         // Forked for requests that are waiting: pre-warming (paying the copy-on-write faults
         // ahead of a request) would only add to their latency.
-        // (At most 8: each spare's socket and cgroup fds ride on the one message. None left
-        // over when spares are off.)
+        // (At most 8, each with its socket on the one message. None left over when spares
+        // are off.)
         let n = if self.cfg.zygote_spares == 0 {
             1
         } else {

@@ -2797,6 +2797,28 @@ def f(e):
     assert_eq!(d.post("echo", "2").status, 200);
 }
 
+/// A daemon `name` (with `extra` config) that installs packages only from a local wheel
+/// directory (returned; removed by the returned guard), once its root zygote is ready.
+fn with_local_wheels(name: &str, extra: &str) -> (Daemon, std::path::PathBuf, Scratch) {
+    let wheels =
+        std::path::PathBuf::from(format!("/tmp/serve-{name}-wheels-{}", std::process::id()));
+    let scratch = Scratch(vec![wheels.clone()]);
+    let d = Daemon::start(
+        name,
+        &format!(
+            "{extra}pip_args = [\"--no-index\", \"--find-links\", \"{}\"]\n",
+            wheels.display()
+        ),
+    );
+    assert!(
+        eventually(10_000, || zygote(&d.status(), "")
+            .is_some_and(|z| z["state"] == "ready")),
+        "{}",
+        d.status()
+    );
+    (d, wheels, scratch)
+}
+
 /// What a package's code can do to *another tenant's* sandbox from the zygote that imported
 /// it (the zygote keeps CAP_SETUID, CAP_SETGID and CAP_SYS_ADMIN in its user namespace, for
 /// the sandboxes it forks). Another handler, without the package, has a hot sandbox (forked
@@ -2811,22 +2833,7 @@ def f(e):
 #[test]
 fn a_package_reaches_no_other_tenants_sandbox() {
     need_root!();
-    let id = std::process::id();
-    let wheels = std::path::PathBuf::from(format!("/tmp/serve-tenant-wheels-{id}"));
-    let _scratch = Scratch(vec![wheels.clone()]);
-    let d = Daemon::start(
-        "tenant",
-        &format!(
-            "zygote_spares = 2\npip_args = [\"--no-index\", \"--find-links\", \"{}\"]\n",
-            wheels.display()
-        ),
-    );
-    assert!(
-        eventually(10_000, || zygote(&d.status(), "")
-            .is_some_and(|z| z["state"] == "ready")),
-        "{}",
-        d.status()
-    );
+    let (d, wheels, _scratch) = with_local_wheels("tenant", "zygote_spares = 2\n");
     d.add(
         "counter",
         "N = [0]\ndef f(e):\n    N[0] += 1\n    return N[0]\n",
@@ -2919,18 +2926,7 @@ socket.recv_fds = _spy
 #[test]
 fn a_zygote_that_trickles_its_answers_is_dropped_by_the_deadline() {
     need_root!();
-    let id = std::process::id();
-    let wheels = std::path::PathBuf::from(format!("/tmp/serve-trickle-wheels-{id}"));
-    let _scratch = Scratch(vec![wheels.clone()]);
-    let d = Daemon::start(
-        "trickle",
-        &format!(
-            "zygote_spares = 1\npip_args = [\"--no-index\", \"--find-links\", \"{}\"]\n",
-            wheels.display()
-        ),
-    );
-    assert!(eventually(10_000, || zygote(&d.status(), "")
-        .is_some_and(|z| z["state"] == "ready")));
+    let (d, wheels, _scratch) = with_local_wheels("trickle", "zygote_spares = 1\n");
     // In its zygote only (pid 2 of the zygote's namespace; a sandbox is pid 1 of its own):
     // every answer after "ready", one byte a second.
     let init = r#"import os, time, __main__

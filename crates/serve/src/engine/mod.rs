@@ -269,8 +269,6 @@ pub struct Engine {
     /// Held for each housekeeping tick: shutdown waits for the tick in progress, so no freeze
     /// lands after its cleanup thawed and killed everything (a v1-frozen task does not die).
     hk_lock: Mutex<()>,
-    /// Held while the spares thread refills zygote spares (and by shutdown).
-    spares_lock: Mutex<()>,
     /// Plain cold start without zygotes: processes forked ahead into a pool cgroup and new
     /// pid/ipc/uts namespaces, waiting for a root to exec python in (spawn.rs).
     cold_spares: Mutex<Vec<(UnixStream, PoolCg)>>,
@@ -498,7 +496,6 @@ impl Engine {
             creating: Default::default(),
             hk_tick: AtomicU64::new(0),
             hk_lock: Mutex::new(()),
-            spares_lock: Mutex::new(()),
             cold_spares: Mutex::new(Vec::new()),
             cold_last_take: Mutex::new(Instant::now()),
             cold_spares_used: AtomicU64::new(0),
@@ -546,7 +543,7 @@ impl Engine {
             .name("spares".into())
             .spawn(move || loop {
                 std::thread::sleep(Duration::from_millis(20));
-                let _sp = e5.spares_lock.locked();
+                // A refill started past this point sees `stopping` itself (Engine::refill).
                 if e5.stopping.load(Ordering::SeqCst) {
                     return;
                 }
@@ -564,7 +561,6 @@ impl Engine {
     pub fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         let _hk = self.hk_lock.locked();
-        let _sp = self.spares_lock.locked();
         // Requests still running may start sandboxes: from here on none gets a new cgroup, so
         // every cgroup is in the record that the cleanup reads.
         self.pool.close();

@@ -121,6 +121,12 @@ impl Engine {
         self.teardown_zygote(z);
     }
 
+    /// Kill what is in a zygote's or spare's pool cgroup and give the cgroup back.
+    fn kill_and_put(&self, cg: PoolCg) {
+        let _ = cg.mgr.kill_all(libc::SIGKILL);
+        self.pool.put(cg);
+    }
+
     /// Kill a zygote (already out of the map) and its spares; give back their cgroups.
     pub(super) fn teardown_zygote(&self, z: &Zygote) {
         let spares = {
@@ -130,12 +136,10 @@ impl Engine {
         };
         for (sock, cg) in spares {
             drop(sock);
-            let _ = cg.mgr.kill_all(libc::SIGKILL);
-            self.pool.put(cg);
+            self.kill_and_put(cg);
         }
         if let Some(cg) = z.cg.locked().take() {
-            let _ = cg.mgr.kill_all(libc::SIGKILL);
-            self.pool.put(cg);
+            self.kill_and_put(cg);
         }
         rootfs::remove_root(&z.root);
     }
@@ -171,8 +175,7 @@ impl Engine {
             return Err(zerr(e.into()));
         }
         let fail = |cg: PoolCg, e: Error| {
-            let _ = cg.mgr.kill_all(libc::SIGKILL);
-            self.pool.put(cg);
+            self.kill_and_put(cg);
             rootfs::remove_root(&root);
             zerr(e)
         };
@@ -391,8 +394,7 @@ impl Engine {
         }
         for (sock, cg) in v {
             drop(sock);
-            let _ = cg.mgr.kill_all(libc::SIGKILL);
-            self.pool.put(cg);
+            self.kill_and_put(cg);
         }
         false
     }
@@ -487,28 +489,24 @@ impl Engine {
             }
             z.forks.fetch_add(forked as u64, Ordering::Relaxed);
             socks.truncate(forked);
-            Ok(socks.into_iter().zip(pids).collect::<Vec<_>>())
+            let level = place::ns_level(z.pid)?;
+            Ok((socks.into_iter().zip(pids).collect::<Vec<_>>(), level))
         })();
         match r {
-            Ok(socks) => {
+            Ok((socks, level)) => {
                 // Each into its pool cgroup, by us: the zygote holds no cgroup file. A spare
                 // that cannot be placed is dropped (it sees its socket close and exits).
                 let mut out = Vec::with_capacity(socks.len());
                 let mut cgs = cgs.into_iter();
                 let mut err = None;
-                let level = place::ns_level(z.pid);
                 for ((a, nspid), cg) in socks.into_iter().zip(cgs.by_ref()) {
-                    let placed = match &level {
-                        Ok(l) => place::place_child(&cg, z.pid, *l, nspid),
-                        Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
-                    }
-                    .and_then(|_| place::say_placed(&a));
+                    let placed = place::place_child(&cg, z.pid, level, nspid)
+                        .and_then(|_| place::say_placed(&a));
                     match placed {
                         Ok(()) => out.push((a, cg)),
                         Err(e) => {
                             drop(a);
-                            let _ = cg.mgr.kill_all(libc::SIGKILL);
-                            self.pool.put(cg);
+                            self.kill_and_put(cg);
                             err = Some(e);
                         }
                     }

@@ -237,3 +237,118 @@ fn verifier_work_is_linear() {
         );
     }
 }
+
+/// Run `f` in a fresh thread with a private mount namespace and a bpffs of its own mounted at
+/// /sys/fs/bpf (where the runtime keeps its device programs), so that nothing is kept in the
+/// host's. False (after printing why) where that cannot be made.
+fn with_private_bpffs(f: impl FnOnce() + Send + 'static) -> bool {
+    if euid() != 0 {
+        println!("SKIPPED: not root");
+        return false;
+    }
+    if !Path::new("/sys/fs/bpf").is_dir() {
+        println!("SKIPPED: no /sys/fs/bpf");
+        return false;
+    }
+    std::thread::spawn(move || {
+        // SAFETY: unshare takes no pointers; it acts on this fresh thread, whose fs context is
+        // its own after CLONE_NEWNS.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNS) }, 0, "unshare");
+        // SAFETY: NUL-terminated literals; null source/type/data are allowed for a
+        // propagation change, and "bpf"'s data is a NUL-terminated literal.
+        unsafe {
+            assert_eq!(
+                libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null()
+                ),
+                0,
+                "making / private"
+            );
+            assert_eq!(
+                libc::mount(
+                    c"bpf".as_ptr(),
+                    c"/sys/fs/bpf".as_ptr(),
+                    c"bpf".as_ptr(),
+                    0,
+                    c"mode=700".as_ptr().cast()
+                ),
+                0,
+                "mounting a bpffs: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        f();
+    })
+    .join()
+    .map_err(std::panic::resume_unwind)
+    .unwrap();
+    true
+}
+
+/// A device program is loaded once per rule list: the next cgroup with the same rules gets the
+/// same kernel program (kept in /sys/fs/bpf/sprout), and it still enforces. A program kept
+/// under that name whose instructions are not the list's is not used, and is replaced.
+#[test]
+fn device_program_is_kept_and_reused() {
+    with_private_bpffs(|| {
+        let (Some(a), Some(b), Some(c)) = (
+            make_cgroup("devkeep-a"),
+            make_cgroup("devkeep-b"),
+            make_cgroup("devkeep-c"),
+        ) else {
+            return;
+        };
+        let mut rules = vec![rule(false, None, None, None, "rwm")];
+        rules.extend(sprout_cgroups::default_device_rules(&[]));
+        let kept =
+            Path::new(ebpf::PIN_DIR).join(ebpf::pin_name(&ebpf::device_filter(&rules).unwrap()));
+        assert!(!kept.exists());
+
+        let id_a = ebpf::attach_device_filter(&a.0, &rules)
+            .unwrap()
+            .expect("a program");
+        assert!(kept.exists(), "{} not kept", kept.display());
+        let id_b = ebpf::attach_device_filter(&b.0, &rules)
+            .unwrap()
+            .expect("a program");
+        assert_eq!(id_a, id_b, "the second cgroup got a program of its own");
+        assert_eq!(
+            probe(&b.0),
+            [0, 0, 0],
+            "the kept program enforces the defaults"
+        );
+
+        // `update` with the same rules: the program is attached there already.
+        assert_eq!(
+            ebpf::attach_device_filter(&a.0, &rules).unwrap(),
+            Some(id_a)
+        );
+        assert_eq!(ebpf::attached_device_programs(&a.0).unwrap(), vec![id_a]);
+
+        // Another program (deny everything) under the defaults' name.
+        let deny = ebpf::load(&ebpf::device_filter(&rules[..1]).unwrap()).unwrap();
+        let deny_id = ebpf::prog_id(&deny).unwrap();
+        std::fs::remove_file(&kept).unwrap();
+        ebpf::pin_at(&kept, &deny).unwrap();
+        let id_c = ebpf::attach_device_filter(&c.0, &rules)
+            .unwrap()
+            .expect("a program");
+        assert_ne!(id_c, deny_id, "a program with other instructions was used");
+        assert_ne!(
+            id_c, id_a,
+            "the old program was found although its pin was gone"
+        );
+        assert_eq!(probe(&c.0), [0, 0, 0]);
+        // ... and the kept one is now the right program again.
+        assert_eq!(
+            ebpf::attach_device_filter(&b.0, &rules).unwrap(),
+            Some(id_c)
+        );
+        assert_eq!(ebpf::attached_device_programs(&b.0).unwrap(), vec![id_c]);
+        assert_eq!(probe(&b.0), [0, 0, 0]);
+    });
+}

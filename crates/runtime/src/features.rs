@@ -16,7 +16,7 @@ pub fn features_json() -> serde_json::Value {
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "time", "user", "uts"],
             "capabilities": caps,
-            "cgroup": { "v1": true, "v2": true, "systemd": true, "systemdUser": false, "rdma": true },
+            "cgroup": { "v1": true, "v2": true, "systemd": true, "systemdUser": true, "rdma": true },
             "seccomp": {
                 "enabled": true,
                 "actions": ["SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_NOTIFY", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"],
@@ -34,7 +34,8 @@ pub fn features_json() -> serde_json::Value {
             "netDevices": { "enabled": NET_DEVICES }
         },
         "annotations": {
-            "org.opencontainers.runc.checkpoint.enabled": "false",
+            // `checkpoint` and `restore` through criu (crates/runtime/src/criu), as runc.
+            "org.opencontainers.runc.checkpoint.enabled": "true",
             "io.github.sprout.version": env!("CARGO_PKG_VERSION")
         }
     })

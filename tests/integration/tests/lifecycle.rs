@@ -838,6 +838,16 @@ fn features_json() {
             "features.linux.namespaces should list {t}: {v}"
         );
     }
+    // --systemd-cgroup as root (the system manager) and rootless (the user's manager), and
+    // checkpoint/restore through criu: what sprout implements, as runc says of itself.
+    let cg = &v["linux"]["cgroup"];
+    assert_eq!(cg["systemd"], json!(true), "{v}");
+    assert_eq!(cg["systemdUser"], json!(true), "{v}");
+    assert_eq!(
+        v["annotations"]["org.opencontainers.runc.checkpoint.enabled"],
+        json!("true"),
+        "{v}"
+    );
 }
 
 #[test]

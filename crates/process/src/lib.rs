@@ -36,6 +36,7 @@ pub mod caps;
 pub mod fdpass;
 pub mod identity;
 pub mod lsm;
+pub mod pidfd;
 pub mod procfs;
 pub mod rlimits;
 pub mod sched;

@@ -15,7 +15,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use rustix::process::{Pid, PidfdFlags};
+use rustix::process::Pid;
 
 pub fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -133,26 +133,8 @@ fn fmt_fd_path(buf: &mut [u8; 32], fd: RawFd) -> &str {
     std::str::from_utf8(&buf[..n]).unwrap_or("")
 }
 
-pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // The kernel's answer for a pid <= 0, which rustix's Pid cannot hold.
-    let pid = Pid::from_raw(pid.max(0)).ok_or(io::Error::from_raw_os_error(libc::EINVAL))?;
-    Ok(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)
-}
-
-pub fn pidfd_send_signal(pidfd: &OwnedFd, sig: i32) -> io::Result<()> {
-    // SAFETY: the pidfd is borrowed (open for the call); a null siginfo is allowed (the kernel
-    // fills in a SI_USER one) and flags are 0.
-    cvt_l(unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    })
-    .map(drop)
-}
+// Shared with sprout-serve.
+pub use sprout_process::pidfd::{pidfd_open, pidfd_send_signal};
 
 /// Wait until the process behind `pidfd` exits, or `timeout_ms` passes (-1: forever).
 /// Returns true if it exited.

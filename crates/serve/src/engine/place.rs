@@ -91,18 +91,34 @@ fn host_child_at(parent: i32, level: usize, nspid: i32) -> io::Result<i32> {
 
 /// Move the child of `parent` (whose [`ns_level`] is `level`) that `parent` knows as `nspid`
 /// into `cg`; its host pid.
+///
+/// The child is pinned with a pidfd before it is checked, and the pidfd is asked after the
+/// write whether that process is still there (running, or a zombie not yet reaped): if it
+/// is, its pid named it all along, so the write moved the process that was checked and no
+/// other that got its number in between.
 pub(super) fn place_child(cg: &PoolCg, parent: i32, level: usize, nspid: i32) -> io::Result<i32> {
     let pid = host_child_at(parent, level, nspid)?;
-    cg.place(pid)?;
-    // Still the same process: it did not exit (and the pid go to another) in between. A
-    // zygote's children are reaped at once, but a pid is reused only after the whole pid
-    // space has gone round.
+    let pin = sprout_process::pidfd::pidfd_open(pid)?;
+    // The pidfd is of the process checked now (the pid may have changed hands before it).
     if !is_child(pid, parent, level, nspid) {
-        return Err(io::Error::other(format!(
-            "pid {pid} (child {nspid} of {parent}) exited while it was placed"
-        )));
+        return Err(gone(pid, parent, nspid));
+    }
+    cg.place(pid)?;
+    if !still_there(&pin) {
+        return Err(gone(pid, parent, nspid));
     }
     Ok(pid)
+}
+
+fn gone(pid: i32, parent: i32, nspid: i32) -> io::Error {
+    io::Error::other(format!(
+        "pid {pid} (child {nspid} of {parent}) exited while it was placed"
+    ))
+}
+
+/// Whether the process behind `pin` still holds its pid (running or a zombie).
+fn still_there(pin: &std::os::fd::OwnedFd) -> bool {
+    sprout_process::pidfd::pidfd_send_signal(pin, 0).is_ok()
 }
 
 /// Tell a placed process so: one raw byte, `P`, on its socket (ahead of any framed message;
@@ -147,10 +163,15 @@ mod tests {
         // Not a child of the parent: the parent itself, a pid nobody has.
         assert!(host_child(parent, parent).is_err());
         assert!(host_child(parent, i32::MAX).is_err());
+        let pin = sprout_process::pidfd::pidfd_open(child).unwrap();
+        assert!(still_there(&pin));
         // SAFETY: kill(2) on the pid of the child read from its parent, which waits for it
         // (so the pid is not reused before the kill).
         unsafe { libc::kill(child, libc::SIGKILL) };
         sh.wait().unwrap();
         assert!(host_child(parent, child).is_err());
+        // Reaped (sh waited for it before it exited itself): its pid is free for another
+        // process, and the pin says so, whoever has that number now.
+        assert!(!still_there(&pin));
     }
 }

@@ -2,6 +2,7 @@
 //! See docs/serve.md.
 
 mod admission;
+mod compile;
 mod config;
 mod engine;
 mod error;
@@ -134,9 +135,12 @@ fn handler_add(cfg: &config::Config, name: &str, dir: &Path) {
         die(format!("copying {}: {e}", dir.display()));
     }
     // The handler's bytecode, compiled now rather than in every plain cold sandbox, where a
-    // fresh interpreter's first compile() of even a one-line module costs ~0.7 ms. A handler
-    // that does not compile is registered all the same: its sandbox reports the error.
-    rootfs::precompile(&cfg.python, &tmp.join("f.py"), Some("/handler/f.py"));
+    // fresh interpreter's first compile() of even a one-line module costs ~0.7 ms; confined
+    // as a sandbox is (compile.rs). A handler that does not compile is registered all the
+    // same: its sandbox reports the error.
+    if let Err(e) = compile::handler(cfg, &tmp.join("f.py"), "/handler/f.py") {
+        eprintln!("sprout-serve: warning: handler {name}: f.py not compiled ahead: {e}");
+    }
     let dst = cfg.registry.join(name);
     let old = cfg
         .registry

@@ -153,7 +153,7 @@ pub fn prepare_pylib(run_dir: &Path, python_dir: &Path, python: &str) -> io::Res
         lib.join("sprout_init.py"),
         "import sys, time\n_t = time.monotonic()\nsys.path.insert(0, \"/.sprout\")\nimport sprout_zygote\nsprout_zygote._T_INIT = (_t, time.monotonic())\nsprout_zygote.main()\n",
     )?;
-    let ok = precompile(python, &lib.join("sprout_zygote.py"), None);
+    let ok = precompile(python, &lib.join("sprout_zygote.py"));
     if !ok {
         eprintln!(
             "sprout-serve: could not pre-compile sprout_zygote.py with {python}; cold starts compile it"
@@ -162,21 +162,20 @@ pub fn prepare_pylib(run_dir: &Path, python_dir: &Path, python: &str) -> io::Res
     Ok(lib)
 }
 
-/// Compile `file` (a .py) into its `__pycache__` with `python`, the sandboxes' interpreter
-/// run on the host, as Python's import system would (timestamp-checked .pyc); `shown_as` is
-/// the file name its code reports (tracebacks), e.g. where the sandbox sees it. True if the
-/// .pyc is there afterwards. A sandbox whose python has another version or magic number
-/// finds no usable file and compiles the source itself.
-pub fn precompile(python: &str, file: &Path, shown_as: Option<&str>) -> bool {
+/// Compile `file` (a .py of this engine's own, not a tenant's: those go through compile.rs)
+/// into its `__pycache__` with `python`, the sandboxes' interpreter run on the host, as
+/// Python's import system would (timestamp-checked .pyc). True if the .pyc is there
+/// afterwards. A sandbox whose python has another version or magic number finds no usable
+/// file and compiles the source itself.
+pub fn precompile(python: &str, file: &Path) -> bool {
     let _ = std::process::Command::new(python)
         .args([
             "-I",
             "-S",
             "-c",
-            "import py_compile, sys; py_compile.compile(sys.argv[1], dfile=sys.argv[2] or None, doraise=True)",
+            "import py_compile, sys; py_compile.compile(sys.argv[1], doraise=True)",
         ])
         .arg(file)
-        .arg(shown_as.unwrap_or(""))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

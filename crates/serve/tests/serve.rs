@@ -118,6 +118,64 @@ fn cold_sandbox_runs_the_bytecode_compiled_at_add() {
     assert_eq!(r.json(), "g from source", "{}", d.log());
 }
 
+/// `handler add` compiles a tenant's f.py confined as a sandbox (crates/serve/src/compile.rs):
+/// as the sandboxes' uid, under their memory as its address-space limit. A source whose
+/// compile needs more (a 600 KB list literal: ~0.2 GB in the compiler, which the host's root
+/// gave it before) gets no .pyc and a warning, and is registered all the same; so is one
+/// that does not compile, with the compiler's own words.
+#[test]
+fn handler_add_compiles_within_a_sandboxs_limits() {
+    need_root!();
+    let d = Daemon::config("compile", "[sandbox]\nmemory_mb = 128\n");
+    let pycs = |name: &str| -> Vec<String> {
+        std::fs::read_dir(d.dir.join("registry").join(name).join("__pycache__"))
+            .map(|r| {
+                r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("f.") && n.ends_with(".pyc"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let add = |name: &str, code: &str| {
+        let src = d.dir.join("src").join(name);
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("f.py"), code).unwrap();
+        let out = d.cli(&["handler", "add", name, src.to_str().unwrap()]);
+        assert!(out.status.success(), "handler add {name}: {out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+
+    let warn = add("small", "def f(event):\n    return event\n");
+    assert!(warn.is_empty(), "{warn}");
+    assert_eq!(pycs("small").len(), 1, "a plain handler is compiled ahead");
+
+    let big = format!(
+        "X = [{}]\ndef f(event):\n    return len(X)\n",
+        "1,".repeat(300_000)
+    );
+    let t = std::time::Instant::now();
+    let warn = add("big", &big);
+    assert!(
+        warn.contains("handler big: f.py not compiled ahead")
+            && warn.contains("ran out of memory (128 MiB"),
+        "{warn}"
+    );
+    assert!(
+        pycs("big").is_empty(),
+        "compiled past the limit: {:?}",
+        pycs("big")
+    );
+    assert!(d.dir.join("registry/big/f.py").is_file(), "not registered");
+    println!("the over-limit compile was refused after {:?}", t.elapsed());
+
+    let warn = add("bad", "def f(event:\n    return 1\n");
+    assert!(
+        warn.contains("handler bad: f.py not compiled ahead: SyntaxError"),
+        "{warn}"
+    );
+    assert!(d.dir.join("registry/bad/f.py").is_file(), "not registered");
+}
+
 #[test]
 fn plain_cold_without_zygotes() {
     need_root!();

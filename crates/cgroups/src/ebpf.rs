@@ -515,7 +515,8 @@ fn cpath(p: &Path) -> std::ffi::CString {
 
 /// True if `prog_fd` is a device program whose instructions, as the kernel holds them, are
 /// `prog`'s (the verifier rewrites nothing in a program of this kind: no helpers, no maps,
-/// context fields read as they are).
+/// context fields read as they are). False where the kernel does not tell (no raw dumps for
+/// this caller; constant blinding changes the instructions it gives back).
 fn is_program(prog_fd: &OwnedFd, prog: &[Insn]) -> bool {
     let mut got = vec![
         Insn {
@@ -547,16 +548,35 @@ fn is_program(prog_fd: &OwnedFd, prog: &[Insn]) -> bool {
         && got[..prog.len()] == *prog
 }
 
-/// The program kept under `path`, if it is `prog`.
-fn get_pinned(path: &Path, prog: &[Insn]) -> Option<OwnedFd> {
+/// What is kept under a name.
+enum Kept {
+    /// The program wanted.
+    Hit(OwnedFd),
+    /// Nothing.
+    Absent,
+    /// Something else, or something whose instructions cannot be read back.
+    Other,
+}
+
+/// What is kept under `path`, judged against `prog`.
+fn get_pinned(path: &Path, prog: &[Insn]) -> Kept {
     let c = cpath(path);
     let mut a = Attr::new();
     a.u64(0, c.as_ptr() as u64);
     // SAFETY: the one address is `c`, a NUL-terminated path that outlives the call.
-    let fd = unsafe { bpf(BPF_OBJ_GET, &mut a) }.ok()?;
-    // SAFETY: BPF_OBJ_GET returned a new fd that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    is_program(&fd, prog).then_some(fd)
+    match unsafe { bpf(BPF_OBJ_GET, &mut a) } {
+        Ok(fd) => {
+            // SAFETY: BPF_OBJ_GET returned a new fd that nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+            if is_program(&fd, prog) {
+                Kept::Hit(fd)
+            } else {
+                Kept::Other
+            }
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Kept::Absent,
+        Err(_) => Kept::Other,
+    }
 }
 
 /// Keep `fd` under `path` in `dir` (made if missing), unless `dir` holds MAX_PINS already.
@@ -601,15 +621,22 @@ pub fn load_cached(prog: &[Insn]) -> std::io::Result<OwnedFd> {
         return load(prog);
     }
     let path = Path::new(PIN_DIR).join(pin_name(prog));
-    if let Some(fd) = get_pinned(&path, prog) {
-        return Ok(fd);
-    }
+    let kept = match get_pinned(&path, prog) {
+        Kept::Hit(fd) => return Ok(fd),
+        k => k,
+    };
     let fd = load(prog)?;
-    // Something else under the name (a clash, or left by hand): this one takes its place.
-    if std::fs::symlink_metadata(&path).is_ok() {
-        let _ = std::fs::remove_file(&path);
+    // Kept only where it can be recognised again: not where the kernel does not give its
+    // instructions back, or gives them blinded (net.core.bpf_jit_harden), where every start
+    // loads its own.
+    if is_program(&fd, prog) {
+        if matches!(kept, Kept::Other) {
+            // Something else under the name (a clash, or left by hand): this one takes its
+            // place.
+            let _ = std::fs::remove_file(&path);
+        }
+        pin(Path::new(PIN_DIR), &path, &fd);
     }
-    pin(Path::new(PIN_DIR), &path, &fd);
     Ok(fd)
 }
 

@@ -489,6 +489,8 @@ pub const PIN_DIR: &str = "/sys/fs/bpf/sprout";
 /// a few KiB of kernel memory until it is unlinked or the host reboots
 /// (`rm -r /sys/fs/bpf/sprout` drops them all; containers keep theirs while attached).
 pub const MAX_PINS: usize = 64;
+/// The bpffs that holds [`PIN_DIR`].
+const BPF_FS: &str = "/sys/fs/bpf";
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
 /// The name a program is kept under: its length and a 64-bit FNV-1a of its bytes. A clash
@@ -513,11 +515,12 @@ fn cpath(p: &Path) -> std::ffi::CString {
     std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap_or_default()
 }
 
-/// True if `prog_fd` is a device program whose instructions, as the kernel holds them, are
-/// `prog`'s (the verifier rewrites nothing in a program of this kind: no helpers, no maps,
-/// context fields read as they are). False where the kernel does not tell (no raw dumps for
-/// this caller; constant blinding changes the instructions it gives back).
-fn is_program(prog_fd: &OwnedFd, prog: &[Insn]) -> bool {
+/// The kernel id of `prog_fd` if it is a device program whose instructions, as the kernel
+/// holds them, are `prog`'s (the verifier rewrites nothing in a program of this kind: no
+/// helpers, no maps, context fields read as they are). `None` also where the kernel does not
+/// tell (no raw dumps for this caller; constant blinding changes the instructions it gives
+/// back).
+fn id_if_program(prog_fd: &OwnedFd, prog: &[Insn]) -> Option<u32> {
     let mut got = vec![
         Insn {
             code: 0,
@@ -539,19 +542,18 @@ fn is_program(prog_fd: &OwnedFd, prog: &[Insn]) -> bool {
     // SAFETY: the addresses are `info` (a live 128-byte buffer; the kernel writes at most the
     // 40 bytes asked for) and `got` (room for got.len() instructions, the byte length given in
     // xlated_prog_len); both outlive the call.
-    if unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a) }.is_err() {
-        return false;
-    }
+    unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a) }.ok()?;
     let len = info.get_u32(20) as usize;
-    info.get_u32(0) == BPF_PROG_TYPE_CGROUP_DEVICE
+    (info.get_u32(0) == BPF_PROG_TYPE_CGROUP_DEVICE
         && len == std::mem::size_of_val(prog)
-        && got[..prog.len()] == *prog
+        && got[..prog.len()] == *prog)
+        .then(|| info.get_u32(4))
 }
 
 /// What is kept under a name.
 enum Kept {
-    /// The program wanted.
-    Hit(OwnedFd),
+    /// The program wanted, and its id.
+    Hit(OwnedFd, u32),
     /// Nothing.
     Absent,
     /// Something else, or something whose instructions cannot be read back.
@@ -568,10 +570,9 @@ fn get_pinned(path: &Path, prog: &[Insn]) -> Kept {
         Ok(fd) => {
             // SAFETY: BPF_OBJ_GET returned a new fd that nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-            if is_program(&fd, prog) {
-                Kept::Hit(fd)
-            } else {
-                Kept::Other
+            match id_if_program(&fd, prog) {
+                Some(id) => Kept::Hit(fd, id),
+                None => Kept::Other,
             }
         }
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Kept::Absent,
@@ -600,36 +601,24 @@ pub fn pin_at(path: &Path, fd: &OwnedFd) -> std::io::Result<()> {
     unsafe { bpf(BPF_OBJ_PIN, &mut a) }.map(|_| ())
 }
 
-fn is_bpffs(dir: &str) -> bool {
-    let c = cpath(Path::new(dir));
-    // SAFETY: statfs is a plain C struct of integers: all-zero is a valid value.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a NUL-terminated path and `s` a live statfs for the kernel to fill.
-    let ok = unsafe { libc::statfs(c.as_ptr(), &mut s) } == 0;
-    #[allow(clippy::unnecessary_cast)]
-    let magic = s.f_type as i64;
-    ok && magic == BPF_FS_MAGIC
-}
-
 /// `prog` loaded, or the same program kept in [`PIN_DIR`] by an earlier start; a newly loaded
-/// one is kept there when a bpffs is mounted at its parent.
-pub fn load_cached(prog: &[Insn]) -> std::io::Result<OwnedFd> {
-    let Some(parent) = Path::new(PIN_DIR).parent() else {
-        return load(prog);
-    };
-    if !is_bpffs(&parent.to_string_lossy()) {
-        return load(prog);
+/// one is kept there when a bpffs is mounted at [`BPF_FS`]. With the program's kernel id when
+/// the check against the kept one read it already.
+pub fn load_cached(prog: &[Insn]) -> std::io::Result<(OwnedFd, Option<u32>)> {
+    if crate::detect::fs_magic(Path::new(BPF_FS)).ok().flatten() != Some(BPF_FS_MAGIC) {
+        return Ok((load(prog)?, None));
     }
     let path = Path::new(PIN_DIR).join(pin_name(prog));
     let kept = match get_pinned(&path, prog) {
-        Kept::Hit(fd) => return Ok(fd),
+        Kept::Hit(fd, id) => return Ok((fd, Some(id))),
         k => k,
     };
     let fd = load(prog)?;
     // Kept only where it can be recognised again: not where the kernel does not give its
     // instructions back, or gives them blinded (net.core.bpf_jit_harden), where every start
     // loads its own.
-    if is_program(&fd, prog) {
+    let id = id_if_program(&fd, prog);
+    if id.is_some() {
         if matches!(kept, Kept::Other) {
             // Something else under the name (a clash, or left by hand): this one takes its
             // place.
@@ -637,7 +626,7 @@ pub fn load_cached(prog: &[Insn]) -> std::io::Result<OwnedFd> {
         }
         pin(Path::new(PIN_DIR), &path, &fd);
     }
-    Ok(fd)
+    Ok((fd, id))
 }
 
 /// A device program loaded ahead of its attach ([`preload`]): its instructions and its fd.
@@ -655,7 +644,7 @@ pub(crate) fn preload(rules: &[LinuxDeviceCgroup]) {
         return;
     };
     let prog = program(&parsed);
-    if let Ok(fd) = load_cached(&prog) {
+    if let Ok((fd, _)) = load_cached(&prog) {
         if let Ok(mut g) = PRELOADED.lock() {
             *g = Some((prog, fd));
         }
@@ -793,7 +782,11 @@ pub fn attach_device_filter(dir: &Path, rules: &[LinuxDeviceCgroup]) -> Result<O
         return Ok(None);
     }
     let insns = program(&parsed);
-    let prog = match take_preloaded(&insns).map_or_else(|| load_cached(&insns), Ok) {
+    let loaded = match take_preloaded(&insns) {
+        Some(fd) => Ok((fd, None)),
+        None => load_cached(&insns),
+    };
+    let (prog, id) = match loaded {
         Ok(p) => p,
         // In a user namespace bpf(2) is refused (no CAP_BPF/CAP_SYS_ADMIN in the initial
         // namespace); as runc does, go without the filter there: such containers cannot
@@ -807,7 +800,10 @@ pub fn attach_device_filter(dir: &Path, rules: &[LinuxDeviceCgroup]) -> Result<O
         }
         Err(e) => return Err(err("loading the device eBPF program", dir, e)),
     };
-    let id = prog_id(&prog).map_err(|e| err("BPF_OBJ_GET_INFO_BY_FD", dir, e))?;
+    let id = match id {
+        Some(id) => id,
+        None => prog_id(&prog).map_err(|e| err("BPF_OBJ_GET_INFO_BY_FD", dir, e))?,
+    };
     // The same rules again (`update`): a kept program is attached there already, and a
     // second attach of it would be EEXIST. Only the others go.
     if old.contains(&id) {

@@ -19,12 +19,14 @@
 #   --shared-root       don't give the runtime a private --root state dir
 #   --keep-work         keep the work dir (bundles, runtime state)
 #   --retry REGEX       programs whose name matches (grep -E) and that report a
-#                       "not ok" or time out are run once more, and the second
-#                       run counts; the first run's TAP/stderr stay beside it as
-#                       PROG.tap.first-run / PROG.stderr.first-run and the
-#                       retry is listed in RESULTS/retried.txt and printed.
+#                       "not ok" or time out are run again, up to --retries
+#                       times, until a run has none; the last run counts; the
+#                       earlier runs' TAP/stderr stay beside it as
+#                       PROG.tap.run-N / PROG.stderr.run-N and the retries are
+#                       listed in RESULTS/retried.txt and printed.
 #                       Default '^killsig$': its test races itself (below).
 #                       --retry '' turns retries off.
+#   --retries N         how many times at most (default 2)
 #   -l, --list          list the validation programs and exit
 #
 # How it runs: every program runs serially, from a private work dir that
@@ -72,6 +74,7 @@ PRIVATE_ROOT=1
 KEEP_WORK=0
 LIST=0
 RETRY='^killsig$'
+RETRIES=2
 while [ $# -gt 0 ]; do
     case "$1" in
         -o|--results) RESULTS=$2; shift 2 ;;
@@ -83,6 +86,7 @@ while [ $# -gt 0 ]; do
         --shared-root) PRIVATE_ROOT=0; shift ;;
         --keep-work) KEEP_WORK=1; shift ;;
         --retry) RETRY=$2; shift 2 ;;
+        --retries) RETRIES=$2; shift 2 ;;
         -l|--list) LIST=1; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
@@ -92,6 +96,7 @@ while [ $# -gt 0 ]; do
 done
 [ $# -eq 0 ] || { [ -z "$RUNTIME_ARG" ] && [ $# -eq 1 ] && RUNTIME_ARG=$1; } || die "too many arguments"
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "--timeout wants seconds"
+[[ "$RETRIES" =~ ^[0-9]+$ ]] || die "--retries wants a number"
 
 # ------------------------------------------------------------ the suite
 BIN="$RUNTIME_TOOLS_DIR/bin"
@@ -288,15 +293,21 @@ run_program() {
 for p in "${PROGRAMS[@]}"; do
     i=$((i+1))
     run_program "$p"
-    if [ -n "$RETRY" ] && { [ "$nok" -gt 0 ] || [ "$to" = 1 ]; } \
-        && printf '%s\n' "$p" | grep -qE -- "$RETRY"; then
-        first="exit $rc, $nok not ok"; [ "$to" = 0 ] || first="$first, TIMEOUT"
-        mv "$RESULTS/$p.tap" "$RESULTS/$p.tap.first-run"
-        mv "$RESULTS/$p.stderr" "$RESULTS/$p.stderr.first-run"
-        echo "  retrying $p (first run: $first; its TAP: $RESULTS/$p.tap.first-run)"
-        grep -A6 '^not ok' "$RESULTS/$p.tap.first-run" | head -20 | sed 's/^/      /'
+    runs=1; history=""
+    while [ -n "$RETRY" ] && [ "$runs" -le "$RETRIES" ] \
+        && { [ "$nok" -gt 0 ] || [ "$to" = 1 ]; } \
+        && printf '%s\n' "$p" | grep -qE -- "$RETRY"; do
+        last="exit $rc, $nok not ok"; [ "$to" = 0 ] || last="$last, TIMEOUT"
+        history="$history run $runs: $last;"
+        mv "$RESULTS/$p.tap" "$RESULTS/$p.tap.run-$runs"
+        mv "$RESULTS/$p.stderr" "$RESULTS/$p.stderr.run-$runs"
+        echo "  retrying $p (run $runs: $last; its TAP: $RESULTS/$p.tap.run-$runs)"
+        grep -A6 '^not ok' "$RESULTS/$p.tap.run-$runs" | head -20 | sed 's/^/      /'
         run_program "$p"
-        echo "$p: first run $first; second run exit $rc, $nok not ok" >> "$RESULTS/retried.txt"
+        runs=$((runs+1))
+    done
+    if [ "$runs" -gt 1 ]; then
+        echo "$p:$history run $runs (counts): exit $rc, $nok not ok" >> "$RESULTS/retried.txt"
     fi
     echo "$p $rc $secs $to" >> "$LIST_FILE"
     printf '  [%2d/%d] %-34s %4ss  exit %-3s %s\n' "$i" "${#PROGRAMS[@]}" "$p" "$secs" "$rc" \
@@ -326,7 +337,7 @@ if [ -s "$RESULTS/not-ok.txt" ]; then
 fi
 if [ -s "$RESULTS/retried.txt" ]; then
     echo ""
-    echo "-- run twice (--retry; the second run counts) --"
+    echo "-- run again (--retry; the last run counts) --"
     cat "$RESULTS/retried.txt"
 fi
 if [ -s "$LEFTOVERS" ]; then

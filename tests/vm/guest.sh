@@ -96,7 +96,7 @@ compliance)
       echo -e "fail\t$p: no TAP plan (crashed or timed out)\t$(tail -3 "$rdir/$p.stderr" 2>/dev/null | tr '\n' ' ' | cut -c1-300)" >> "$RES"
     fi
   done
-  # programs run twice (compliance/run.sh --retry: a test that races itself), for the report
+  # programs run again (compliance/run.sh --retry: a test that races itself), for the report
   [ -s "$rdir/retried.txt" ] && sed "s/^/@@RETRIED compliance $label /" "$rdir/retried.txt"
   [ "$rc" = 0 ] || echo "compliance/run.sh exit $rc"
   emit ;;

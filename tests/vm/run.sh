@@ -176,7 +176,7 @@ compliance_verdict() {
   echo ""
   echo "==> vm: compliance: sprout ${tot% *} passing points, $src ${tot#* }"
   [ -z "$ex" ] || echo "    fewer than crun, listed in tests/vm/compliance-exceptions.tsv:$ex"
-  grep '^@@RETRIED ' "$sp" | sed 's/^@@RETRIED compliance sprout /    run twice (the second run counts): /' || true
+  grep '^@@RETRIED ' "$sp" | sed 's/^@@RETRIED compliance sprout /    run again (the last run counts): /' || true
   if [ -n "$bad" ]; then
     COMPLIANCE_OK=0
     echo "vm: compliance: FAIL: fewer passing points than crun in:$bad"

@@ -1144,3 +1144,68 @@ fn cgroup_mount_without_a_cgroup_namespace_has_the_containers_path() {
     assert!(l[0].len() > 1, "the container's cgroup path: {out}");
     assert_eq!(&l[1..], ["found", "1"], "{out}");
 }
+
+/// The super options of the cgroup2 mount at /sys/fs/cgroup, as this process sees them.
+fn cgroup2_super_options() -> Option<String> {
+    let mi = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mi.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let sep = f.iter().position(|x| *x == "-")?;
+        (f.get(4) == Some(&"/sys/fs/cgroup") && f.get(sep + 1) == Some(&"cgroup2"))
+            .then(|| f.get(sep + 3).map(|s| s.to_string()))
+            .flatten()
+    })
+}
+
+/// Without a cgroup namespace of its own, the container's /sys/fs/cgroup is the host's cgroup2
+/// hierarchy bound, not mounted anew: every cgroup2 mount made in the initial cgroup namespace
+/// sets the hierarchy's options for the whole host (the kernel's apply_cgroup_root_flags), and a
+/// container's plain `cgroup` mount cleared the `nsdelegate,memory_recursiveprot` systemd mounts
+/// it with (runc issue 5258: runc and crun still do). The host's options are the same after the
+/// container ran, and the container's view is the whole tree, read-only.
+#[test]
+fn cgroup_mount_without_a_cgroup_namespace_keeps_the_hosts_cgroup2_options() {
+    if !Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        eprintln!("skipped: needs a pure cgroup v2 host (this one mounts v1 hierarchies)");
+        return;
+    }
+    let Some(before) = cgroup2_super_options() else {
+        eprintln!("skipped: no cgroup2 mount at /sys/fs/cgroup in /proc/self/mountinfo");
+        return;
+    };
+    if !["nsdelegate", "memory_recursiveprot", "memory_localevents"]
+        .iter()
+        .any(|o| before.split(',').any(|x| x == *o))
+    {
+        eprintln!(
+            "skipped: the host's cgroup2 has no option a new mount would clear ({before}; \
+             systemd mounts it with nsdelegate,memory_recursiveprot)"
+        );
+        return;
+    }
+    let ctx = Ctx::new("cgnsopts");
+    let mut b = sh(
+        &ctx,
+        "grep ' /sys/fs/cgroup ' /proc/self/mountinfo; \
+         p=$(cut -d: -f3 /proc/self/cgroup); test -e /sys/fs/cgroup$p/cgroup.procs && echo found; \
+         mkdir /sys/fs/cgroup$p/x 2>/dev/null || echo refused",
+    );
+    b.remove_namespace("cgroup");
+    let out = b.run_ok();
+    assert_eq!(
+        cgroup2_super_options().as_deref(),
+        Some(before.as_str()),
+        "the host's cgroup2 options changed: {out}"
+    );
+    let l = lines(&out);
+    let f: Vec<&str> = l[0].split_whitespace().collect();
+    assert_eq!(
+        f[3], "/",
+        "the container's cgroup mount shows the whole tree: {out}"
+    );
+    assert!(
+        f[5].split(',').any(|o| o == "ro") && l[0].contains(" - cgroup2 "),
+        "a read-only cgroup2 mount: {out}"
+    );
+    assert_eq!(&l[1..], ["found", "refused"], "{out}");
+}

@@ -1,6 +1,6 @@
 //! The cgroup mount: which host cgroup directories it shows, and the mount itself.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use super::{
@@ -135,10 +135,25 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
     let target = ensure_in_root(ctx.rootfs_fd, dest, false)?;
     let flags = opts.flags | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     if ctx.cgroup_v2 {
-        // As runc, with or without a cgroup namespace: a cgroup2 mount. In a cgroup namespace
-        // its root is the container's cgroup; without one it is the whole tree, so that
-        // /sys/fs/cgroup + the path /proc/self/cgroup gives is the container's own cgroup (a
-        // privileged pod's engine, systemd or a nested runtime reads it that way).
+        // In a cgroup namespace: a cgroup2 mount, whose root is the container's cgroup. Without
+        // one it shows the whole tree, so that /sys/fs/cgroup + the path /proc/self/cgroup
+        // gives is the container's own cgroup (a privileged pod's engine, systemd or a nested
+        // runtime reads it that way). In the initial cgroup namespace that tree is the host's
+        // /sys/fs/cgroup, bound (`host_hierarchy`): a new cgroup2 mount there would set the
+        // hierarchy's global options to its own (none), clearing the host's nsdelegate and
+        // memory_recursiveprot (runc issue 5258; runc and crun mount anew).
+        if let Some(tree) = host_hierarchy() {
+            attach_bind(
+                tree,
+                &target,
+                &MountOpts {
+                    flags,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| Error::os("bind cgroup2", e))?;
+            return Ok(());
+        }
         match mount_at(Some(c"cgroup2"), &target, Some(c"cgroup2"), flags, None) {
             Ok(()) => return Ok(()),
             // EBUSY: the target is already a mount of the same cgroup2 superblock (the host's
@@ -218,6 +233,40 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
     mount_setattr(tmp.as_raw_fd(), true, set, clr)
         .map_err(|e| Error::os("cgroup mount flags", e))?;
     Ok(())
+}
+
+/// The inode numbers the kernel gives the initial namespaces (include/linux/proc_ns.h).
+const PROC_USER_INIT_INO: u64 = 0xEFFF_FFFD;
+const PROC_CGROUP_INIT_INO: u64 = 0xEFFF_FFFB;
+/// The inode of a cgroup2 hierarchy's root directory (kernfs' root node).
+const CGROUP2_ROOT_INO: u64 = 1;
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// The host's cgroup2 hierarchy (/sys/fs/cgroup as this process sees it, a detached clone)
+/// where the container mounts its cgroups without namespaces of its own: this process in the
+/// initial cgroup and user namespaces, and /sys/fs/cgroup the root of a cgroup2 hierarchy.
+///
+/// Every cgroup2 mount made in the initial cgroup namespace applies its options to the one
+/// hierarchy (the kernel's `apply_cgroup_root_flags`): a container's plain `cgroup` mount
+/// clears the `nsdelegate` and `memory_recursiveprot` that systemd mounts it with, for the
+/// whole host, and since 6.17 each such mount also takes the cgroup threadgroup rwsem for
+/// writing, an RCU grace period (5–15 ms on this project's 2-core host). A bind of the same
+/// root shows the same tree and changes nothing. `None` (a new mount, as before) in a cgroup
+/// namespace, where the kernel applies no options; in a user namespace, where the mount is
+/// refused and the container's own cgroup is bound instead; and where /sys/fs/cgroup is not
+/// such a root.
+fn host_hierarchy() -> Option<OwnedFd> {
+    let ino = |ns: &std::ffi::CStr| rustix::fs::stat(ns).ok().map(|s| s.st_ino);
+    if ino(c"/proc/self/ns/cgroup")? != PROC_CGROUP_INIT_INO
+        || ino(c"/proc/self/ns/user")? != PROC_USER_INIT_INO
+    {
+        return None;
+    }
+    let tree = open_tree(libc::AT_FDCWD, c"/sys/fs/cgroup", false).ok()?;
+    #[allow(clippy::unnecessary_cast)]
+    let magic = rustix::fs::fstatfs(&tree).ok()?.f_type as i64;
+    let root = rustix::fs::fstat(&tree).ok()?.st_ino;
+    (magic == CGROUP2_SUPER_MAGIC && root == CGROUP2_ROOT_INO).then_some(tree)
 }
 
 #[cfg(test)]

@@ -68,14 +68,18 @@ fn with_private_cgroup2(tag: &str, f: impl FnOnce(&Path) + Send + 'static) -> bo
         std::fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
         let _um = Unmount(mnt.clone());
         let target = cstr(&mnt);
-        // SAFETY: NUL-terminated strings that outlive the call; no data.
+        // A cgroup2 mount applies its options to the one hierarchy, host-wide: this one gives
+        // those the host's cgroup2 mount has (systemd's nsdelegate,memory_recursiveprot), or it
+        // would clear them for every later test and every other user of the machine.
+        let opts = std::ffi::CString::new(host_cgroup2_options()).expect("no NUL in mountinfo");
+        // SAFETY: NUL-terminated strings that outlive the call.
         if unsafe {
             libc::mount(
                 c"none".as_ptr(),
                 target.as_ptr(),
                 c"cgroup2".as_ptr(),
                 0,
-                std::ptr::null(),
+                opts.as_ptr().cast(),
             )
         } != 0
         {
@@ -93,6 +97,24 @@ fn with_private_cgroup2(tag: &str, f: impl FnOnce(&Path) + Send + 'static) -> bo
         }
         Err(panic) => std::panic::resume_unwind(panic),
     }
+}
+
+/// The super options of the host's first cgroup2 mount, without rw/ro ("" if none).
+fn host_cgroup2_options() -> String {
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mi.lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let sep = f.iter().position(|x| *x == "-")?;
+            (f.get(sep + 1) == Some(&"cgroup2")).then(|| f.get(sep + 3).copied())?
+        })
+        .map(|o| {
+            o.split(',')
+                .filter(|x| *x != "rw" && *x != "ro")
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
 }
 
 fn v2_host(mnt: &Path) -> Host {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::{
     mount::MountCtx,
-    mountapi::{attach_bind, mount_setattr, move_mount_to_fd, open_tree},
+    mountapi::{attach_bind, mount_setattr, mount_setattr_private, move_mount_to_fd, open_tree},
     options::{bind_attrs, MountOpts},
     paths::ensure_in_root,
 };
@@ -143,15 +143,14 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
         // hierarchy's global options to its own (none), clearing the host's nsdelegate and
         // memory_recursiveprot (runc issue 5258; runc and crun mount anew).
         if let Some(tree) = host_hierarchy() {
-            attach_bind(
-                tree,
-                &target,
-                &MountOpts {
-                    flags,
-                    ..Default::default()
-                },
-            )
-            .map_err(|e| Error::os("bind cgroup2", e))?;
+            // Private, as a new mount would be: not a slave of the host's mount.
+            let (set, clr) = bind_attrs(&MountOpts {
+                flags,
+                ..Default::default()
+            });
+            mount_setattr_private(tree.as_raw_fd(), set, clr)
+                .and_then(|()| move_mount_to_fd(tree.as_raw_fd(), target.as_raw_fd()))
+                .map_err(|e| Error::os("bind cgroup2", e))?;
             return Ok(());
         }
         match mount_at(Some(c"cgroup2"), &target, Some(c"cgroup2"), flags, None) {
@@ -249,7 +248,7 @@ const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 /// Every cgroup2 mount made in the initial cgroup namespace applies its options to the one
 /// hierarchy (the kernel's `apply_cgroup_root_flags`): a container's plain `cgroup` mount
 /// clears the `nsdelegate` and `memory_recursiveprot` that systemd mounts it with, for the
-/// whole host, and since 6.17 each such mount also takes the cgroup threadgroup rwsem for
+/// whole host, and on 6.18 each such mount also takes the cgroup threadgroup rwsem for
 /// writing, an RCU grace period (5–15 ms on this project's 2-core host). A bind of the same
 /// root shows the same tree and changes nothing. `None` (a new mount, as before) in a cgroup
 /// namespace, where the kernel applies no options; in a user namespace, where the mount is

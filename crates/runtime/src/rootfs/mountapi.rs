@@ -55,6 +55,22 @@ pub(super) fn mount_setattr(fd: RawFd, recursive: bool, set: u64, clr: u64) -> i
     )
 }
 
+/// [`mount_setattr`] of `tree`'s top mount, which also becomes private: a clone keeps its
+/// source's propagation (a slave of the host's peer group, in a container's mount namespace),
+/// where a new mount has none (and checkpointing refuses a master it cannot reach).
+pub(super) fn mount_setattr_private(tree: RawFd, set: u64, clr: u64) -> io::Result<()> {
+    mount_setattr_raw(
+        tree,
+        false,
+        MountAttr {
+            attr_set: set,
+            attr_clr: clr,
+            propagation: libc::MS_PRIVATE,
+            userns_fd: 0,
+        },
+    )
+}
+
 pub(super) const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 
 /// Id-map the detached tree `tree` (from [`open_tree`]) through the user namespace `userns`

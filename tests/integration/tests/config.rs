@@ -1179,7 +1179,8 @@ fn cgroup_mount_without_a_cgroup_namespace_keeps_the_hosts_cgroup2_options() {
     {
         eprintln!(
             "skipped: the host's cgroup2 has no option a new mount would clear ({before}; \
-             systemd mounts it with nsdelegate,memory_recursiveprot)"
+             systemd mounts it with nsdelegate,memory_recursiveprot, which a criu restore of a \
+             container without a cgroup namespace clears: checkpoint.rs, when it ran first)"
         );
         return;
     }

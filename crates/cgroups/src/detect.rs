@@ -9,6 +9,12 @@ pub(crate) const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 pub(crate) const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
 pub(crate) const TMPFS_MAGIC: i64 = 0x0102_1994;
 
+/// Whether `fd` (a directory, or an O_PATH or open_tree fd) is on a cgroup2 filesystem.
+pub fn is_cgroup2(fd: impl std::os::fd::AsFd) -> bool {
+    #[allow(clippy::unnecessary_cast)]
+    rustix::fs::fstatfs(fd).is_ok_and(|s| s.f_type as i64 == CGROUP2_SUPER_MAGIC)
+}
+
 /// Filesystem magic of `path`, `None` when it does not exist.
 pub(crate) fn fs_magic(path: &Path) -> Result<Option<i64>> {
     let io_err = |source: std::io::Error| Error::Io {

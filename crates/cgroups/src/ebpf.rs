@@ -740,16 +740,6 @@ fn detach_id(cgfd: &OwnedFd, id: u32) -> std::io::Result<()> {
     }
 }
 
-fn is_cgroup2(fd: &OwnedFd) -> bool {
-    // SAFETY: statfs is a plain C struct of integers: all-zero is a valid value.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is a live borrowed fd and `s` a live statfs for the kernel to fill.
-    let ok = unsafe { libc::fstatfs(fd.as_raw_fd(), &mut s) } == 0;
-    #[allow(clippy::unnecessary_cast)]
-    let magic = s.f_type as i64;
-    ok && magic == crate::detect::CGROUP2_SUPER_MAGIC
-}
-
 /// Enforce `rules` on the cgroup2 directory `dir`: load the filter, attach it
 /// (`BPF_F_ALLOW_MULTI`), then detach every device program that was attached there before.
 /// Returns the new program's id.
@@ -764,7 +754,7 @@ pub fn attach_device_filter(dir: &Path, rules: &[LinuxDeviceCgroup]) -> Result<O
     let parsed = parse_rules(rules)?;
     let allow_all = crate::resources::devices_trivial(rules) == Some(true);
     let cgfd = open_dir(dir).map_err(|e| err("opening the cgroup", dir, e))?;
-    if !is_cgroup2(&cgfd) {
+    if !crate::detect::is_cgroup2(&cgfd) {
         if allow_all {
             return Ok(None);
         }

@@ -134,6 +134,10 @@ pub fn decode_cgroup_binds(s: &str) -> CgroupBinds {
 pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Result<()> {
     let target = ensure_in_root(ctx.rootfs_fd, dest, false)?;
     let flags = opts.flags | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    let bind_opts = MountOpts {
+        flags,
+        ..Default::default()
+    };
     if ctx.cgroup_v2 {
         // In a cgroup namespace: a cgroup2 mount, whose root is the container's cgroup. Without
         // one it shows the whole tree, so that /sys/fs/cgroup + the path /proc/self/cgroup
@@ -144,10 +148,7 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
         // memory_recursiveprot (runc issue 5258; runc and crun mount anew).
         if let Some(tree) = host_hierarchy() {
             // Private, as a new mount would be: not a slave of the host's mount.
-            let (set, clr) = bind_attrs(&MountOpts {
-                flags,
-                ..Default::default()
-            });
+            let (set, clr) = bind_attrs(&bind_opts);
             mount_setattr_private(tree.as_raw_fd(), set, clr)
                 .and_then(|()| move_mount_to_fd(tree.as_raw_fd(), target.as_raw_fd()))
                 .map_err(|e| Error::os("bind cgroup2", e))?;
@@ -165,15 +166,7 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
         for (_, host) in (ctx.cgroup_binds)() {
             let tree = open_tree(libc::AT_FDCWD, &cstr(&host), true)
                 .map_err(|e| Error::os("bind cgroup", e))?;
-            attach_bind(
-                tree,
-                &target,
-                &MountOpts {
-                    flags,
-                    ..Default::default()
-                },
-            )
-            .map_err(|e| Error::os("bind cgroup", e))?;
+            attach_bind(tree, &target, &bind_opts).map_err(|e| Error::os("bind cgroup", e))?;
         }
         return Ok(());
     }
@@ -225,10 +218,7 @@ pub(super) fn mount_cgroup(ctx: &MountCtx, dest: &Path, opts: &MountOpts) -> Res
     // The mount's flags (read-only, nosuid, ...) on the tmpfs and every bind below it at once:
     // one recursive mount_setattr instead of one per bind plus a read-only remount. `tmp` was
     // opened before the binds, so it names the tmpfs' root.
-    let (set, clr) = bind_attrs(&MountOpts {
-        flags,
-        ..Default::default()
-    });
+    let (set, clr) = bind_attrs(&bind_opts);
     mount_setattr(tmp.as_raw_fd(), true, set, clr)
         .map_err(|e| Error::os("cgroup mount flags", e))?;
     Ok(())
@@ -239,7 +229,6 @@ const PROC_USER_INIT_INO: u64 = 0xEFFF_FFFD;
 const PROC_CGROUP_INIT_INO: u64 = 0xEFFF_FFFB;
 /// The inode of a cgroup2 hierarchy's root directory (kernfs' root node).
 const CGROUP2_ROOT_INO: u64 = 1;
-const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
 
 /// The host's cgroup2 hierarchy (/sys/fs/cgroup as this process sees it, a detached clone)
 /// where the container mounts its cgroups without namespaces of its own: this process in the
@@ -262,10 +251,8 @@ fn host_hierarchy() -> Option<OwnedFd> {
         return None;
     }
     let tree = open_tree(libc::AT_FDCWD, c"/sys/fs/cgroup", false).ok()?;
-    #[allow(clippy::unnecessary_cast)]
-    let magic = rustix::fs::fstatfs(&tree).ok()?.f_type as i64;
     let root = rustix::fs::fstat(&tree).ok()?.st_ino;
-    (magic == CGROUP2_SUPER_MAGIC && root == CGROUP2_ROOT_INO).then_some(tree)
+    (root == CGROUP2_ROOT_INO && sprout_cgroups::is_cgroup2(&tree)).then_some(tree)
 }
 
 #[cfg(test)]

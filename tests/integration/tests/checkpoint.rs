@@ -181,6 +181,9 @@ fn read_count(dir: &Path) -> u64 {
 #[test]
 fn checkpoint_and_restore_carry_memory_pipes_binds_and_cgroup_to_a_new_container() {
     let Some(criu) = criu() else { return };
+    // A cgroup2 host's hierarchy options (systemd's nsdelegate,memory_recursiveprot), which a
+    // cgroup2 mount criu made anew in the initial cgroup namespace would reset host-wide.
+    let cg2_options = host_cgroup2_options();
     let ctx = Ctx::new("cr_basic");
     let (a, data_a) = counter_bundle(&ctx);
     let bundle_a = a.bundle_arg();
@@ -269,6 +272,25 @@ fn checkpoint_and_restore_carry_memory_pipes_binds_and_cgroup_to_a_new_container
         );
     }
     assert!(!cgroup_left(&b.id).is_empty());
+    // On a cgroup2 host the container (no cgroup namespace) sees the host's hierarchy, bound
+    // again by the restore, read-only as its config says; the host's options are untouched.
+    if cg2_options.is_some() {
+        let mi = fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+        let line = mi
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some("/sys/fs/cgroup"))
+            .unwrap_or_else(|| panic!("no /sys/fs/cgroup in the restored container:\n{mi}"));
+        let f: Vec<&str> = line.split(' ').collect();
+        assert!(
+            f[3] == "/" && line.contains(" - cgroup2 ") && f[5].split(',').any(|o| o == "ro"),
+            "the restored container's cgroup mount: {line}"
+        );
+    }
+    assert_eq!(
+        host_cgroup2_options(),
+        cg2_options,
+        "the host's cgroup2 options changed across run, checkpoint and restore"
+    );
     b.kill("KILL").assert_ok();
     b.wait_status("stopped");
     b.delete().assert_ok();
@@ -664,6 +686,28 @@ fn images_cannot_choose_which_host_paths_are_bound_in() {
         &b.id,
     ])
     .assert_one_line_error(&["linux.devices", "/etc"]);
+    ctx.rt(&["state", &b.id]).assert_fail();
+    assert!(cgroup_left(&b.id).is_empty());
+    assert!(!ctx.root.join(&b.id).exists(), "state directory left");
+    // Nor where the host's whole cgroup2 hierarchy appears: only on the config's cgroup mount.
+    v["mounts"].as_array_mut().unwrap().pop();
+    v["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"kind": "hierarchy", "mountpoint": "/data"}));
+    fs::write(&f, serde_json::to_vec(&v).unwrap()).unwrap();
+    ctx.rt(&[
+        "--criu",
+        &criu,
+        "restore",
+        "-d",
+        "--bundle",
+        &bundle_b,
+        "--image-path",
+        img,
+        &b.id,
+    ])
+    .assert_one_line_error(&["mounts", "cgroup2 hierarchy on /data"]);
     ctx.rt(&["state", &b.id]).assert_fail();
     assert!(cgroup_left(&b.id).is_empty());
     assert!(!ctx.root.join(&b.id).exists(), "state directory left");

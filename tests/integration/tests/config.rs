@@ -1145,18 +1145,6 @@ fn cgroup_mount_without_a_cgroup_namespace_has_the_containers_path() {
     assert_eq!(&l[1..], ["found", "1"], "{out}");
 }
 
-/// The super options of the cgroup2 mount at /sys/fs/cgroup, as this process sees them.
-fn cgroup2_super_options() -> Option<String> {
-    let mi = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    mi.lines().find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let sep = f.iter().position(|x| *x == "-")?;
-        (f.get(4) == Some(&"/sys/fs/cgroup") && f.get(sep + 1) == Some(&"cgroup2"))
-            .then(|| f.get(sep + 3).map(|s| s.to_string()))
-            .flatten()
-    })
-}
-
 /// Without a cgroup namespace of its own, the container's /sys/fs/cgroup is the host's cgroup2
 /// hierarchy bound, not mounted anew: every cgroup2 mount made in the initial cgroup namespace
 /// sets the hierarchy's options for the whole host (the kernel's apply_cgroup_root_flags), and a
@@ -1169,7 +1157,7 @@ fn cgroup_mount_without_a_cgroup_namespace_keeps_the_hosts_cgroup2_options() {
         eprintln!("skipped: needs a pure cgroup v2 host (this one mounts v1 hierarchies)");
         return;
     }
-    let Some(before) = cgroup2_super_options() else {
+    let Some(before) = host_cgroup2_options() else {
         eprintln!("skipped: no cgroup2 mount at /sys/fs/cgroup in /proc/self/mountinfo");
         return;
     };
@@ -1179,8 +1167,8 @@ fn cgroup_mount_without_a_cgroup_namespace_keeps_the_hosts_cgroup2_options() {
     {
         eprintln!(
             "skipped: the host's cgroup2 has no option a new mount would clear ({before}; \
-             systemd mounts it with nsdelegate,memory_recursiveprot, which a criu restore of a \
-             container without a cgroup namespace clears: checkpoint.rs, when it ran first)"
+             systemd mounts it with nsdelegate,memory_recursiveprot, which runc, crun or a \
+             sprout before ca04c12 clear when they run a container without a cgroup namespace)"
         );
         return;
     }
@@ -1194,7 +1182,7 @@ fn cgroup_mount_without_a_cgroup_namespace_keeps_the_hosts_cgroup2_options() {
     b.remove_namespace("cgroup");
     let out = b.run_ok();
     assert_eq!(
-        cgroup2_super_options().as_deref(),
+        host_cgroup2_options().as_deref(),
         Some(before.as_str()),
         "the host's cgroup2 options changed: {out}"
     );

@@ -114,6 +114,21 @@ pub fn mount_points() -> Vec<String> {
         .collect()
 }
 
+/// The super options of the cgroup2 mount at /sys/fs/cgroup (`rw,nsdelegate,...`), as this
+/// process sees them; `None` where /sys/fs/cgroup is not cgroup2 (a v1 or hybrid host). They
+/// are the hierarchy's, for the whole host: a cgroup2 mount made in the initial cgroup
+/// namespace sets them to its own.
+pub fn host_cgroup2_options() -> Option<String> {
+    let mi = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mi.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let sep = f.iter().position(|x| *x == "-")?;
+        (f.get(4) == Some(&"/sys/fs/cgroup") && f.get(sep + 1) == Some(&"cgroup2"))
+            .then(|| f.get(sep + 3).map(|s| s.to_string()))
+            .flatten()
+    })
+}
+
 /// The mount table of this process's mount namespace at one moment, to compare before and
 /// after a command: /proc/self/mountinfo's lines without their first two fields (the mount id
 /// and the parent's id, which change on every mount), sorted. A line still says where
@@ -1482,11 +1497,12 @@ pub fn cap_mask(caps: &[u32]) -> String {
 macro_rules! suite_api {
     ($suite:ty) => {
         pub use $crate::{
-            build_busybox_rootfs, busybox_applets, cap_mask, has_mounts_below, is_zombie, json_set,
-            missing_controllers, mount_point, mount_points, mount_snapshot, new_mount_points_since,
-            new_mounts_since, os, pid_alive, poll, relative_base, runtime_bin, runtime_name,
-            safe_remove_dir, serde_json, skip_without_controllers, status_field, wait_for, CmdOpts,
-            Output, Spawned, CMD_TIMEOUT,
+            build_busybox_rootfs, busybox_applets, cap_mask, has_mounts_below,
+            host_cgroup2_options, is_zombie, json_set, missing_controllers, mount_point,
+            mount_points, mount_snapshot, new_mount_points_since, new_mounts_since, os, pid_alive,
+            poll, relative_base, runtime_bin, runtime_name, safe_remove_dir, serde_json,
+            skip_without_controllers, status_field, wait_for, CmdOpts, Output, Spawned,
+            CMD_TIMEOUT,
         };
 
         /// Per-test context: its own `--root`, scratch directory and id prefix.

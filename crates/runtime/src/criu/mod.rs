@@ -9,7 +9,8 @@
 //! - **Mounts CRIU cannot see the source of** are marked external at dump and given their new
 //!   source at restore: the config's bind mounts (key: the destination; restore: the bundle's
 //!   source), the host's v1 cgroup directories bound into a container without a cgroup namespace
-//!   (key: the mount point; restore: the new container's directory of that hierarchy), and /dev
+//!   (key: the mount point; restore: the new container's directory of that hierarchy), on a
+//!   cgroup2 host such a container's whole hierarchy (restore: the host's cgroup2 mount), and /dev
 //!   nodes bound from the host's devtmpfs (user namespaces). They are read from the init's own
 //!   mountinfo at dump and written to `sprout-criu.json` in the image directory.
 //! - **Stdio**: the init's fds 0-2 go to `descriptors.json` (runc's file, same format); at restore
@@ -90,6 +91,12 @@ pub enum External {
     },
     /// A node of the host's /dev bound in (`host` is its path there).
     Device { mountpoint: String, host: String },
+    /// The whole cgroup2 hierarchy, the cgroup mount of a container without cgroup and user
+    /// namespaces on a cgroup2 host (create binds the host's, see rootfs/cgroup.rs): restore
+    /// binds the host's cgroup2 mount again. Left to criu, it mounted cgroup2 anew in the
+    /// initial cgroup namespace, which resets the hierarchy's options for the whole host
+    /// (systemd's nsdelegate and memory_recursiveprot; runc issue 5258).
+    Hierarchy { mountpoint: String },
 }
 
 impl External {
@@ -97,7 +104,8 @@ impl External {
         match self {
             External::Bind { mountpoint }
             | External::Cgroup { mountpoint, .. }
-            | External::Device { mountpoint, .. } => mountpoint,
+            | External::Device { mountpoint, .. }
+            | External::Hierarchy { mountpoint } => mountpoint,
         }
     }
 }
@@ -117,11 +125,7 @@ struct ExternalFile {
 /// as runc's restore does; criu ignores a key the images do not have.
 fn externals_from_config(spec: &Spec, rootfs: &Path) -> ExternalFile {
     let mut mounts = Vec::new();
-    let cgroupns = spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.namespaces().as_ref())
-        .is_some_and(|n| n.iter().any(|n| n.typ() == LinuxNamespaceType::Cgroup));
+    let cgroupns = has_ns(spec, LinuxNamespaceType::Cgroup);
     for m in spec.mounts().iter().flatten() {
         let dest = m.destination().to_string_lossy();
         if crate::rootfs::is_bind(m) {
@@ -162,6 +166,14 @@ fn externals_from_config(spec: &Spec, rootfs: &Path) -> ExternalFile {
         mounts,
         derived: true,
     }
+}
+
+/// The config gives the container a namespace of type `t` (new or joined).
+fn has_ns(spec: &Spec, t: LinuxNamespaceType) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|n| n.iter().any(|n| n.typ() == t))
 }
 
 /// One line of /proc/PID/mountinfo: (root within its filesystem, mount point, filesystem type).
@@ -245,6 +257,11 @@ pub fn externals_from_mountinfo(
         .filter(|m| crate::rootfs::is_bind(m))
         .map(|m| resolve(&m.destination().to_string_lossy()))
         .collect();
+    // A cgroup2 mount whose root is the hierarchy's is the whole tree only without cgroup and
+    // user namespaces (in a cgroup namespace the root shown is the container's cgroup, seen
+    // from here; in a user namespace the mount is refused and the container's cgroup bound).
+    let host_tree =
+        !has_ns(spec, LinuxNamespaceType::Cgroup) && !has_ns(spec, LinuxNamespaceType::User);
     let mut out: Vec<External> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for (root, mp, fstype) in &mounts {
@@ -253,6 +270,10 @@ pub fn externals_from_mountinfo(
         }
         let e = if binds.iter().any(|b| b == mp) {
             External::Bind {
+                mountpoint: mp.clone(),
+            }
+        } else if fstype == "cgroup2" && root == "/" && *mp == cgroup_dest && host_tree {
+            External::Hierarchy {
                 mountpoint: mp.clone(),
             }
         } else if (fstype == "cgroup" || fstype == "cgroup2") && root != "/" {
@@ -1023,6 +1044,34 @@ pub fn restore(
                      which this host's cgroup layout does not have"
                 ))
             })?,
+            // Only where the config mounts cgroups without cgroup and user namespaces (where
+            // create binds the same tree): the images may come from an archive and must not
+            // choose where the host's hierarchy appears.
+            External::Hierarchy { mountpoint } => {
+                let cgroup_mount = mounts.iter().any(|m| {
+                    matches!(m.typ().as_deref(), Some("cgroup" | "cgroup2"))
+                        && normalize(&m.destination().to_string_lossy()) == *mountpoint
+                });
+                if !cgroup_mount
+                    || has_ns(spec, LinuxNamespaceType::Cgroup)
+                    || has_ns(spec, LinuxNamespaceType::User)
+                {
+                    return Err(Error::field(
+                        "mounts",
+                        format!(
+                            "the checkpoint binds the host's cgroup2 hierarchy on {mountpoint}, \
+                             where the config has no cgroup mount without cgroup and user \
+                             namespaces"
+                        ),
+                    ));
+                }
+                cg.unified_mount().map(Path::to_path_buf).ok_or_else(|| {
+                    Error::msg(format!(
+                        "the checkpoint binds the host's cgroup2 hierarchy on {mountpoint}, \
+                         which this host's cgroup layout does not have"
+                    ))
+                })?
+            }
             // Only a device the config gives the container (or a default one), at its own path,
             // as runc (its restore maps each linux.devices path to itself): the images may come
             // from an archive (podman restore --import) and must not choose what of the host's
@@ -1291,6 +1340,36 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn the_whole_cgroup2_tree_is_external_only_without_cgroup_and_user_namespaces() {
+        // A pure cgroup v2 host: the container's /sys/fs/cgroup is the hierarchy's root (the
+        // host's mount bound at create), a second cgroup2 mount elsewhere is not the cgroup
+        // mount of the config.
+        const V2: &str = "\
+100 90 0:50 /var/tmp/b/rootfs / rw - ext4 /dev/vda rw
+104 100 0:32 / /sys/fs/cgroup ro - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
+109 100 0:32 / /sys/fs/cgroup2 rw - cgroup2 cgroup2 rw
+";
+        let e = externals_from_mountinfo(V2, &spec(), normalize);
+        assert_eq!(
+            e,
+            vec![External::Hierarchy {
+                mountpoint: "/sys/fs/cgroup".into()
+            }]
+        );
+        let j = serde_json::to_string(&e[0]).unwrap();
+        assert_eq!(j, r#"{"kind":"hierarchy","mountpoint":"/sys/fs/cgroup"}"#);
+        for ns in ["cgroup", "user"] {
+            let mut sp = spec();
+            let linux: oci_spec::runtime::Linux = serde_json::from_value(serde_json::json!({
+                "namespaces": [{"type": ns}]
+            }))
+            .unwrap();
+            sp.set_linux(Some(linux));
+            assert_eq!(externals_from_mountinfo(V2, &sp, normalize), vec![], "{ns}");
+        }
     }
 
     #[test]

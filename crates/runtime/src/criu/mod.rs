@@ -666,15 +666,31 @@ pub fn checkpoint(store: &Store, id: &str, o: &CriuOpts, trace: &mut Trace) -> R
             &serde_json::to_vec(&fds).unwrap_or_default(),
         )?;
     }
+    let yard = CriuYard::new(&store.dir(id))?;
+    if let Some(y) = &yard {
+        m.str(opt::CGROUP_YARD, &y.dir.to_string_lossy());
+    }
     trace.mark("criu_prepare");
     let criu = criu_bin(o);
-    let sw = rpc::start(&criu, || Ok(())).map_err(|e| spawn_error(&criu, e))?;
+    let enter = yard
+        .as_ref()
+        .map(|y| (y.tree.as_raw_fd(), y.unified.clone()));
     let typ = if o.pre_dump { rpc::PRE_DUMP } else { rpc::DUMP };
     let what = if o.pre_dump { "pre-dump" } else { "checkpoint" };
     let log = log_dir(o).join(log_name);
-    let (resp, status) = sw
-        .call(&request(typ, &m), |_, _, _| Ok(()))
-        .map_err(|e| e.context(format!("{what}: criu ({})", criu.display())))?;
+    let called = rpc::start(&criu, move || match &enter {
+        Some((tree, unified)) => CriuYard::enter(*tree, unified),
+        None => Ok(()),
+    })
+    .map_err(|e| spawn_error(&criu, e))
+    .and_then(|sw| {
+        sw.call(&request(typ, &m), |_, _, _| Ok(()))
+            .map_err(|e| e.context(format!("{what}: criu ({})", criu.display())))
+    });
+    if let Some(y) = &yard {
+        y.remove();
+    }
+    let (resp, status) = called?;
     trace.mark("criu_dump");
     // A pre-dump's criu waits for further requests and exits on EOF with a failure status.
     if !resp.success || (!o.pre_dump && !status.success()) {
@@ -836,6 +852,67 @@ fn make_bind_mountpoints(config: &Config, root: &Path) -> Result<()> {
         unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) };
     }
     r
+}
+
+/// criu's cgroup yard under a container's state directory: where criu finds each hierarchy by
+/// name (`unified` for cgroup2) instead of mounting it.
+const CGROUP_YARD: &str = "criu-cgroup-yard";
+
+/// The host's cgroup2 hierarchy for criu, on a cgroup2 host where this process is in the
+/// initial cgroup and user namespaces (`rootfs::host_hierarchy`): criu mounts every hierarchy
+/// it reads or restores cgroups in (dump and restore alike), and a cgroup2 mount made in the
+/// initial cgroup namespace resets the hierarchy's options for the whole host (systemd's
+/// nsdelegate and memory_recursiveprot; with runc too). Given a yard (`cgroup_yard`) whose
+/// `unified` already holds the hierarchy, it mounts nothing. The yard's directories are made
+/// under `dir`; the clone is attached in criu's own mount namespace only
+/// ([`CriuYard::enter`]), so no other process, and no removal of `dir`, ever sees it.
+struct CriuYard {
+    dir: PathBuf,
+    unified: std::ffi::CString,
+    tree: OwnedFd,
+}
+
+impl CriuYard {
+    /// `None` where criu's own mount changes nothing (a cgroup namespace, a user namespace, no
+    /// cgroup2 at /sys/fs/cgroup: v1 and hybrid hosts; there criu mounts as before).
+    fn new(dir: &Path) -> Result<Option<CriuYard>> {
+        let Some(tree) = crate::rootfs::host_hierarchy() else {
+            return Ok(None);
+        };
+        let yard = dir.join(CGROUP_YARD);
+        let unified = yard.join("unified");
+        std::fs::create_dir_all(&unified).map_err(|e| Error::os(unified.display(), e))?;
+        Ok(Some(CriuYard {
+            dir: yard,
+            unified: sys::cstr(&unified),
+            tree,
+        }))
+    }
+
+    /// In criu's child before exec: a mount namespace of its own (every mount a slave, so
+    /// nothing propagates out) with the hierarchy attached on `<yard>/unified`. Only raw
+    /// syscalls on what was prepared before the fork.
+    fn enter(tree: i32, unified: &std::ffi::CStr) -> std::io::Result<()> {
+        // SAFETY: unshare takes a flag; mount reads C string literals. The child of a fork is
+        // single-threaded, as unshare(CLONE_NEWNS) requires.
+        unsafe {
+            sys::cvt(libc::unshare(libc::CLONE_NEWNS))?;
+            sys::cvt(libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_SLAVE,
+                std::ptr::null(),
+            ))?;
+        }
+        crate::rootfs::move_mount_to_path(tree, unified)
+    }
+
+    /// The directories made for the yard (empty: the mount lived in criu's namespace only).
+    fn remove(&self) {
+        let _ = std::fs::remove_dir(self.dir.join("unified"));
+        let _ = std::fs::remove_dir(&self.dir);
+    }
 }
 
 /// Move this process to a mount namespace of its own (slave: nothing propagates back to the
@@ -1159,6 +1236,13 @@ pub fn restore(
         .iter()
         .map(|(fd, target, _)| (fd.as_raw_fd(), *target))
         .collect();
+    let yard = CriuYard::new(&dir)?;
+    if let Some(y) = &yard {
+        m.str(opt::CGROUP_YARD, &y.dir.to_string_lossy());
+    }
+    let enter = yard
+        .as_ref()
+        .map(|y| (y.tree.as_raw_fd(), y.unified.clone()));
     let cg_child = cg.clone();
     let criu = criu_bin(c);
     // The closure runs in the forked child before exec. sprout is single-threaded here (no
@@ -1173,6 +1257,9 @@ pub fn restore(
         cg_child
             .add_pid(std::process::id() as i32)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
+        if let Some((tree, unified)) = &enter {
+            CriuYard::enter(*tree, unified)?;
+        }
         Ok(())
     };
     let sw = rpc::start(&criu, setup).map_err(|e| spawn_error(&criu, e))?;
@@ -1198,6 +1285,9 @@ pub fn restore(
     // SAFETY: umount2 reads the NUL-terminated CString `t`, alive for the call.
     unsafe { libc::umount2(t.as_ptr(), libc::MNT_DETACH) };
     let _ = std::fs::remove_dir(&criu_root);
+    if let Some(y) = &yard {
+        y.remove();
+    }
     trace.mark("criu_restore");
     let (resp, status) = match called {
         Ok(r) => r,

@@ -49,6 +49,7 @@ pub mod opt {
     pub const RST_SIBLING: u32 = 26;
     pub const INHERIT_FD: u32 = 27;
     pub const MANAGE_CGROUPS_MODE: u32 = 34;
+    pub const CGROUP_YARD: u32 = 60;
     pub const EXTERNAL: u32 = 37;
     pub const EMPTY_NS: u32 = 38;
     pub const JOIN_NS: u32 = 39;

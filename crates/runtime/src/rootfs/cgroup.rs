@@ -243,7 +243,7 @@ const CGROUP2_ROOT_INO: u64 = 1;
 /// namespace, where the kernel applies no options; in a user namespace, where the mount is
 /// refused and the container's own cgroup is bound instead; and where /sys/fs/cgroup is not
 /// such a root.
-fn host_hierarchy() -> Option<OwnedFd> {
+pub fn host_hierarchy() -> Option<OwnedFd> {
     let ino = |ns: &std::ffi::CStr| rustix::fs::stat(ns).ok().map(|s| s.st_ino);
     if ino(c"/proc/self/ns/cgroup")? != PROC_CGROUP_INIT_INO
         || ino(c"/proc/self/ns/user")? != PROC_USER_INIT_INO

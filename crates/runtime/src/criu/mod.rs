@@ -20,7 +20,9 @@
 //!   (`net[INODE]:extRootNetNS`, restored from an fd of the same path); the others are joined
 //!   (`join_ns`).
 //! - **cgroups**: `restore` makes the container's cgroup and applies `linux.resources` first, as
-//!   `create` does; criu runs inside it and puts the restored tasks there (`cg_root`).
+//!   `create` does; criu runs inside it and puts the restored tasks there (`cg_root`). On a
+//!   cgroup2 host criu gets the host's hierarchy in a cgroup yard (`CriuYard`) at dump and
+//!   restore, instead of mounting cgroup2 itself (which resets the hierarchy's options).
 //! - **The rootfs** must be a mount point for criu's `root`: criu runs in a mount namespace of its
 //!   own where the rootfs is bound on `<state dir>/criu-root`; nothing is mounted in the
 //!   caller's namespace.

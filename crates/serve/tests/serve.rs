@@ -3046,8 +3046,11 @@ if os.getpid() == 2:
         "{}",
         d.status()
     );
+    // Served, and the root zygote refilled, while the stalled zygote still waits: its answer
+    // needs ~19 s, past its 10 s deadline, so "ready" here means its refill is still stalled.
+    // (No bound on the time taken so far: `add` compiles the handler in a sandbox, which took
+    // the TCG VM past the 8 s once asserted here.)
     assert_eq!(zygote(&d.status(), key).unwrap()["state"], "ready");
-    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
     assert!(
         eventually(16_000, || zygote(&d.status(), key)
             .is_some_and(|z| z["state"] == "failed")),

@@ -666,51 +666,40 @@ fn images_cannot_choose_which_host_paths_are_bound_in() {
     // /etc as a "device": refused, from the config's point of view, before criu restores
     // anything; nothing is left.
     let f = images.join("sprout-criu.json");
-    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&f).unwrap()).unwrap();
-    v["mounts"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"kind": "device", "mountpoint": "/dev/evil", "host": "/etc"}));
-    fs::write(&f, serde_json::to_vec(&v).unwrap()).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&fs::read(&f).unwrap()).unwrap();
     let (b, _data_b) = counter_bundle(&ctx);
     let bundle_b = b.bundle_arg();
-    ctx.rt(&[
-        "--criu",
-        &criu,
-        "restore",
-        "-d",
-        "--bundle",
-        &bundle_b,
-        "--image-path",
-        img,
-        &b.id,
-    ])
-    .assert_one_line_error(&["linux.devices", "/etc"]);
-    ctx.rt(&["state", &b.id]).assert_fail();
-    assert!(cgroup_left(&b.id).is_empty());
-    assert!(!ctx.root.join(&b.id).exists(), "state directory left");
+    // The images with `entry` added to sprout-criu.json's mounts: restore refuses them with a
+    // one-line error naming `words`, before criu runs, and leaves nothing.
+    let refused = |entry: serde_json::Value, words: &[&str]| {
+        let mut v = v.clone();
+        v["mounts"].as_array_mut().unwrap().push(entry);
+        fs::write(&f, serde_json::to_vec(&v).unwrap()).unwrap();
+        ctx.rt(&[
+            "--criu",
+            &criu,
+            "restore",
+            "-d",
+            "--bundle",
+            &bundle_b,
+            "--image-path",
+            img,
+            &b.id,
+        ])
+        .assert_one_line_error(words);
+        ctx.rt(&["state", &b.id]).assert_fail();
+        assert!(cgroup_left(&b.id).is_empty());
+        assert!(!ctx.root.join(&b.id).exists(), "state directory left");
+    };
+    refused(
+        json!({"kind": "device", "mountpoint": "/dev/evil", "host": "/etc"}),
+        &["linux.devices", "/etc"],
+    );
     // Nor where the host's whole cgroup2 hierarchy appears: only on the config's cgroup mount.
-    v["mounts"].as_array_mut().unwrap().pop();
-    v["mounts"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"kind": "hierarchy", "mountpoint": "/data"}));
-    fs::write(&f, serde_json::to_vec(&v).unwrap()).unwrap();
-    ctx.rt(&[
-        "--criu",
-        &criu,
-        "restore",
-        "-d",
-        "--bundle",
-        &bundle_b,
-        "--image-path",
-        img,
-        &b.id,
-    ])
-    .assert_one_line_error(&["mounts", "cgroup2 hierarchy on /data"]);
-    ctx.rt(&["state", &b.id]).assert_fail();
-    assert!(cgroup_left(&b.id).is_empty());
-    assert!(!ctx.root.join(&b.id).exists(), "state directory left");
+    refused(
+        json!({"kind": "hierarchy", "mountpoint": "/data"}),
+        &["mounts", "cgroup2 hierarchy on /data"],
+    );
 }
 
 #[test]

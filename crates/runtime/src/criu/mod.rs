@@ -895,18 +895,8 @@ impl CriuYard {
     /// nothing propagates out) with the hierarchy attached on `<yard>/unified`. Only raw
     /// syscalls on what was prepared before the fork.
     fn enter(tree: i32, unified: &std::ffi::CStr) -> std::io::Result<()> {
-        // SAFETY: unshare takes a flag; mount reads C string literals. The child of a fork is
-        // single-threaded, as unshare(CLONE_NEWNS) requires.
-        unsafe {
-            sys::cvt(libc::unshare(libc::CLONE_NEWNS))?;
-            sys::cvt(libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_SLAVE,
-                std::ptr::null(),
-            ))?;
-        }
+        // The child of a fork is single-threaded.
+        slave_mount_ns()?;
         crate::rootfs::move_mount_to_path(tree, unified)
     }
 
@@ -917,26 +907,34 @@ impl CriuYard {
     }
 }
 
-/// Move this process to a mount namespace of its own (slave: nothing propagates back to the
-/// caller's, and every mount keeps its peer group as its master, which criu copies to a bind
-/// mount it restores from an external source: on a host whose / is shared, systemd's default,
-/// a private namespace makes that copy fail with EINVAL) and bind `rootfs` on `target` there.
-fn private_mount_ns_with(rootfs: &Path, target: &Path) -> Result<()> {
-    let (r, t) = (sys::cstr(rootfs), sys::cstr(target));
-    // SAFETY: unshare takes a flag; mount reads the NUL-terminated CStrings `r` and `t` (alive
-    // for the calls) and C string literals. This process is single-threaded (CLONE_FS is not
-    // shared), as unshare(CLONE_NEWNS) requires.
+/// Move this process to a mount namespace of its own whose every mount is a slave: nothing
+/// mounted there propagates out. The caller must be single-threaded (unshare(CLONE_NEWNS)
+/// with CLONE_FS unshared).
+fn slave_mount_ns() -> std::io::Result<()> {
+    // SAFETY: unshare takes a flag; mount reads C string literals and null pointers.
     unsafe {
-        sys::cvt(libc::unshare(libc::CLONE_NEWNS))
-            .map_err(|e| Error::os("restore: a mount namespace for criu", e))?;
+        sys::cvt(libc::unshare(libc::CLONE_NEWNS))?;
         sys::cvt(libc::mount(
             std::ptr::null(),
             c"/".as_ptr(),
             std::ptr::null(),
             libc::MS_REC | libc::MS_SLAVE,
             std::ptr::null(),
-        ))
-        .map_err(|e| Error::os("restore: making the mount namespace a slave", e))?;
+        ))?;
+    }
+    Ok(())
+}
+
+/// Move this process to a mount namespace of its own (slave: nothing propagates back to the
+/// caller's, and every mount keeps its peer group as its master, which criu copies to a bind
+/// mount it restores from an external source: on a host whose / is shared, systemd's default,
+/// a private namespace makes that copy fail with EINVAL) and bind `rootfs` on `target` there.
+fn private_mount_ns_with(rootfs: &Path, target: &Path) -> Result<()> {
+    let (r, t) = (sys::cstr(rootfs), sys::cstr(target));
+    // This process is single-threaded (CLONE_FS is not shared).
+    slave_mount_ns().map_err(|e| Error::os("restore: a mount namespace for criu", e))?;
+    // SAFETY: mount reads the NUL-terminated CStrings `r` and `t`, alive for the call.
+    unsafe {
         sys::cvt(libc::mount(
             r.as_ptr(),
             t.as_ptr(),

@@ -760,17 +760,19 @@ fn wait_trampoline(chan: &Channel, id: &str) -> Result<()> {
     }
 }
 
-fn apply_resources(
+/// `linux.resources` with the default device rules after its own. Also without
+/// `linux.resources`: the device rules are an allowlist, so a config that sets no limits still
+/// gets the default devices and no others (as with runc), not every device of the host.
+pub(crate) fn apply_resources(
     cg: &sprout_cgroups::Manager,
     linux: Option<&oci_spec::runtime::Linux>,
 ) -> Result<()> {
-    if let Some(res) = linux.and_then(|l| l.resources().as_ref()) {
-        let res = sprout_cgroups::with_default_device_rules(
-            res,
-            linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]),
-        );
-        cg.apply(&res)?;
-    }
+    let none = oci_spec::runtime::LinuxResources::default();
+    let res = sprout_cgroups::with_default_device_rules(
+        linux.and_then(|l| l.resources().as_ref()).unwrap_or(&none),
+        linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]),
+    );
+    cg.apply(&res)?;
     Ok(())
 }
 

@@ -2346,6 +2346,84 @@ fn device_rules_alone_decide_access_to_linux_devices() {
     );
 }
 
+/// The device rules are an allowlist also without a deny-all first, and without any
+/// `linux.resources` at all: the default devices and those the rules allow, nothing else (runc
+/// denies the same). Before: on cgroup v1 allow rules only added to the "a *:* rwm" a new
+/// devices cgroup inherits, and a config without `linux.resources` got no device rules on v1
+/// or v2, so its container could open any device node it made or was given.
+#[test]
+fn device_rules_deny_what_they_do_not_allow_without_a_deny_all() {
+    let ctx = Ctx::new("devdflt");
+    // 10:229 is /dev/fuse's number: not a default device. Writing to it without a rule fails
+    // in open(2) with EPERM; with one it gets past the device cgroup (whatever the driver says).
+    let script = "echo x >/dev/xfuse; echo x >/dev/null; echo null=$?";
+    let run = |resources: Option<Value>| {
+        let mut b = ctx.bundle(&["sh", "-c", script]);
+        b.set(
+            "/linux/devices",
+            json!([{"path": "/dev/xfuse", "type": "c", "major": 10, "minor": 229}]),
+        );
+        match resources {
+            Some(r) => {
+                b.set("/linux/resources", r);
+            }
+            None => {
+                b.config["linux"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("resources");
+            }
+        }
+        let o = b.run();
+        o.assert_ok();
+        assert!(o.stdout.contains("null=0"), "{}", o.describe());
+        o.stderr.contains("xfuse: Operation not permitted")
+    };
+    assert!(run(None), "no linux.resources: /dev/xfuse was not denied");
+    assert!(
+        run(Some(json!({"devices": [
+            {"allow": true, "type": "c", "major": 1, "minor": 5, "access": "rwm"}]}))),
+        "allow rules only: /dev/xfuse was not denied"
+    );
+    assert!(
+        run(Some(json!({"pids": {"limit": 100}}))),
+        "no device rules: /dev/xfuse was not denied"
+    );
+    // The control: a rule for it lets it through.
+    assert!(
+        !run(Some(json!({"devices": [
+            {"allow": true, "type": "c", "major": 10, "minor": 229, "access": "rwm"}]}))),
+        "an allow rule for 10:229 did not let it through"
+    );
+
+    // `update --resources` keeps the config's device rules, as runc's `update` does: rules given
+    // there would have replaced the allowlist (v2) or added to it (v1), the defaults dropped.
+    let mut b = ctx.bundle(&["sleep", "1000"]);
+    b.set(
+        "/linux/devices",
+        json!([{"path": "/dev/xfuse", "type": "c", "major": 10, "minor": 229}]),
+    );
+    b.create().assert_ok();
+    b.start().assert_ok();
+    let res = ctx.dir.join("update-devices.json");
+    fs::write(
+        &res,
+        json!({"devices": [{"allow": true, "access": "rwm"}], "pids": {"limit": 90}}).to_string(),
+    )
+    .unwrap();
+    ctx.rt(&["update", "-r", res.to_str().unwrap(), &b.id])
+        .assert_ok();
+    let o = b.exec(&[], &["sh", "-c", "echo x >/dev/xfuse"]);
+    o.assert_fail();
+    assert!(
+        o.stderr.contains("Operation not permitted"),
+        "update --resources changed the device rules: {}",
+        o.describe()
+    );
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+}
+
 /// A seccomp agent on `l`: takes the listener fd (SCM_RIGHTS) of each connection and answers
 /// every notification with SECCOMP_USER_NOTIF_FLAG_CONTINUE until the filter's last user is
 /// gone (POLLHUP) or 30 s pass. Returns the number of notifications answered.

@@ -381,6 +381,20 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
     assert_eq!(p["CPUShares"], 512);
     assert_eq!(p["CPUQuotaPerSecUSec"], 500000);
     assert_eq!(p["TasksMax"], 77);
+    // The device allowlist too (runc's properties): without them a `systemctl daemon-reload`
+    // would make systemd write `a` to the scope's v1 devices.allow. The config has no device
+    // rules: the defaults alone, on a deny-all.
+    assert_eq!(p["DevicePolicy"], "strict", "{p}");
+    let allow = p["DeviceAllow"].as_array().expect("DeviceAllow");
+    for want in [
+        json!(["/dev/char/1:3", "rwm"]),
+        json!(["/dev/char/5:2", "rwm"]),
+        json!(["char-*", "m"]),
+        json!(["block-*", "m"]),
+    ] {
+        assert!(allow.contains(&want), "{want} not in {allow:?}");
+    }
+    assert_eq!(allow.len(), 11, "{allow:?}");
 
     // The init is in the scope in systemd's hierarchies (placed by the fake through PIDs=)
     // and in the others (joined by sprout), and nowhere else.

@@ -12,7 +12,13 @@ use crate::{resources, Layout, Result};
 type Props = fn(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()>;
 
 /// The property writers (controller, function), in the order their properties are sent.
-const PROPS: &[(&str, Props)] = &[("memory", memory), ("cpu", cpu), ("pids", pids), ("io", io)];
+const PROPS: &[(&str, Props)] = &[
+    ("memory", memory),
+    ("cpu", cpu),
+    ("pids", pids),
+    ("io", io),
+    ("devices", devices),
+];
 
 /// The resource properties runc's and crun's systemd drivers set. Validates what it maps
 /// (the same field-named errors as cgroupfs `apply`).
@@ -152,6 +158,129 @@ fn io(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// DevicePolicy and DeviceAllow from the device rules (the config's, then the defaults), as
+/// runc and crun send them. systemd applies a unit's device policy again whenever it realizes
+/// the unit (a `systemctl daemon-reload`, which package managers run): with the default
+/// policy and no list, on cgroup v1 it writes `a` to the scope's devices.allow, and every
+/// device of the host would be open to the container from then on. On v2 systemd attaches a
+/// program of its own beside the one sprout attaches; a device is usable only if both allow it.
+///
+/// systemd has no deny rules, so the list is each allow rule less the access of the later deny
+/// rules that cover all of its devices: where a deny covers only part of an allow rule (one
+/// device of a wildcard), the allow rule stays whole. The list allows at least what the rules
+/// do (sprout's own filter, written after the unit starts, is exact) and exactly that for the
+/// usual deny-all-then-allow lists. An allow-all that no deny takes back is
+/// `DevicePolicy=auto` with no list. The order is runc's: an empty DeviceAllow first (it clears
+/// a list), then DevicePolicy, then the list (the other order makes systemd ≥ 230 mark every
+/// unit NeedDaemonReload).
+fn devices(_: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
+    let Some(list) = res.devices().as_deref() else {
+        return Ok(());
+    };
+    let rules = crate::ebpf::parse_rules(list)?;
+    let allowed = device_allow_list(&rules);
+    let entries = |v: Vec<(String, String)>| {
+        Value::Array(
+            "(ss)".into(),
+            v.into_iter()
+                .map(|(path, acc)| Value::Struct(vec![Value::str(path), Value::str(acc)]))
+                .collect(),
+        )
+    };
+    p.push(prop("DeviceAllow", entries(Vec::new())));
+    match allowed {
+        None => p.push(prop("DevicePolicy", Value::str("auto"))),
+        Some(v) => {
+            p.push(prop("DevicePolicy", Value::str("strict")));
+            p.push(prop("DeviceAllow", entries(v)));
+        }
+    }
+    Ok(())
+}
+
+/// The DeviceAllow entries (`path`, "rwm" subset) for `rules` (see [`devices`]); `None`: every
+/// device is allowed (an allow-all rule that no later deny-all takes back).
+pub(crate) fn device_allow_list(rules: &[crate::ebpf::Rule]) -> Option<Vec<(String, String)>> {
+    use crate::ebpf::{ACC_MKNOD, ACC_READ, ACC_WRITE, DEV_BLOCK, DEV_CHAR};
+    const ALL: u32 = ACC_MKNOD | ACC_READ | ACC_WRITE;
+    // A deny rule `d` covers an allow rule `a` when every device `a` names is one `d` names.
+    let covers = |d: &crate::ebpf::Rule, a: &crate::ebpf::Rule| {
+        (d.typ.is_none() || d.typ == a.typ)
+            && (d.major.is_none() || d.major == a.major)
+            && (d.minor.is_none() || d.minor == a.minor)
+    };
+    let mut groups: Option<Vec<(u32, String)>> = None;
+    let mut out = Vec::new();
+    for (i, a) in rules.iter().enumerate().filter(|(_, r)| r.allow) {
+        let access = rules[i + 1..]
+            .iter()
+            .filter(|d| !d.allow && covers(d, a))
+            .fold(a.access, |acc, d| acc & !d.access);
+        if access == 0 {
+            continue;
+        }
+        if a.typ.is_none() && a.major.is_none() && a.minor.is_none() && access == ALL {
+            return None;
+        }
+        let perms: String = [(ACC_READ, 'r'), (ACC_WRITE, 'w'), (ACC_MKNOD, 'm')]
+            .iter()
+            .filter(|(bit, _)| access & bit != 0)
+            .map(|(_, c)| *c)
+            .collect();
+        let types = match a.typ {
+            Some(t) => vec![t],
+            None => vec![DEV_CHAR, DEV_BLOCK],
+        };
+        for t in types {
+            let (prefix, dir) = if t == DEV_BLOCK {
+                ("block-", "block")
+            } else {
+                ("char-", "char")
+            };
+            let path = match (a.major, a.minor) {
+                (Some(maj), Some(min)) => format!("/dev/{dir}/{maj}:{min}"),
+                // Every minor of a major: systemd ≥ 240 takes the number, older ones only the
+                // group's name in /proc/devices (both name every major of that group).
+                (Some(maj), None) => {
+                    let g = groups.get_or_insert_with(proc_devices);
+                    match g
+                        .iter()
+                        .find(|(m, name)| *m == maj && name.starts_with(prefix))
+                    {
+                        Some((_, name)) => name.clone(),
+                        None => format!("{prefix}{maj}"),
+                    }
+                }
+                // "*:n" has no systemd form: every device of the type (more than the rule).
+                (None, _) => format!("{prefix}*"),
+            };
+            out.push((path, perms.clone()));
+        }
+    }
+    Some(out)
+}
+
+/// /proc/devices as (major, "char-NAME" or "block-NAME").
+fn proc_devices() -> Vec<(u32, String)> {
+    let text = std::fs::read_to_string("/proc/devices").unwrap_or_default();
+    let mut prefix = "char-";
+    let mut out = Vec::new();
+    for line in text.lines() {
+        match line.trim() {
+            "Character devices:" => prefix = "char-",
+            "Block devices:" => prefix = "block-",
+            l => {
+                if let Some((maj, name)) = l.split_once(' ') {
+                    if let Ok(m) = maj.parse::<u32>() {
+                        out.push((m, format!("{prefix}{}", name.trim())));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A cpuset list ("0-3,6") as systemd's CPU bitmask: bit n of byte n/8 is CPU (or node) n.

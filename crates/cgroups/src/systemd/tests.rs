@@ -669,3 +669,138 @@ fn decoder_rejects_every_truncation() {
         }
     }
 }
+
+fn allow_list(rules: serde_json::Value) -> Option<Vec<(String, String)>> {
+    let list: Vec<oci_spec::runtime::LinuxDeviceCgroup> = serde_json::from_value(rules).unwrap();
+    super::props::device_allow_list(&crate::ebpf::parse_rules(&list).unwrap())
+}
+
+fn entry(path: &str, acc: &str) -> (String, String) {
+    (path.to_string(), acc.to_string())
+}
+
+/// The device rules as DeviceAllow entries: systemd's strict list allows at least what the
+/// rules allow (its program and sprout's must both allow a device on v2), exactly that for a
+/// deny-all followed by allows; an allow-all nothing takes back is no list at all.
+#[test]
+fn device_rules_become_a_strict_allow_list() {
+    // podman's shape: deny all, then allows, then sprout's defaults.
+    let mut rules = vec![serde_json::json!({"allow": false, "access": "rwm"})];
+    let res = crate::with_default_device_rules(&oci_spec::runtime::LinuxResources::default(), &[]);
+    rules.extend(
+        res.devices()
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|r| serde_json::to_value(r).unwrap()),
+    );
+    let got = allow_list(serde_json::Value::Array(rules)).expect("a strict list");
+    for want in [
+        entry("char-*", "m"),
+        entry("block-*", "m"),
+        entry("/dev/char/1:3", "rwm"),
+        entry("/dev/char/5:2", "rwm"),
+        entry("/dev/char/10:200", "rwm"),
+    ] {
+        assert!(got.contains(&want), "{want:?} missing from {got:?}");
+    }
+    // 136:* (the ptys) by its /proc/devices group where the host lists one, else by number.
+    assert!(
+        got.iter()
+            .any(|(p, a)| (p == "char-pts" || p == "char-136") && a == "rwm"),
+        "{got:?}"
+    );
+    assert_eq!(got.len(), 2 + crate::DEFAULT_DEVICES.len(), "{got:?}");
+
+    // Allow-all: no list (DevicePolicy=auto), unless a deny-all after it takes it back.
+    assert_eq!(
+        allow_list(serde_json::json!([{"allow": true, "access": "rwm"}])),
+        None
+    );
+    assert_eq!(
+        allow_list(serde_json::json!([
+            {"allow": true, "access": "rwm"},
+            {"allow": false, "access": "rwm"},
+            {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rw"}])),
+        Some(vec![entry("/dev/char/1:3", "rw")])
+    );
+    // A later deny that covers the rule's devices takes its access away; one that covers only
+    // part of a wildcard leaves the rule whole (sprout's own filter denies that part).
+    assert_eq!(
+        allow_list(serde_json::json!([
+            {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rwm"},
+            {"allow": false, "type": "c", "major": 1, "access": "w"}])),
+        Some(vec![entry("/dev/char/1:3", "rm")])
+    );
+    let got = allow_list(serde_json::json!([
+        {"allow": true, "type": "c", "major": 1, "access": "rwm"},
+        {"allow": false, "type": "c", "major": 1, "minor": 3, "access": "rwm"}]))
+    .unwrap();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].0 == "char-mem" || got[0].0 == "char-1", "{got:?}");
+    assert_eq!(
+        allow_list(serde_json::json!([
+            {"allow": true, "type": "b", "major": 8, "minor": 0, "access": "r"},
+            {"allow": false, "type": "b", "major": 8, "minor": 0, "access": "rwm"}])),
+        Some(vec![])
+    );
+    // Type a with numbers: both types; "*:n" has no systemd form: the whole type.
+    assert_eq!(
+        allow_list(serde_json::json!([
+            {"allow": true, "type": "a", "major": 1, "minor": 3, "access": "r"},
+            {"allow": true, "type": "c", "minor": 3, "access": "w"}])),
+        Some(vec![
+            entry("/dev/char/1:3", "r"),
+            entry("/dev/block/1:3", "r"),
+            entry("char-*", "w")
+        ])
+    );
+}
+
+/// The properties go in runc's order: an empty DeviceAllow, DevicePolicy, then the list (the
+/// other order makes systemd mark the unit NeedDaemonReload), after the resource properties.
+#[test]
+fn device_properties_in_runcs_order() {
+    let mut r = LinuxResources::default();
+    r.set_devices(Some(
+        serde_json::from_value(serde_json::json!([
+            {"allow": false, "access": "rwm"},
+            {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rwm"}]))
+        .unwrap(),
+    ));
+    for layout in [Layout::V2, Layout::Hybrid] {
+        let p = props_map(&resource_props(layout, &r).unwrap());
+        let got: Vec<(&str, String)> = p.iter().map(|(k, v)| (k.as_str(), v.signature())).collect();
+        assert_eq!(
+            got,
+            [
+                ("DeviceAllow", "a(ss)".to_string()),
+                ("DevicePolicy", "s".to_string()),
+                ("DeviceAllow", "a(ss)".to_string())
+            ]
+        );
+        assert_eq!(p[0].1, Value::Array("(ss)".into(), vec![]));
+        assert_eq!(p[1].1, Value::str("strict"));
+        assert_eq!(
+            p[2].1,
+            Value::Array(
+                "(ss)".into(),
+                vec![Value::Struct(vec![
+                    Value::str("/dev/char/1:3"),
+                    Value::str("rwm")
+                ])]
+            )
+        );
+    }
+    r.set_devices(Some(
+        serde_json::from_value(serde_json::json!([{"allow": true, "access": "rwm"}])).unwrap(),
+    ));
+    let p = props_map(&resource_props(Layout::V2, &r).unwrap());
+    assert_eq!(
+        p,
+        vec![
+            ("DeviceAllow".into(), Value::Array("(ss)".into(), vec![])),
+            ("DevicePolicy".into(), Value::str("auto"))
+        ]
+    );
+}

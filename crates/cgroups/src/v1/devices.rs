@@ -1,6 +1,13 @@
 //! v1 `devices`: devices.allow / devices.deny, one rule per write(2).
+//!
+//! The rules are an allowlist (runtime-spec `linux.resources.devices`, as on v2, where the
+//! device program denies what no rule allows): unless the first rule sets the whole mode
+//! itself (type `a`: the kernel clears the list and takes the rule's verdict as the default),
+//! `a` goes to devices.deny first. A new v1 devices cgroup inherits its parent's list, on most
+//! hosts "a *:* rwm", and allow rules alone would only add to that (runc's rules emulator
+//! starts from deny-all the same way).
 
-use oci_spec::runtime::LinuxResources;
+use oci_spec::runtime::{LinuxDeviceType, LinuxResources};
 
 use super::dir;
 use crate::resources as r;
@@ -13,7 +20,11 @@ pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
     if list.is_empty() {
         return Ok(());
     }
-    let mut rules = Vec::with_capacity(list.len());
+    let mut rules = Vec::with_capacity(list.len() + 1);
+    let sets_mode = list[0].typ().unwrap_or(LinuxDeviceType::A) == LinuxDeviceType::A;
+    if !sets_mode {
+        rules.push((false, "a".to_string(), 0));
+    }
     for (i, d) in list.iter().enumerate() {
         rules.push((d.allow(), r::device_rule(i, d)?, i));
     }

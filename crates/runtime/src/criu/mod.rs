@@ -1044,13 +1044,7 @@ pub fn restore(
     st.cgroup = Some(cg.clone());
     st.cgroup_pending = false;
     store.save(&st)?;
-    if let Some(res) = resources {
-        let res = sprout_cgroups::with_default_device_rules(
-            res,
-            linux.and_then(|l| l.devices().as_deref()).unwrap_or(&[]),
-        );
-        cg.apply(&res)?;
-    }
+    crate::create::apply_resources(&cg, linux)?;
     trace.mark("cgroup");
 
     // criu needs the rootfs as a mount point. This process moves to a mount namespace of its

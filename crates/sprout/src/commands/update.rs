@@ -175,8 +175,12 @@ pub fn run(store: &Store, a: UpdateArgs) -> Result<i32> {
     {
         *l = 1.into();
     }
-    let r: oci_spec::runtime::LinuxResources =
+    let mut r: oci_spec::runtime::LinuxResources =
         serde_json::from_value(res).map_err(|e| Error::msg(format!("--resources: {e}")))?;
+    // The device rules stay those of the config, with the defaults after them, as runc's
+    // `update` keeps them: rules given here would replace the allowlist (v2) or add to it (v1)
+    // without the defaults.
+    r.set_devices(None);
     st.cgroup
         .as_ref()
         .ok_or_else(|| Error::msg("container has no cgroup"))?

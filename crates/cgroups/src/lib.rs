@@ -544,6 +544,37 @@ impl Manager {
         cgroupfs::add_pid_to(pid, self.unified.iter())
     }
 
+    /// Pure v2: put `pid` into the cgroup `of` is in now, if that is the container's cgroup or
+    /// below it; the directory joined. runc's fallback for `exec` (its issue 2356): an init
+    /// that moved itself into a sub-cgroup and enabled controllers in the container's cgroup
+    /// leaves no room for processes there (EBUSY). A cgroup outside the container's, where an
+    /// init without a cgroup namespace may have gone, is not joined: sprout writes into no
+    /// cgroup it did not make or that the container's own cgroup does not hold.
+    pub fn add_pid_to_cgroup_of(&self, of: i32, pid: i32) -> Result<PathBuf> {
+        let u = self
+            .unified
+            .as_ref()
+            .filter(|_| self.layout == Layout::V2)
+            .ok_or_else(|| Error::Invalid("not a pure cgroup v2 host".into()))?;
+        let proc = PathBuf::from(format!("/proc/{of}/cgroup"));
+        let cur = fs::read(&proc)
+            .map(|s| path::SelfCgroup::parse(&s))
+            .map_err(|e| fs::io_err(&proc, e))?
+            .unified
+            .ok_or_else(|| Error::Invalid(format!("no cgroup2 entry in {}", proc.display())))?;
+        let dir = path::under(&u.mount, &cur);
+        if !dir.starts_with(&u.dir) || cur.split('/').any(|c| c == "..") {
+            return Err(Error::Invalid(format!(
+                "pid {of} is in {}, outside the container's cgroup {}",
+                dir.display(),
+                u.dir.display()
+            )));
+        }
+        let procs = dir.join("cgroup.procs");
+        fs::write(&procs, pid.to_string().as_bytes()).map_err(|e| fs::io_err(&procs, e))?;
+        Ok(dir)
+    }
+
     /// O_PATH|O_DIRECTORY fd of the cgroup2 leaf for CLONE_INTO_CGROUP (pure v2 only).
     pub fn v2_dir_fd(&self) -> Option<OwnedFd> {
         if !self.backend().clone_into(self) {

@@ -349,6 +349,18 @@ pub fn exec(store: &Store, o: &ExecOpts, trace: &mut Trace) -> Result<i32> {
             } else {
                 cg.add_pid_tracking(helper)
             };
+            // runc's fallback on pure v2: where the container's cgroup can hold no process
+            // (its init moved into a sub-cgroup and enabled controllers), the init's cgroup,
+            // unless --cgroup named one.
+            let r = r.or_else(|e| {
+                if sub_cg.is_none() && joins.is_empty() {
+                    cg.add_pid_to_cgroup_of(st.pid, helper)
+                        .map(|_| ())
+                        .map_err(|_| e)
+                } else {
+                    Err(e)
+                }
+            });
             if let Err(e) = r {
                 kill_and_reap(&helper_pidfd);
                 return Err(e.into());

@@ -541,6 +541,17 @@ fn update_takes_minus_one_for_unlimited() {
         let q = cgroup_file(&b.id, "cpu.cfs_quota_us").expect("cpu.cfs_quota_us");
         assert_eq!(read_trim(&q), "-1");
     }
+    // runc's update.bats "common limits": after a swap limit, `--memory -1` alone lifts the
+    // swap limit too on v2 (v1's memsw follows the memory limit by itself). Before: the old
+    // memory.swap.max stayed.
+    if cgroup_file(&b.id, "memory.swap.max").is_some() {
+        ctx.rt(&["update", "--memory", "50M", "--memory-swap", "92M", &b.id])
+            .assert_ok();
+        let sw = cgroup_file(&b.id, "memory.swap.max").unwrap();
+        assert_eq!(read_trim(&sw), (42u64 << 20).to_string());
+        ctx.rt(&["update", "--memory", "-1", &b.id]).assert_ok();
+        assert_eq!(read_trim(&sw), "max", "--memory -1 left the swap limit");
+    }
     // Other negative values are still refused, naming the flag.
     let o = ctx.rt(&["update", "--memory", "-2", &b.id]);
     o.assert_fail();
@@ -2422,6 +2433,54 @@ fn device_rules_deny_what_they_do_not_allow_without_a_deny_all() {
     );
     b.kill("KILL").assert_ok();
     b.wait_status("stopped");
+}
+
+/// runc's cgroups.bats "runc exec (cgroup v2 + init process in non-root cgroup) succeeds" (its
+/// issue 2356): once the init has moved into a sub-cgroup and controllers are enabled in the
+/// container's cgroup, that cgroup can hold no process (EBUSY); `exec` joins the init's cgroup
+/// instead. Before: exec failed naming the EBUSY.
+#[test]
+fn exec_joins_the_inits_cgroup_when_the_containers_cannot_hold_processes() {
+    if !Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        eprintln!("skipped: needs a pure cgroup v2 host (this one mounts v1 hierarchies)");
+        return;
+    }
+    let ctx = Ctx::new("execsubcg");
+    let mut b = ctx.bundle(&["sleep", "1000"]);
+    b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "cgroup"}));
+    for m in b.config["mounts"].as_array_mut().unwrap() {
+        if m["type"] == "cgroup" || m["type"] == "cgroup2" {
+            m["options"] = json!(["nosuid", "noexec", "nodev", "relatime", "rw"]);
+        }
+    }
+    b.set("/linux/resources/pids", json!({"limit": 100}));
+    b.create().assert_ok();
+    b.start().assert_ok();
+    let ctl = fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control").unwrap_or_default();
+    let o = b.exec(
+        &[],
+        &[
+            "sh",
+            "-euc",
+            "mkdir /sys/fs/cgroup/foo; echo 1 >/sys/fs/cgroup/foo/cgroup.procs; \
+             echo $$ >/sys/fs/cgroup/foo/cgroup.procs; \
+             echo +pids >/sys/fs/cgroup/cgroup.subtree_control",
+        ],
+    );
+    o.assert_ok();
+    let o = b.exec(&[], &["cat", "/proc/self/cgroup"]);
+    o.assert_ok();
+    assert_eq!(o.stdout.trim(), "0::/foo", "{}", o.describe());
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+    assert_eq!(
+        fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control").unwrap_or_default(),
+        ctl,
+        "the host's root cgroup was changed"
+    );
 }
 
 /// A seccomp agent on `l`: takes the listener fd (SCM_RIGHTS) of each connection and answers

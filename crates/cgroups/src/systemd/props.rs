@@ -18,6 +18,7 @@ const PROPS: &[(&str, Props)] = &[
     ("pids", pids),
     ("io", io),
     ("devices", devices),
+    ("unified", unified),
 ];
 
 /// The resource properties runc's and crun's systemd drivers set. Validates what it maps
@@ -59,16 +60,15 @@ fn memory(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
         if let Some(r) = resources::bytes("memory.reservation", mem.reservation())? {
             p.push(prop("MemoryLow", Value::U64(u64_or_infinity(r))));
         }
-        if let Some(s) = mem.swap() {
-            // Memory+swap in the spec, swap alone for systemd (as runc).
-            let v = match (s, limit) {
-                (-1, _) => Some(u64::MAX),
-                (s, Some(l)) if s > 0 && l > 0 && s >= l => Some((s - l) as u64),
-                _ => None,
-            };
-            if let Some(v) = v {
-                p.push(prop("MemorySwapMax", Value::U64(v)));
-            }
+        // Memory+swap in the spec, swap alone for systemd (as runc); an unlimited memory
+        // limit without a swap value lifts the swap limit too (as the cgroupfs write).
+        let v = match (mem.swap(), limit) {
+            (Some(-1), _) | (None, Some(-1)) => Some(u64::MAX),
+            (Some(s), Some(l)) if s > 0 && l > 0 && s >= l => Some((s - l) as u64),
+            _ => None,
+        };
+        if let Some(v) = v {
+            p.push(prop("MemorySwapMax", Value::U64(v)));
         }
     }
     Ok(())
@@ -96,17 +96,88 @@ fn cpu(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
     let quota = resources::quota(cpu.quota())?;
     let period = resources::period(cpu.period())?;
     if quota.is_some() || period.is_some() {
-        // Microseconds of CPU time per second; systemd keeps whole percents, so round
-        // up to 10ms (runc does the same, so that the cgroupfs write that follows wins).
-        let mut per_sec = u64::MAX;
-        if let Some(q) = quota.filter(|q| *q > 0) {
-            let period = period.unwrap_or(100_000);
-            per_sec = q as u64 * 1_000_000 / period;
-            if per_sec % 10_000 != 0 {
-                per_sec = (per_sec / 10_000 + 1) * 10_000;
+        p.push(prop(
+            "CPUQuotaPerSecUSec",
+            Value::U64(quota_per_sec(quota, period)),
+        ));
+    }
+    Ok(())
+}
+
+/// Microseconds of CPU time per second (`u64::MAX`: no quota); systemd keeps whole percents,
+/// so rounded up to 10ms (runc does the same, so that the cgroupfs write that follows wins).
+fn quota_per_sec(quota: Option<i64>, period: Option<u64>) -> u64 {
+    let Some(q) = quota.filter(|q| *q > 0) else {
+        return u64::MAX;
+    };
+    let per_sec = q as u64 * 1_000_000 / period.unwrap_or(100_000).max(1);
+    per_sec.div_ceil(10_000) * 10_000
+}
+
+/// The `unified` keys systemd has properties for, on v2 (runc's mapping): memory.min, .low,
+/// .high, .max and .swap.max, pids.max, cpu.weight, cpu.max, cpuset.cpus and .mems. Sent after
+/// the properties of the named fields, so they win where both set one (as in the cgroupfs
+/// write, where `unified` comes last). Without them a daemon-reload would reset those files to
+/// the unit's values. cpu.idle (CPUWeight=0, systemd ≥ 252) and the quota's period
+/// (CPUQuotaPeriodUSec, ≥ 242) would need systemd's version: cgroupfs only, as for the named
+/// fields. Other keys go to cgroupfs only.
+fn unified(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
+    let Some(map) = res.unified().as_ref().filter(|_| v2) else {
+        return Ok(());
+    };
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    for k in keys {
+        let v = map[k].trim();
+        let field = format!("unified.{k}");
+        let num = |s: &str| {
+            s.parse::<u64>()
+                .map_err(|_| resources::invalid(&field, format_args!("{s:?} is not a number")))
+        };
+        let max_or_num = |s: &str| if s == "max" { Ok(u64::MAX) } else { num(s) };
+        let (name, value) = match k.as_str() {
+            "memory.min" => ("MemoryMin", Value::U64(max_or_num(v)?)),
+            "memory.low" => ("MemoryLow", Value::U64(max_or_num(v)?)),
+            "memory.high" => ("MemoryHigh", Value::U64(max_or_num(v)?)),
+            "memory.max" => ("MemoryMax", Value::U64(max_or_num(v)?)),
+            "memory.swap.max" => ("MemorySwapMax", Value::U64(max_or_num(v)?)),
+            // systemd takes no TasksMax=0.
+            "pids.max" => ("TasksMax", Value::U64(max_or_num(v)?.max(1))),
+            "cpu.weight" => ("CPUWeight", Value::U64(num(v)?)),
+            "cpu.max" => {
+                let mut it = v.split_whitespace();
+                let quota = match it.next() {
+                    Some("max") => None,
+                    Some(q) => Some(num(q)? as i64),
+                    None => return Err(resources::invalid(&field, "empty value")),
+                };
+                let period = it.next().map(num).transpose()?;
+                if it.next().is_some() {
+                    return Err(resources::invalid(
+                        &field,
+                        format_args!("{v:?} is not \"QUOTA [PERIOD]\""),
+                    ));
+                }
+                (
+                    "CPUQuotaPerSecUSec",
+                    Value::U64(quota_per_sec(quota, period)),
+                )
             }
-        }
-        p.push(prop("CPUQuotaPerSecUSec", Value::U64(per_sec)));
+            "cpuset.cpus" | "cpuset.mems" => {
+                let bits = cpu_list_bits(v)
+                    .map_err(|why| resources::invalid(&field, format_args!("{v:?}: {why}")))?;
+                (
+                    if k == "cpuset.cpus" {
+                        "AllowedCPUs"
+                    } else {
+                        "AllowedMemoryNodes"
+                    },
+                    Value::Array("y".into(), bits.into_iter().map(Value::Byte).collect()),
+                )
+            }
+            _ => continue,
+        };
+        p.push(prop(name, value));
     }
     Ok(())
 }

@@ -804,3 +804,68 @@ fn device_properties_in_runcs_order() {
         ]
     );
 }
+
+/// runc's update.bats "common limits": an unlimited memory limit with no swap value lifts the
+/// swap limit too (MemorySwapMax=infinity on v2, as the cgroupfs write); v1 has no swap property.
+#[test]
+fn unlimited_memory_without_swap_lifts_the_swap_limit() {
+    let r = res(serde_json::json!({"memory": {"limit": -1}}));
+    assert_eq!(
+        props_map(&resource_props(Layout::V2, &r).unwrap()),
+        vec![
+            ("MemoryMax".into(), Value::U64(u64::MAX)),
+            ("MemorySwapMax".into(), Value::U64(u64::MAX))
+        ]
+    );
+    assert_eq!(
+        props_map(&resource_props(Layout::Hybrid, &r).unwrap()),
+        vec![("MemoryLimit".into(), Value::U64(u64::MAX))]
+    );
+}
+
+/// runc's cgroups.bats "resources.unified only/override": on v2 the unified keys systemd has
+/// properties for become them, after the named fields' (so they win, as in the cgroupfs write);
+/// others, and every key on v1, go to cgroupfs only.
+#[test]
+fn unified_keys_become_systemd_properties_on_v2() {
+    let r = res(serde_json::json!({
+        "memory": {"limit": 33554432},
+        "unified": {
+            "memory.min": "131072", "memory.low": "524288", "memory.high": " 20971520 ",
+            "memory.max": "41943040", "memory.swap.max": "max", "pids.max": "0",
+            "cpu.weight": "50", "cpu.max": "10000 100000", "cpuset.cpus": "0-1",
+            "memory.oom.group": "1", "io.weight": "default 100"
+        }
+    }));
+    assert_eq!(
+        props_map(&resource_props(Layout::V2, &r).unwrap()),
+        vec![
+            ("MemoryMax".into(), Value::U64(33554432)),
+            ("CPUQuotaPerSecUSec".into(), Value::U64(100_000)),
+            ("CPUWeight".into(), Value::U64(50)),
+            (
+                "AllowedCPUs".into(),
+                Value::Array("y".into(), vec![Value::Byte(3)])
+            ),
+            ("MemoryHigh".into(), Value::U64(20971520)),
+            ("MemoryLow".into(), Value::U64(524288)),
+            ("MemoryMax".into(), Value::U64(41943040)),
+            ("MemoryMin".into(), Value::U64(131072)),
+            ("MemorySwapMax".into(), Value::U64(u64::MAX)),
+            ("TasksMax".into(), Value::U64(1)),
+        ]
+    );
+    assert_eq!(
+        props_map(&resource_props(Layout::Hybrid, &r).unwrap()),
+        vec![("MemoryLimit".into(), Value::U64(33554432))]
+    );
+    let bad = res(serde_json::json!({"unified": {"memory.min": "lots"}}));
+    let e = resource_props(Layout::V2, &bad).unwrap_err().to_string();
+    assert!(
+        e.contains("unified.memory.min") && e.contains("lots"),
+        "{e}"
+    );
+    let bad = res(serde_json::json!({"unified": {"cpu.max": "1 2 3"}}));
+    let e = resource_props(Layout::V2, &bad).unwrap_err().to_string();
+    assert!(e.contains("unified.cpu.max"), "{e}");
+}

@@ -19,9 +19,13 @@ pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
     let limit = r::bytes("memory.limit", mem.limit())?;
     let swap = r::bytes("memory.swap", mem.swap())?;
     let reservation = r::bytes("memory.reservation", mem.reservation())?;
-    let swap = match swap {
-        Some(s) => Some(swap_v2(s, limit)?),
-        None => None,
+    let swap = match (swap, limit) {
+        (Some(s), _) => Some(swap_v2(s, limit)?),
+        // An unlimited memory limit with no swap given lifts the swap limit too (runc's
+        // conversion, as v1's memsw follows the limit): `update --memory -1` after a swap
+        // limit would leave that swap limit behind otherwise.
+        (None, Some(-1)) => Some("max".to_string()),
+        (None, _) => None,
     };
     if let Some(s) = mem.swappiness() {
         if s > 100 {

@@ -43,7 +43,7 @@ pub(crate) fn create(
 /// would share its limits, its freezer and its `kill --all`. The directory whose
 /// cgroup.procs lists members (the v1 freezer hierarchy, else the cgroup2 leaf), sub-cgroups
 /// included, is only read.
-fn check_existing_empty(m: &Manager, created: &[PathBuf]) -> Result<()> {
+pub(crate) fn check_existing_empty(m: &Manager, created: &[PathBuf]) -> Result<()> {
     let Some(dir) = m
         .procs_dir()
         .filter(|d| !created.iter().chain(&m.created).any(|c| c == d))
@@ -67,10 +67,14 @@ fn check_existing_empty(m: &Manager, created: &[PathBuf]) -> Result<()> {
 /// Both freezers are looked at (the v1 freezer hierarchy and the cgroup2 leaf, which on a
 /// hybrid host freezes the init too). The cgroup is not ours: it is only read, never
 /// thawed or removed. Nothing is read for a directory this create made.
-fn check_existing_not_frozen(m: &Manager, created: &[PathBuf]) -> Result<()> {
+pub(crate) fn check_existing_not_frozen(m: &Manager, created: &[PathBuf]) -> Result<()> {
     let existed = |d: &Path| !created.iter().chain(&m.created).any(|c| c == d);
     let mut frozen = None;
-    if let Some(h) = m.v1_hier("freezer").filter(|h| existed(&h.dir)) {
+    // (With the systemd driver the directories are only planned: one not there is not frozen.)
+    if let Some(h) = m
+        .v1_hier("freezer")
+        .filter(|h| existed(&h.dir) && h.dir.is_dir())
+    {
         // FREEZING counts: a task joining it is frozen too.
         if crate::v1::freezer::read_state(&h.dir)? != "THAWED" {
             frozen = Some(&h.dir);

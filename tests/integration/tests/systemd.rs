@@ -431,6 +431,27 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
     );
     assert_eq!(fake.calls_for(&unit).len(), 1, "exec must not call systemd");
 
+    // A second container with the same cgroupsPath is refused with runc's words before it
+    // asks systemd for anything, and the first container's unit is left alone. Before: its
+    // StartTransientUnit failed with UnitExists and the failed create's clean-up sent StopUnit
+    // for the first container's scope.
+    let mut b2 = ctx.bundle(&["true"]);
+    b2.set(
+        "/linux/cgroupsPath",
+        json!(format!("machine.slice:sprout:{}", b.id)),
+    );
+    let o = b2.create_with(&["--systemd-cgroup"]);
+    o.assert_fail()
+        .assert_one_line_error(&["container's cgroup is not empty"]);
+    assert_eq!(
+        fake.calls_for(&unit).len(),
+        1,
+        "the second create called systemd about the first one's unit: {:?}",
+        fake.calls_for(&unit)
+    );
+    assert!(fake.unit_exists(&unit));
+    assert_eq!(b.state()["status"], "running", "{}", b.state());
+
     // ps / pause / resume work on the scope's directories.
     let ps = ctx.rt(&["ps", "--format", "json", &b.id]);
     ps.assert_ok();

@@ -130,9 +130,13 @@ fn unit_of(m: &Manager) -> &Unit {
 
 impl Backend for Driver {
     /// [`prepare`]: the scope is made by systemd in `add_pid` (a scope cannot exist without a
-    /// process), so there is no existing cgroup for runc's empty/frozen checks to look at.
+    /// process). Where its cgroup exists already (another container's scope of the same name,
+    /// a leftover), runc's checks refuse it as with cgroupfs: processes in it, or frozen
+    /// (systemd would move the init into the frozen scope and the start would wait for ever).
     fn create(&self, m: &mut Manager, _refuse_frozen: bool) -> Result<()> {
-        prepare(m)
+        prepare(m)?;
+        crate::cgroupfs::check_existing_empty(m, &[])?;
+        crate::cgroupfs::check_existing_not_frozen(m, &[])
     }
 
     /// Before the unit exists (in `create`) the resources are checked and kept for `add_pid`;
@@ -673,6 +677,12 @@ fn join(m: &Manager, unit: &Unit, pid: i32) -> Result<()> {
 /// `Manager::destroy` with --systemd-cgroup: stop the unit, reset it, remove what is left.
 pub(crate) fn stop(m: &Manager, unit: &Unit) -> Result<()> {
     let mut live = unit.live();
+    if live.fresh && !live.started {
+        // A `create` that failed before its unit started (StartTransientUnit refused, e.g.
+        // UnitExists: another container's scope of that name): nothing of systemd's or in the
+        // scope's directories is ours to stop or remove.
+        return Ok(());
+    }
     let mut first_err = None;
     match conn_or_connect(&mut live) {
         Ok(mut c) => {

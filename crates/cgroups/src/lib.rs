@@ -545,12 +545,12 @@ impl Manager {
     }
 
     /// Pure v2: put `pid` into the cgroup `of` is in now, if that is the container's cgroup or
-    /// below it; the directory joined. runc's fallback for `exec` (its issue 2356): an init
+    /// below it. runc's fallback for `exec` (its issue 2356): an init
     /// that moved itself into a sub-cgroup and enabled controllers in the container's cgroup
     /// leaves no room for processes there (EBUSY). A cgroup outside the container's, where an
     /// init without a cgroup namespace may have gone, is not joined: sprout writes into no
     /// cgroup it did not make or that the container's own cgroup does not hold.
-    pub fn add_pid_to_cgroup_of(&self, of: i32, pid: i32) -> Result<PathBuf> {
+    pub fn add_pid_to_cgroup_of(&self, of: i32, pid: i32) -> Result<()> {
         let u = self
             .unified
             .as_ref()
@@ -571,8 +571,7 @@ impl Manager {
             )));
         }
         let procs = dir.join("cgroup.procs");
-        fs::write(&procs, pid.to_string().as_bytes()).map_err(|e| fs::io_err(&procs, e))?;
-        Ok(dir)
+        fs::write(&procs, pid.to_string().as_bytes()).map_err(|e| fs::io_err(&procs, e))
     }
 
     /// O_PATH|O_DIRECTORY fd of the cgroup2 leaf for CLONE_INTO_CGROUP (pure v2 only).

@@ -5,7 +5,6 @@ use serde_json::{json, Value};
 use sprout_integration_tests::*;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -1127,8 +1126,7 @@ fn home_defaults_from_passwd() {
 /// Before: only the container's cgroup was bound at /sys/fs/cgroup, and that path did not exist.
 #[test]
 fn cgroup_mount_without_a_cgroup_namespace_has_the_containers_path() {
-    if !Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        eprintln!("skipped: needs a pure cgroup v2 host (this one mounts v1 hierarchies)");
+    if skip_unless_pure_v2() {
         return;
     }
     let ctx = Ctx::new("cgnsless");
@@ -1153,8 +1151,7 @@ fn cgroup_mount_without_a_cgroup_namespace_has_the_containers_path() {
 /// container ran, and the container's view is the whole tree, read-only.
 #[test]
 fn cgroup_mount_without_a_cgroup_namespace_keeps_the_hosts_cgroup2_options() {
-    if !Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        eprintln!("skipped: needs a pure cgroup v2 host (this one mounts v1 hierarchies)");
+    if skip_unless_pure_v2() {
         return;
     }
     let Some(before) = host_cgroup2_options() else {

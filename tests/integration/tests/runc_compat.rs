@@ -2441,8 +2441,7 @@ fn device_rules_deny_what_they_do_not_allow_without_a_deny_all() {
 /// instead. Before: exec failed naming the EBUSY.
 #[test]
 fn exec_joins_the_inits_cgroup_when_the_containers_cannot_hold_processes() {
-    if !Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        eprintln!("skipped: needs a pure cgroup v2 host (this one mounts v1 hierarchies)");
+    if skip_unless_pure_v2() {
         return;
     }
     let ctx = Ctx::new("execsubcg");

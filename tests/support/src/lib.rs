@@ -1021,6 +1021,15 @@ pub fn missing_controllers(need: &[&str]) -> (Vec<String>, String) {
     (missing, "/proc/self/cgroup".to_string())
 }
 
+/// `true` (and the skip line printed) unless this is a pure cgroup v2 host.
+pub fn skip_unless_pure_v2() -> bool {
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        return false;
+    }
+    eprintln!("skipped: needs a pure cgroup v2 host (this one mounts v1 hierarchies)");
+    true
+}
+
 /// Print why and return true when the containers of this test cannot have the cgroup
 /// controllers `need` (see [`missing_controllers`]): the test then returns, reported as skipped.
 pub fn skip_without_controllers(need: &[&str]) -> bool {
@@ -1501,8 +1510,8 @@ macro_rules! suite_api {
             host_cgroup2_options, is_zombie, json_set, missing_controllers, mount_point,
             mount_points, mount_snapshot, new_mount_points_since, new_mounts_since, os, pid_alive,
             poll, relative_base, runtime_bin, runtime_name, safe_remove_dir, serde_json,
-            skip_without_controllers, status_field, wait_for, CmdOpts, Output, Spawned,
-            CMD_TIMEOUT,
+            skip_unless_pure_v2, skip_without_controllers, status_field, wait_for, CmdOpts, Output,
+            Spawned, CMD_TIMEOUT,
         };
 
         /// Per-test context: its own `--root`, scratch directory and id prefix.

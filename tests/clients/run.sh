@@ -426,11 +426,16 @@ pm_exec_paused() { local n=ep-$PMRT
   pmset; cap timeout 20 "${PODMAN[@]}" exec $n true; local r=$RC o=$OUT
   pm unpause $n >/dev/null; pm rm -f -t0 $n >/dev/null
   echo "rc=$r: $o"; [ "$r" != 0 ] && [ "$r" != 124 ]; }
+# cpu.weight for cpu.shares 512 with runtime $1: 59 with the conversion of runc >= 1.3.2 and
+# crun >= 1.23, which sprout follows; 20 with the linear one of the older runc and crun that
+# Debian ships (the peers this script runs beside sprout)
+weight_of_512() { if [ "$1" = sprout ]; then echo 59; else echo 20; fi; }
 pm_misc_flags() {
-  # v2: cpu.shares 512 is cpu.weight 20 (runc's and crun's conversion), the reservation is
-  # memory.low, and swappiness has no v2 file (podman drops it with a warning)
+  # v2: cpu.shares 512 is cpu.weight 59 (runc >= 1.3.2's and crun >= 1.23's conversion; 20 with
+  # the linear one of the older runc and crun that Debian ships), the reservation is memory.low,
+  # and swappiness has no v2 file (podman drops it with a warning)
   local files='/sys/fs/cgroup/cpu/cpu.shares /sys/fs/cgroup/memory/memory.soft_limit_in_bytes /sys/fs/cgroup/memory/memory.swappiness' want="300 512 33554432 10 0 0"
-  [ -z "$CG2" ] || { files='/sys/fs/cgroup/cpu.weight /sys/fs/cgroup/memory.low'; want="300 20 33554432 0 0"; }
+  [ -z "$CG2" ] || { files='/sys/fs/cgroup/cpu.weight /sys/fs/cgroup/memory.low'; want="300 $(weight_of_512 "$PMRT") 33554432 0 0"; }
   cap pm run --rm --personality LINUX32 --oom-score-adj 300 --cpu-shares 512 --memory-reservation 32m --memory-swappiness 10 \
     --device-cgroup-rule 'c 1:3 rwm' --security-opt mask=/etc/group --annotation a.b=c \
     --tmpfs /run:exec,mode=1777 --mount type=bind,source=$TMP/vol,target=/mnt,bind-propagation=rslave "$IMG" sh -c \
@@ -843,9 +848,9 @@ dk_oom() { local n=oom-$DKRT
 dk_update() { local n=up-$DKRT
   dk run --runtime $DKRT -d --name $n --cpus 1 --pids-limit 50 "$IMG" sleep 1000 >/dev/null || return 1
   cap dk update --cpus 0.5 --pids-limit 40 --cpu-shares 512 $n; local r=$RC o=$OUT
-  # v2: cpu.shares 512 is cpu.weight 20 (runc's and crun's conversion)
+  # v2: cpu.shares 512 is cpu.weight 59 (weight_of_512)
   local c='cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/cpu/cpu.shares' want="50000 40 512"
-  [ -z "$CG2" ] || { c='cut -d" " -f1 /sys/fs/cgroup/cpu.max; cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/cpu.weight'; want="50000 40 20"; }
+  [ -z "$CG2" ] || { c='cut -d" " -f1 /sys/fs/cgroup/cpu.max; cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/cpu.weight'; want="50000 40 $(weight_of_512 "$DKRT")"; }
   cap dk exec $n sh -c "$c"
   dk rm -f $n >/dev/null; eq "$r" 0 || { echo "update: $o"; return 1; }; eq "$(echo $OUT)" "$want"; }
 dk_misc_flags() { cap dk run --runtime $DKRT --rm --cpuset-cpus 0 --oom-score-adj 500 --ulimit nofile=512:512 --group-add 1234 \

@@ -141,7 +141,7 @@ impl ResidentPool {
                 mgr.unified_path()
                     .and_then(Path::parent)
                     .map(|p| p.join("cpu.weight")),
-                (1 + (shares.clamp(2, 262_144) - 2) * 9999 / 262_142).clamp(1, 10_000),
+                crate::resources::shares_to_weight(shares.clamp(2, 262_144)),
             ),
         };
         let Some(file) = file else {

@@ -147,9 +147,23 @@ pub(crate) fn shares(v: Option<u64>) -> Result<Option<u64>> {
     }
 }
 
-/// cpu.shares (2..262144) -> cpu.weight (1..10000), as runc/crun do.
+/// cpu.shares (2..262144, default 1024) -> cpu.weight (1..10000, default 100), as runc ≥ 1.3.2
+/// (opencontainers/cgroups' ConvertCPUSharesToCgroupV2Value) and crun ≥ 1.23 convert: the
+/// exponent is a quadratic in log2(shares) through the three points (2, 1), (1024, 100) and
+/// (262144, 10000), so a v1 default maps to the v2 default (the linear formula before it gave
+/// 1024 -> 39, below systemd's and the kubelet's 100 for the same share). 0 stays "unset".
 pub(crate) fn shares_to_weight(shares: u64) -> u64 {
-    1 + ((shares - 2) * 9999) / 262142
+    match shares {
+        0 => 0,
+        1..=2 => 1,
+        262_144.. => 10_000,
+        s => {
+            let l = (s as f64).log2();
+            let exponent = (l * l + 125.0 * l) / 612.0 - 7.0 / 34.0;
+            // The value is within 1..=10000, so the cast neither truncates nor saturates.
+            10f64.powf(exponent).ceil() as u64
+        }
+    }
 }
 
 /// blkio weight (10..1000) -> io.weight (1..10000).
@@ -399,9 +413,25 @@ mod tests {
 
     #[test]
     fn conversions() {
-        assert_eq!(shares_to_weight(2), 1);
-        assert_eq!(shares_to_weight(1024), 39);
-        assert_eq!(shares_to_weight(262144), 10000);
+        for (shares, weight) in [
+            (0, 0),
+            (2, 1),
+            (3, 2),
+            (10, 4),
+            (100, 17),
+            (512, 59),
+            (1024, 100),
+            (2048, 174),
+            (262_143, 10_000),
+            (262_144, 10_000),
+        ] {
+            assert_eq!(shares_to_weight(shares), weight, "shares {shares}");
+        }
+        // The sum over the whole range, as runc 1.5.1's Go function gives it (math.Log2,
+        // math.Pow, math.Ceil over 0..=262144): one ulp of difference at a value near an
+        // integer would move it.
+        let sum: u64 = (0..=262_144).map(shares_to_weight).sum();
+        assert_eq!(sum, 1_405_378_461);
         assert_eq!(blkio_to_io_weight(10), 1);
         assert_eq!(blkio_to_io_weight(500), 4950);
         assert_eq!(blkio_to_io_weight(1000), 10000);

@@ -750,7 +750,7 @@ fn apply_v2_conversions() {
         "swap total minus limit"
     );
     assert_eq!(read(d.join("memory.low")), "50000000");
-    assert_eq!(read(d.join("cpu.weight")), "39");
+    assert_eq!(read(d.join("cpu.weight")), "100");
     assert_eq!(read(d.join("cpu.max")), "50000 100000");
     assert_eq!(read(d.join("cpu.max.burst")), "1000");
     assert_eq!(read(d.join("cpu.idle")), "1");

@@ -236,7 +236,7 @@ fn resource_properties_v1_and_v2() {
             ("MemoryMax".into(), Value::U64(67108864)),
             ("MemoryLow".into(), Value::U64(1048576)),
             ("MemorySwapMax".into(), Value::U64(67108864)),
-            ("CPUWeight".into(), Value::U64(39)),
+            ("CPUWeight".into(), Value::U64(100)),
             ("CPUQuotaPerSecUSec".into(), Value::U64(500_000)),
             ("TasksMax".into(), Value::U64(42)),
             ("IOWeight".into(), Value::U64(4950)),

@@ -2,7 +2,7 @@
 """A fake org.freedesktop.systemd1 for sprout's systemd cgroup driver test.
 
 It answers the part of systemd's D-Bus API that OCI runtimes use (StartTransientUnit,
-StopUnit, ResetFailedUnit, GetUnit, SetUnitProperties, JobRemoved) on a private
+StopUnit, ResetFailedUnit, GetUnit, SetUnitProperties, JobRemoved, the Version property) on a private
 dbus-daemon, and does with cgroups what systemd would, but only below the TEST
 PROCESS'S OWN cgroup:
 
@@ -43,6 +43,9 @@ ROOT = "/sys/fs/cgroup"
 IFACE = "org.freedesktop.systemd1.Manager"
 PATH = "/org/freedesktop/systemd1"
 INFINITY = 2**64 - 1
+# The manager's Version property (org.freedesktop.DBus.Properties.Get): a systemd new enough
+# for every property runc sends (CPUQuotaPeriodUSec, AllowedCPUs, CPUWeight=0).
+VERSION = "257.9-fake"
 MANAGED = {"unified", "name=systemd", "memory", "cpu", "cpuacct", "pids", "blkio", "devices"}
 
 
@@ -160,8 +163,9 @@ class Fake(dbus.service.Object):
                     set_("cpu.shares", int(props["CPUShares"]))
                 if "CPUQuotaPerSecUSec" in props:
                     v = int(props["CPUQuotaPerSecUSec"])
-                    set_("cpu.cfs_period_us", 100000)
-                    set_("cpu.cfs_quota_us", -1 if v == INFINITY else v * 100000 // 1000000)
+                    period = int(props.get("CPUQuotaPeriodUSec", 100000))
+                    set_("cpu.cfs_period_us", period)
+                    set_("cpu.cfs_quota_us", -1 if v == INFINITY else v * period // 1000000)
             if "pids" in names and "TasksMax" in props:
                 v = int(props["TasksMax"])
                 set_("pids.max", "max" if v == INFINITY else v)
@@ -270,6 +274,15 @@ class Fake(dbus.service.Object):
         if u is None:
             raise self.no_such(name)
         self.apply(u["dirs"], props)
+
+    @dbus.service.method("org.freedesktop.DBus.Properties", in_signature="ss", out_signature="v")
+    def Get(self, iface, name):
+        self.log(method="Get", interface=str(iface), property=str(name))
+        if str(iface) == IFACE and str(name) == "Version":
+            return dbus.String(VERSION, variant_level=1)
+        raise dbus.exceptions.DBusException(
+            "no property %s.%s in this fake" % (iface, name),
+            name="org.freedesktop.DBus.Error.UnknownProperty")
 
     @dbus.service.signal(IFACE, signature="uoss")
     def JobRemoved(self, id, job, unit, result):

@@ -2148,6 +2148,28 @@ fn update_cpu_burst() {
     assert_eq!(read_trim(&f), "0");
 }
 
+/// runc's update.bats "cpu idle": `update --cpu-idle 1` makes the cgroup SCHED_IDLE
+/// (cpu.idle, a v2 file, kernel >= 5.15), 0 takes it back; bad values fail naming the flag or
+/// the field. Before: an unknown flag.
+#[test]
+fn update_cpu_idle() {
+    let ctx = Ctx::new("updidle");
+    let b = running(&ctx);
+    let bad = ctx.rt(&["update", "--cpu-idle", "2", &b.id]);
+    bad.assert_fail().assert_one_line_error(&["cpu.idle"]);
+    let bad = ctx.rt(&["update", "--cpu-idle", "yes", &b.id]);
+    bad.assert_fail().assert_one_line_error(&["--cpu-idle"]);
+    let Some(f) = cgroup_file(&b.id, "cpu.idle") else {
+        eprintln!("skipped: no cpu.idle in the container's cgroup (kernel before 5.15 or no v2 cpu controller)");
+        return;
+    };
+    assert_eq!(read_trim(&f), "0");
+    ctx.rt(&["update", "--cpu-idle", "1", &b.id]).assert_ok();
+    assert_eq!(read_trim(&f), "1");
+    ctx.rt(&["update", "--cpu-idle", "0", &b.id]).assert_ok();
+    assert_eq!(read_trim(&f), "0");
+}
+
 /// A tmpfs of the test's own, reconfigured per case as runc's mounts_sshfs.bats does (its
 /// fallback when sshfs is missing): per-mount flags set with a bind remount. Unmounted on drop.
 struct FlagSource(PathBuf);

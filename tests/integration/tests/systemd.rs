@@ -357,7 +357,7 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
         "/linux/resources",
         json!({
             "memory": {"limit": 67108864},
-            "cpu": {"shares": 512, "quota": 50000, "period": 100000},
+            "cpu": {"shares": 512, "quota": 50000, "period": 200000},
             "pids": {"limit": 77}
         }),
     );
@@ -379,7 +379,10 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
     // This host is hybrid (memory and cpu on v1): runc's v1 property names.
     assert_eq!(p["MemoryLimit"], 67108864);
     assert_eq!(p["CPUShares"], 512);
-    assert_eq!(p["CPUQuotaPerSecUSec"], 500000);
+    // The period too (systemd >= 242; the fake says 257): without it a daemon-reload would
+    // put the default 100ms back.
+    assert_eq!(p["CPUQuotaPeriodUSec"], 200000);
+    assert_eq!(p["CPUQuotaPerSecUSec"], 250000);
     assert_eq!(p["TasksMax"], 77);
     // The device allowlist too (runc's properties): without them a `systemctl daemon-reload`
     // would make systemd write `a` to the scope's v1 devices.allow. The config has no device
@@ -414,6 +417,7 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
     let cpu = fake.root("cpu").unwrap().join(&rel);
     assert_eq!(read_trim(&cpu.join("cpu.shares")), "512");
     assert_eq!(read_trim(&cpu.join("cpu.cfs_quota_us")), "50000");
+    assert_eq!(read_trim(&cpu.join("cpu.cfs_period_us")), "200000");
     assert!(fake.unit_exists(&unit));
 
     // exec joins the same scope (through cgroupfs, the unit exists already).
@@ -472,6 +476,8 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
         "134217728",
         "--pids-limit",
         "99",
+        "--cpu-quota",
+        "33333",
         &b.id,
     ])
     .assert_ok();
@@ -484,6 +490,12 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
     assert_eq!(set[0]["runtime"], true);
     assert_eq!(set[0]["props"]["MemoryLimit"], 134217728);
     assert_eq!(set[0]["props"]["TasksMax"], 99);
+    // A quota alone is per the cgroup's period (200ms): 166665us a second, which systemd keeps
+    // as 17%, so 170000, and cgroupfs gets the quota that gives back (34000), as runc >= 1.4.
+    assert_eq!(set[0]["props"]["CPUQuotaPeriodUSec"], 200000);
+    assert_eq!(set[0]["props"]["CPUQuotaPerSecUSec"], 170000);
+    assert_eq!(read_trim(&cpu.join("cpu.cfs_quota_us")), "34000");
+    assert_eq!(read_trim(&cpu.join("cpu.cfs_period_us")), "200000");
     assert_eq!(read_trim(&mem.join("memory.limit_in_bytes")), "134217728");
     assert_eq!(read_trim(&pids.join("pids.max")), "99");
 

@@ -47,7 +47,7 @@ use oci_spec::runtime::LinuxResources;
 use serde::{Deserialize, Serialize};
 
 use self::dbus::{Addr, Conn, Value};
-use self::props::{prop, resource_props};
+use self::props::{for_cgroupfs, prop, resource_props, Sd};
 use crate::backend::{Backend, Freezer};
 use crate::path::SelfCgroup;
 use crate::{fs, Error, Layout, Manager, OomEvents, Result, Stats};
@@ -142,10 +142,11 @@ impl Backend for Driver {
     /// Before the unit exists (in `create`) the resources are checked and kept for `add_pid`;
     /// later (`update`) they go to SetUnitProperties, then cgroupfs.
     fn apply(&self, m: &Manager, res: &LinuxResources) -> Result<()> {
-        if apply(m, unit_of(m), res)? {
+        let res = with_current_period(m, res);
+        if apply(m, unit_of(m), &res)? {
             return Ok(());
         }
-        m.fs_backend().apply(m, res)
+        m.fs_backend().apply(m, &for_cgroupfs(&res))
     }
 
     /// The first call of a `create` starts the transient unit with `PIDs=[pid]` ([`start`]).
@@ -177,6 +178,39 @@ impl Backend for Driver {
     fn clone_into(&self, m: &Manager) -> bool {
         !must_start(unit_of(m)) && m.fs_backend().clone_into(m)
     }
+}
+
+/// An `update` of the quota alone: the period it is per is the cgroup's current one, which
+/// systemd's CPUQuotaPerSecUSec and the rounded cgroupfs quota need (runc has it from the
+/// container's saved config and sends the whole set again). The resources unchanged where a
+/// period is given, no quota is, or the cgroup does not exist yet (a `create`).
+fn with_current_period<'r>(
+    m: &Manager,
+    res: &'r LinuxResources,
+) -> std::borrow::Cow<'r, LinuxResources> {
+    use std::borrow::Cow;
+    let quota_alone = res
+        .cpu()
+        .as_ref()
+        .is_some_and(|c| c.quota().is_some_and(|q| q != 0) && c.period().is_none_or(|p| p == 0));
+    if !quota_alone {
+        return Cow::Borrowed(res);
+    }
+    let current = match m.v1_path("cpu") {
+        Some(d) => fs::read_at(d, "cpu.cfs_period_us").ok(),
+        None => m
+            .unified_path()
+            .and_then(|d| fs::read_at(d, "cpu.max").ok())
+            .and_then(|s| s.split_whitespace().nth(1).map(str::to_string)),
+    };
+    let Some(period) = current.and_then(|s| s.trim().parse::<u64>().ok()) else {
+        return Cow::Borrowed(res);
+    };
+    let mut r = res.clone();
+    if let Some(c) = r.cpu_mut() {
+        c.set_period(Some(period));
+    }
+    Cow::Owned(r)
 }
 
 fn err(msg: impl std::fmt::Display) -> Error {
@@ -364,6 +398,45 @@ fn manager_cgroup(c: &mut Conn) -> Option<String> {
     }
 }
 
+/// systemd's version, the manager's `Version` property ("257.9-1", "v245.4-1.fc32": 257, 245),
+/// asked once per process; 0 where it cannot be had (runc's -1: no property that needs a
+/// version is sent).
+fn version(c: &mut Conn) -> u32 {
+    static VERSION: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let r = c.call(
+            DEST,
+            PATH,
+            "org.freedesktop.DBus.Properties",
+            "Get",
+            vec![Value::str(IFACE), Value::str("Version")],
+        );
+        match r.ok().as_deref() {
+            Some([Value::Variant(v)]) => v.as_str().map_or(0, parse_version),
+            _ => 0,
+        }
+    })
+}
+
+/// The leading number of a systemd version string, after any `"` and `v` (0 if none).
+pub(crate) fn parse_version(s: &str) -> u32 {
+    let t = s.trim_start_matches(['"', 'v']);
+    let end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    t[..end].parse().unwrap_or(0)
+}
+
+/// The resource properties for `res`; systemd's version asked on `conn` (connecting first if
+/// there is none yet) only where a property needs it.
+fn props_on(layout: Layout, res: &LinuxResources, conn: &mut Option<Conn>) -> Result<Vec<Value>> {
+    let mut ask = || {
+        if conn.is_none() {
+            *conn = connect().ok().map(|(c, _)| c);
+        }
+        conn.as_mut().map_or(0, version)
+    };
+    resource_props(&mut Sd::new(layout, &mut ask), res)
+}
+
 /// The pid of the systemd process at the other end.
 fn systemd_pid(c: &mut Conn) -> Option<i32> {
     if !c.bus {
@@ -473,7 +546,7 @@ fn reset_failed(c: &mut Conn, unit: &str) {
 
 /// Every property of StartTransientUnit for `unit` with `pid` (`None` for a slice unit).
 pub(crate) fn start_props(
-    layout: Layout,
+    sd: &mut Sd,
     unit: &Unit,
     pid: Option<u32>,
     res: Option<&LinuxResources>,
@@ -500,7 +573,7 @@ pub(crate) fn start_props(
     p.push(prop("CPUAccounting", Value::Bool(true)));
     p.push(prop("TasksAccounting", Value::Bool(true)));
     p.push(prop(
-        if layout == Layout::V2 {
+        if sd.v2 {
             "IOAccounting"
         } else {
             "BlockIOAccounting"
@@ -508,7 +581,7 @@ pub(crate) fn start_props(
         Value::Bool(true),
     ));
     if let Some(res) = res {
-        p.extend(resource_props(layout, res)?);
+        p.extend(resource_props(sd, res)?);
     }
     Ok(p)
 }
@@ -526,12 +599,14 @@ pub(crate) fn start_body(name: &str, props: Vec<Value>) -> Vec<Value> {
 /// `Manager::apply` with --systemd-cgroup. `Ok(true)`: kept for [`start`] (the unit does
 /// not exist yet); `Ok(false)`: the caller writes cgroupfs (after SetUnitProperties here).
 pub(crate) fn apply(m: &Manager, unit: &Unit, res: &LinuxResources) -> Result<bool> {
-    let props = resource_props(m.layout, res)?;
     let mut live = unit.live();
     if live.fresh && !live.started {
+        // Checked now (the errors do not depend on systemd's version), sent by `start`.
+        resource_props(&mut Sd::new(m.layout, &mut || 0), res)?;
         live.pending = Some(res.clone());
         return Ok(true);
     }
+    let props = props_on(m.layout, res, &mut live.conn)?;
     if !props.is_empty() {
         let mut c = conn_or_connect(&mut live)?;
         c.call(
@@ -563,8 +638,13 @@ pub(crate) fn start(m: &Manager, unit: &Unit, pid: i32) -> Result<()> {
     let mut live = unit.live();
     let pending = live.pending.take();
     let scope_pid = (!unit.is_slice()).then_some(pid as u32);
-    let props = start_props(m.layout, unit, scope_pid, pending.as_ref())?;
     let mut c = conn_or_connect(&mut live)?;
+    let props = start_props(
+        &mut Sd::new(m.layout, &mut || version(&mut c)),
+        unit,
+        scope_pid,
+        pending.as_ref(),
+    )?;
     let body = start_body(&unit.name, props);
     let mut retried = false;
     let job = loop {
@@ -621,7 +701,7 @@ pub(crate) fn start(m: &Manager, unit: &Unit, pid: i32) -> Result<()> {
     drop(live);
     join(m, unit, pid)?;
     if let Some(res) = pending {
-        m.fs_backend().apply(m, &res)?;
+        m.fs_backend().apply(m, &for_cgroupfs(&res))?;
     }
     Ok(())
 }

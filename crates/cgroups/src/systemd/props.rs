@@ -8,8 +8,37 @@ use oci_spec::runtime::LinuxResources;
 use super::dbus::Value;
 use crate::{resources, Layout, Result};
 
-/// One controller's properties: appends them to `p` (`v2`: the unit is on a pure v2 host).
-type Props = fn(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()>;
+/// What the property writers know of the systemd they talk to.
+pub(crate) struct Sd<'a> {
+    /// The unit is on a pure cgroup v2 host.
+    pub(crate) v2: bool,
+    /// systemd's version (0: unknown, and then no property that needs a version is sent, as
+    /// runc does), asked for only when a property depends on it.
+    version: &'a mut dyn FnMut() -> u32,
+}
+
+impl<'a> Sd<'a> {
+    pub(crate) fn new(layout: Layout, version: &'a mut dyn FnMut() -> u32) -> Sd<'a> {
+        Sd {
+            v2: layout == Layout::V2,
+            version,
+        }
+    }
+
+    fn at_least(&mut self, v: u32) -> bool {
+        (self.version)() >= v
+    }
+}
+
+/// CPUQuotaPeriodUSec: systemd ≥ 242.
+const QUOTA_PERIOD_SINCE: u32 = 242;
+/// AllowedCPUs and AllowedMemoryNodes: systemd ≥ 244.
+const CPUSET_SINCE: u32 = 244;
+/// CPUWeight=0, which sets cpu.idle: systemd ≥ 252.
+const CPU_IDLE_SINCE: u32 = 252;
+
+/// One controller's properties: appends them to `p`.
+type Props = fn(sd: &mut Sd, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()>;
 
 /// The property writers (controller, function), in the order their properties are sent.
 const PROPS: &[(&str, Props)] = &[
@@ -22,14 +51,49 @@ const PROPS: &[(&str, Props)] = &[
 ];
 
 /// The resource properties runc's and crun's systemd drivers set. Validates what it maps
-/// (the same field-named errors as cgroupfs `apply`).
-pub(crate) fn resource_props(layout: Layout, res: &LinuxResources) -> Result<Vec<Value>> {
-    let v2 = layout == Layout::V2;
+/// (the same field-named errors as cgroupfs `apply`, whatever the version).
+pub(crate) fn resource_props(sd: &mut Sd, res: &LinuxResources) -> Result<Vec<Value>> {
     let mut p = Vec::new();
     for (_, props) in PROPS {
-        props(v2, res, &mut p)?;
+        props(sd, res, &mut p)?;
     }
     Ok(p)
+}
+
+/// The resources as the cgroupfs write after the properties takes them: a quota systemd
+/// rounded up to whole percents (see [`quota_per_sec`]) is written rounded the same way, so
+/// that the unit and the cgroup agree and a daemon-reload changes nothing (runc ≥ 1.4 does
+/// the same).
+pub(crate) fn for_cgroupfs(res: &LinuxResources) -> std::borrow::Cow<'_, LinuxResources> {
+    use std::borrow::Cow;
+    let Some(cpu) = res.cpu() else {
+        return Cow::Borrowed(res);
+    };
+    let (Some(q), period) = (cpu.quota().filter(|q| *q > 0), cpu.period()) else {
+        return Cow::Borrowed(res);
+    };
+    let period = period.filter(|p| *p > 0).unwrap_or(DEFAULT_PERIOD);
+    let rounded = rounded_quota(q, period);
+    if rounded == q {
+        return Cow::Borrowed(res);
+    }
+    let mut r = res.clone();
+    if let Some(c) = r.cpu_mut() {
+        c.set_quota(Some(rounded));
+    }
+    Cow::Owned(r)
+}
+
+/// The kernel's and systemd's default CFS period, 100ms.
+const DEFAULT_PERIOD: u64 = 100_000;
+
+/// The quota (per `period`) that CPUQuotaPerSecUSec rounded up to 10ms per second gives back.
+fn rounded_quota(quota: i64, period: u64) -> i64 {
+    let per_sec = quota_per_sec(Some(quota), Some(period));
+    if per_sec == u64::MAX {
+        return quota;
+    }
+    i64::try_from(u128::from(per_sec) * u128::from(period) / 1_000_000).unwrap_or(quota)
 }
 
 pub(super) fn prop(name: &str, v: Value) -> Value {
@@ -45,7 +109,8 @@ fn u64_or_infinity(v: i64) -> u64 {
 }
 
 /// MemoryLimit (v1) or MemoryMax; on v2 also MemoryLow and MemorySwapMax.
-fn memory(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
+fn memory(sd: &mut Sd, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
+    let v2 = sd.v2;
     let Some(mem) = res.memory() else {
         return Ok(());
     };
@@ -74,13 +139,20 @@ fn memory(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
     Ok(())
 }
 
-/// CPUShares (v1) or CPUWeight; on v2 the cpuset's AllowedCPUs and AllowedMemoryNodes (the
-/// runtime-spec keeps them under `cpu`); CPUQuotaPerSecUSec.
-fn cpu(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
+/// CPUShares (v1) or CPUWeight, or on v2 CPUWeight=0 for `idle` 1 (systemd ≥ 252; the weight
+/// is then left out, as the kernel refuses cpu.weight of an idle cgroup); on v2 the cpuset's
+/// AllowedCPUs and AllowedMemoryNodes (the runtime-spec keeps them under `cpu`);
+/// CPUQuotaPeriodUSec (≥ 242) and CPUQuotaPerSecUSec.
+fn cpu(sd: &mut Sd, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
     let Some(cpu) = res.cpu() else {
         return Ok(());
     };
-    if let Some(s) = resources::shares(cpu.shares())? {
+    let v2 = sd.v2;
+    let shares = resources::shares(cpu.shares())?;
+    let idle = resources::idle(cpu.idle())? == Some(1) && v2 && sd.at_least(CPU_IDLE_SINCE);
+    if idle {
+        p.push(prop("CPUWeight", Value::U64(0)));
+    } else if let Some(s) = shares {
         if v2 {
             p.push(prop(
                 "CPUWeight",
@@ -91,17 +163,26 @@ fn cpu(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
         }
     }
     if v2 {
-        cpuset(cpu, p)?;
+        cpuset(sd, cpu, p)?;
     }
     let quota = resources::quota(cpu.quota())?;
     let period = resources::period(cpu.period())?;
+    cpu_quota(sd, quota, period, p);
+    Ok(())
+}
+
+/// CPUQuotaPeriodUSec for a period (systemd ≥ 242: without it a daemon-reload puts the
+/// default period back), then CPUQuotaPerSecUSec, as runc sends them.
+fn cpu_quota(sd: &mut Sd, quota: Option<i64>, period: Option<u64>, p: &mut Vec<Value>) {
+    if let Some(per) = period.filter(|_| sd.at_least(QUOTA_PERIOD_SINCE)) {
+        p.push(prop("CPUQuotaPeriodUSec", Value::U64(per)));
+    }
     if quota.is_some() || period.is_some() {
         p.push(prop(
             "CPUQuotaPerSecUSec",
             Value::U64(quota_per_sec(quota, period)),
         ));
     }
-    Ok(())
 }
 
 /// Microseconds of CPU time per second (`u64::MAX`: no quota); systemd keeps whole percents,
@@ -110,7 +191,7 @@ fn quota_per_sec(quota: Option<i64>, period: Option<u64>) -> u64 {
     let Some(q) = quota.filter(|q| *q > 0) else {
         return u64::MAX;
     };
-    let per_sec = q as u64 * 1_000_000 / period.unwrap_or(100_000).max(1);
+    let per_sec = q as u64 * 1_000_000 / period.unwrap_or(DEFAULT_PERIOD).max(1);
     per_sec.div_ceil(10_000) * 10_000
 }
 
@@ -118,13 +199,14 @@ fn quota_per_sec(quota: Option<i64>, period: Option<u64>) -> u64 {
 /// .high, .max and .swap.max, pids.max, cpu.weight, cpu.max, cpuset.cpus and .mems. Sent after
 /// the properties of the named fields, so they win where both set one (as in the cgroupfs
 /// write, where `unified` comes last). Without them a daemon-reload would reset those files to
-/// the unit's values. cpu.idle (CPUWeight=0, systemd ≥ 252) and the quota's period
-/// (CPUQuotaPeriodUSec, ≥ 242) would need systemd's version: cgroupfs only, as for the named
-/// fields. Other keys go to cgroupfs only.
-fn unified(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
-    let Some(map) = res.unified().as_ref().filter(|_| v2) else {
+/// the unit's values. cpu.idle 1 is CPUWeight=0 (systemd ≥ 252; a cpu.weight beside it is then
+/// left to cgroupfs, as runc does), cpu.max's period CPUQuotaPeriodUSec (≥ 242). Other keys go
+/// to cgroupfs only.
+fn unified(sd: &mut Sd, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
+    let Some(map) = res.unified().as_ref().filter(|_| sd.v2) else {
         return Ok(());
     };
+    let idle = map.get("cpu.idle").map(|v| v.trim()) == Some("1") && sd.at_least(CPU_IDLE_SINCE);
     let mut keys: Vec<&String> = map.keys().collect();
     keys.sort();
     for k in keys {
@@ -143,7 +225,8 @@ fn unified(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
             "memory.swap.max" => ("MemorySwapMax", Value::U64(max_or_num(v)?)),
             // systemd takes no TasksMax=0.
             "pids.max" => ("TasksMax", Value::U64(max_or_num(v)?.max(1))),
-            "cpu.weight" => ("CPUWeight", Value::U64(num(v)?)),
+            "cpu.idle" if idle => ("CPUWeight", Value::U64(0)),
+            "cpu.weight" if !idle => ("CPUWeight", Value::U64(num(v)?)),
             "cpu.max" => {
                 let mut it = v.split_whitespace();
                 let quota = match it.next() {
@@ -158,14 +241,16 @@ fn unified(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
                         format_args!("{v:?} is not \"QUOTA [PERIOD]\""),
                     ));
                 }
-                (
-                    "CPUQuotaPerSecUSec",
-                    Value::U64(quota_per_sec(quota, period)),
-                )
+                // A quota without a period is one per systemd's (and the kernel's) default.
+                cpu_quota(sd, quota, Some(period.unwrap_or(DEFAULT_PERIOD)), p);
+                continue;
             }
             "cpuset.cpus" | "cpuset.mems" => {
                 let bits = cpu_list_bits(v)
                     .map_err(|why| resources::invalid(&field, format_args!("{v:?}: {why}")))?;
+                if !sd.at_least(CPUSET_SINCE) {
+                    continue;
+                }
                 (
                     if k == "cpuset.cpus" {
                         "AllowedCPUs"
@@ -185,7 +270,7 @@ fn unified(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
 /// cpuset: systemd (>= 244, cgroup v2) owns cpuset.cpus/mems of the unit through
 /// AllowedCPUs/AllowedMemoryNodes; without them a daemon-reload would reset what the
 /// cgroupfs write sets (runc and crun send both).
-fn cpuset(cpu: &oci_spec::runtime::LinuxCpu, p: &mut Vec<Value>) -> Result<()> {
+fn cpuset(sd: &mut Sd, cpu: &oci_spec::runtime::LinuxCpu, p: &mut Vec<Value>) -> Result<()> {
     for (name, field, v) in [
         ("AllowedCPUs", "cpu.cpus", cpu.cpus()),
         ("AllowedMemoryNodes", "cpu.mems", cpu.mems()),
@@ -193,6 +278,9 @@ fn cpuset(cpu: &oci_spec::runtime::LinuxCpu, p: &mut Vec<Value>) -> Result<()> {
         if let Some(list) = v.as_deref().filter(|l| !l.trim().is_empty()) {
             let bits = cpu_list_bits(list)
                 .map_err(|why| resources::invalid(field, format_args!("{list:?}: {why}")))?;
+            if !sd.at_least(CPUSET_SINCE) {
+                continue;
+            }
             p.push(prop(
                 name,
                 Value::Array("y".into(), bits.into_iter().map(Value::Byte).collect()),
@@ -203,7 +291,7 @@ fn cpuset(cpu: &oci_spec::runtime::LinuxCpu, p: &mut Vec<Value>) -> Result<()> {
 }
 
 /// TasksMax.
-fn pids(_: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
+fn pids(_: &mut Sd, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
     if let Some(pids) = res.pids() {
         match pids.limit() {
             l if l > 0 => p.push(prop("TasksMax", Value::U64(l as u64))),
@@ -215,7 +303,8 @@ fn pids(_: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
 }
 
 /// BlockIOWeight (v1) or IOWeight.
-fn io(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
+fn io(sd: &mut Sd, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
+    let v2 = sd.v2;
     if let Some(b) = res.block_io() {
         if let Some(w) = resources::blkio_weight("blockIO.weight", b.weight())? {
             if v2 {
@@ -246,7 +335,7 @@ fn io(v2: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
 /// `DevicePolicy=auto` with no list. The order is runc's: an empty DeviceAllow first (it clears
 /// a list), then DevicePolicy, then the list (the other order makes systemd ≥ 230 mark every
 /// unit NeedDaemonReload).
-fn devices(_: bool, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
+fn devices(_: &mut Sd, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
     let Some(list) = res.devices().as_deref() else {
         return Ok(());
     };

@@ -198,6 +198,15 @@ fn res(j: serde_json::Value) -> LinuxResources {
     serde_json::from_value(j).unwrap()
 }
 
+/// The resource properties with systemd 257 (Debian 13's) at the other end.
+fn rp(layout: Layout, r: &LinuxResources) -> Result<Vec<Value>> {
+    rp_at(layout, 257, r)
+}
+
+fn rp_at(layout: Layout, version: u32, r: &LinuxResources) -> Result<Vec<Value>> {
+    resource_props(&mut Sd::new(layout, &mut || version), r)
+}
+
 fn props_map(p: &[Value]) -> Vec<(String, Value)> {
     p.iter()
         .map(|v| match v {
@@ -218,18 +227,19 @@ fn resource_properties_v1_and_v2() {
         "pids": {"limit": 42},
         "blockIO": {"weight": 500}
     }));
-    let v1 = props_map(&resource_props(Layout::Hybrid, &r).unwrap());
+    let v1 = props_map(&rp(Layout::Hybrid, &r).unwrap());
     assert_eq!(
         v1,
         vec![
             ("MemoryLimit".into(), Value::U64(67108864)),
             ("CPUShares".into(), Value::U64(1024)),
+            ("CPUQuotaPeriodUSec".into(), Value::U64(100_000)),
             ("CPUQuotaPerSecUSec".into(), Value::U64(500_000)),
             ("TasksMax".into(), Value::U64(42)),
             ("BlockIOWeight".into(), Value::U64(500)),
         ]
     );
-    let v2 = props_map(&resource_props(Layout::V2, &r).unwrap());
+    let v2 = props_map(&rp(Layout::V2, &r).unwrap());
     assert_eq!(
         v2,
         vec![
@@ -237,6 +247,7 @@ fn resource_properties_v1_and_v2() {
             ("MemoryLow".into(), Value::U64(1048576)),
             ("MemorySwapMax".into(), Value::U64(67108864)),
             ("CPUWeight".into(), Value::U64(100)),
+            ("CPUQuotaPeriodUSec".into(), Value::U64(100_000)),
             ("CPUQuotaPerSecUSec".into(), Value::U64(500_000)),
             ("TasksMax".into(), Value::U64(42)),
             ("IOWeight".into(), Value::U64(4950)),
@@ -253,10 +264,11 @@ fn resource_properties_edge_values() {
         "pids": {"limit": -1}
     }));
     assert_eq!(
-        props_map(&resource_props(Layout::V2, &r).unwrap()),
+        props_map(&rp(Layout::V2, &r).unwrap()),
         vec![
             ("MemoryMax".into(), Value::U64(u64::MAX)),
             ("MemorySwapMax".into(), Value::U64(u64::MAX)),
+            ("CPUQuotaPeriodUSec".into(), Value::U64(100_000)),
             ("CPUQuotaPerSecUSec".into(), Value::U64(130_000)),
             ("TasksMax".into(), Value::U64(u64::MAX)),
         ]
@@ -264,24 +276,35 @@ fn resource_properties_edge_values() {
     // quota -1 (unlimited) with a period: infinity.
     let r = res(serde_json::json!({"cpu": {"quota": -1, "period": 50000}}));
     assert_eq!(
-        props_map(&resource_props(Layout::V1, &r).unwrap()),
-        vec![("CPUQuotaPerSecUSec".into(), Value::U64(u64::MAX))]
+        props_map(&rp(Layout::V1, &r).unwrap()),
+        vec![
+            ("CPUQuotaPeriodUSec".into(), Value::U64(50_000)),
+            ("CPUQuotaPerSecUSec".into(), Value::U64(u64::MAX))
+        ]
     );
     // Unset or zero fields give no property.
     let r = res(
         serde_json::json!({"memory": {"limit": 0}, "cpu": {"shares": 0}, "pids": {"limit": 0}}),
     );
-    assert!(resource_props(Layout::V2, &r).unwrap().is_empty());
+    assert!(rp(Layout::V2, &r).unwrap().is_empty());
     // Invalid values fail with the field's name, before anything is sent.
     let r = res(serde_json::json!({"cpu": {"shares": 1}}));
-    let e = resource_props(Layout::V1, &r).unwrap_err().to_string();
+    let e = rp(Layout::V1, &r).unwrap_err().to_string();
     assert!(e.contains("linux.resources.cpu.shares"), "{e}");
 }
 
 #[test]
 fn start_properties() {
     let u = Unit::new("p-n.scope".into(), "machine.slice".into(), "n");
-    let p = props_map(&start_props(Layout::Hybrid, &u, Some(77), None).unwrap());
+    let p = props_map(
+        &start_props(
+            &mut Sd::new(Layout::Hybrid, &mut || 257),
+            &u,
+            Some(77),
+            None,
+        )
+        .unwrap(),
+    );
     let names: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         names,
@@ -304,7 +327,7 @@ fn start_properties() {
     assert_eq!(p[4].1, Value::Bool(false));
     // A slice unit: no PIDs, no Delegate, Wants= its parent.
     let u = Unit::new("x-y.slice".into(), "x.slice".into(), "n");
-    let p = props_map(&start_props(Layout::V2, &u, None, None).unwrap());
+    let p = props_map(&start_props(&mut Sd::new(Layout::V2, &mut || 257), &u, None, None).unwrap());
     assert_eq!(
         p[1],
         (
@@ -769,7 +792,7 @@ fn device_properties_in_runcs_order() {
         .unwrap(),
     ));
     for layout in [Layout::V2, Layout::Hybrid] {
-        let p = props_map(&resource_props(layout, &r).unwrap());
+        let p = props_map(&rp(layout, &r).unwrap());
         let got: Vec<(&str, String)> = p.iter().map(|(k, v)| (k.as_str(), v.signature())).collect();
         assert_eq!(
             got,
@@ -795,7 +818,7 @@ fn device_properties_in_runcs_order() {
     r.set_devices(Some(
         serde_json::from_value(serde_json::json!([{"allow": true, "access": "rwm"}])).unwrap(),
     ));
-    let p = props_map(&resource_props(Layout::V2, &r).unwrap());
+    let p = props_map(&rp(Layout::V2, &r).unwrap());
     assert_eq!(
         p,
         vec![
@@ -811,14 +834,14 @@ fn device_properties_in_runcs_order() {
 fn unlimited_memory_without_swap_lifts_the_swap_limit() {
     let r = res(serde_json::json!({"memory": {"limit": -1}}));
     assert_eq!(
-        props_map(&resource_props(Layout::V2, &r).unwrap()),
+        props_map(&rp(Layout::V2, &r).unwrap()),
         vec![
             ("MemoryMax".into(), Value::U64(u64::MAX)),
             ("MemorySwapMax".into(), Value::U64(u64::MAX))
         ]
     );
     assert_eq!(
-        props_map(&resource_props(Layout::Hybrid, &r).unwrap()),
+        props_map(&rp(Layout::Hybrid, &r).unwrap()),
         vec![("MemoryLimit".into(), Value::U64(u64::MAX))]
     );
 }
@@ -838,9 +861,10 @@ fn unified_keys_become_systemd_properties_on_v2() {
         }
     }));
     assert_eq!(
-        props_map(&resource_props(Layout::V2, &r).unwrap()),
+        props_map(&rp(Layout::V2, &r).unwrap()),
         vec![
             ("MemoryMax".into(), Value::U64(33554432)),
+            ("CPUQuotaPeriodUSec".into(), Value::U64(100_000)),
             ("CPUQuotaPerSecUSec".into(), Value::U64(100_000)),
             ("CPUWeight".into(), Value::U64(50)),
             (
@@ -856,16 +880,127 @@ fn unified_keys_become_systemd_properties_on_v2() {
         ]
     );
     assert_eq!(
-        props_map(&resource_props(Layout::Hybrid, &r).unwrap()),
+        props_map(&rp(Layout::Hybrid, &r).unwrap()),
         vec![("MemoryLimit".into(), Value::U64(33554432))]
     );
     let bad = res(serde_json::json!({"unified": {"memory.min": "lots"}}));
-    let e = resource_props(Layout::V2, &bad).unwrap_err().to_string();
+    let e = rp(Layout::V2, &bad).unwrap_err().to_string();
     assert!(
         e.contains("unified.memory.min") && e.contains("lots"),
         "{e}"
     );
     let bad = res(serde_json::json!({"unified": {"cpu.max": "1 2 3"}}));
-    let e = resource_props(Layout::V2, &bad).unwrap_err().to_string();
+    let e = rp(Layout::V2, &bad).unwrap_err().to_string();
     assert!(e.contains("unified.cpu.max"), "{e}");
+}
+
+/// runc's version gates: CPUQuotaPeriodUSec from systemd 242, AllowedCPUs/AllowedMemoryNodes
+/// from 244, CPUWeight=0 for cpu.idle from 252; an unknown version (0) sends none of them, and
+/// the version is asked for only where a property needs it.
+#[test]
+fn version_gated_properties() {
+    let r = res(serde_json::json!({
+        "cpu": {"shares": 1024, "quota": 50000, "period": 200000, "cpus": "0", "idle": 1}
+    }));
+    let names = |v: u32| -> Vec<String> {
+        props_map(&rp_at(Layout::V2, v, &r).unwrap())
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+    };
+    assert_eq!(names(0), ["CPUWeight", "CPUQuotaPerSecUSec"]);
+    assert_eq!(names(241), ["CPUWeight", "CPUQuotaPerSecUSec"]);
+    assert_eq!(
+        names(243),
+        ["CPUWeight", "CPUQuotaPeriodUSec", "CPUQuotaPerSecUSec"]
+    );
+    assert_eq!(
+        names(251),
+        [
+            "CPUWeight",
+            "AllowedCPUs",
+            "CPUQuotaPeriodUSec",
+            "CPUQuotaPerSecUSec"
+        ]
+    );
+    // From 252 idle is CPUWeight=0 and the shares' weight is left out (the kernel refuses
+    // cpu.weight of an idle cgroup; runc warns and drops it).
+    let p = props_map(&rp_at(Layout::V2, 252, &r).unwrap());
+    assert_eq!(p[0], ("CPUWeight".into(), Value::U64(0)));
+    assert_eq!(p.iter().filter(|(k, _)| k == "CPUWeight").count(), 1);
+    // v1 has neither idle nor cpuset properties.
+    assert_eq!(
+        props_map(&rp_at(Layout::Hybrid, 257, &r).unwrap())
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect::<Vec<_>>(),
+        ["CPUShares", "CPUQuotaPeriodUSec", "CPUQuotaPerSecUSec"]
+    );
+    // Nothing that needs the version: not asked.
+    let plain =
+        res(serde_json::json!({"cpu": {"shares": 512, "quota": 1000}, "pids": {"limit": 9}}));
+    let mut asked = 0;
+    let mut ask = || {
+        asked += 1;
+        257
+    };
+    resource_props(&mut Sd::new(Layout::V2, &mut ask), &plain).unwrap();
+    assert_eq!(asked, 0);
+    // unified: cpu.idle 1 is CPUWeight=0 and a cpu.weight beside it goes to cgroupfs only; a
+    // cpu.max without a period is one per the default period, sent as such.
+    let u = res(
+        serde_json::json!({"unified": {"cpu.idle": "1", "cpu.weight": "50", "cpu.max": "max"}}),
+    );
+    assert_eq!(
+        props_map(&rp_at(Layout::V2, 257, &u).unwrap()),
+        vec![
+            ("CPUWeight".into(), Value::U64(0)),
+            ("CPUQuotaPeriodUSec".into(), Value::U64(100_000)),
+            ("CPUQuotaPerSecUSec".into(), Value::U64(u64::MAX)),
+        ]
+    );
+    // Too old for idle: the weight is sent as it is.
+    assert_eq!(
+        props_map(&rp_at(Layout::V2, 0, &u).unwrap()),
+        vec![
+            ("CPUQuotaPerSecUSec".into(), Value::U64(u64::MAX)),
+            ("CPUWeight".into(), Value::U64(50)),
+        ]
+    );
+}
+
+#[test]
+fn systemd_version_strings() {
+    for (s, v) in [
+        ("257.9-1~deb13u1", 257),
+        ("v245.4-1.fc32", 245),
+        ("\"v245-1.fc32\"", 245),
+        ("239", 239),
+        ("", 0),
+        ("unknown", 0),
+    ] {
+        assert_eq!(parse_version(s), v, "{s:?}");
+    }
+}
+
+/// The quota written to cgroupfs under the systemd driver is the one systemd keeps after
+/// rounding CPUQuotaPerSecUSec up to 10ms (runc ≥ 1.4; its update.bats: quota 600000 per
+/// 900000 is 666666us a second, 670ms, so 603000 in cpu.max).
+#[test]
+fn cgroupfs_quota_follows_systemds_rounding() {
+    let quota = |q: i64, period: Option<u64>| {
+        let mut cpu = serde_json::json!({"quota": q});
+        if let Some(p) = period {
+            cpu["period"] = p.into();
+        }
+        let r = res(serde_json::json!({ "cpu": cpu }));
+        for_cgroupfs(&r).cpu().as_ref().unwrap().quota()
+    };
+    assert_eq!(quota(600_000, Some(900_000)), Some(603_000));
+    assert_eq!(quota(500_000, Some(1_000_000)), Some(500_000));
+    assert_eq!(quota(12_345, None), Some(13_000));
+    assert_eq!(quota(5_000, Some(50_000)), Some(5_000));
+    assert_eq!(quota(-1, Some(50_000)), Some(-1));
+    let r = res(serde_json::json!({"memory": {"limit": 1}}));
+    assert!(matches!(for_cgroupfs(&r), std::borrow::Cow::Borrowed(_)));
 }

@@ -27,6 +27,9 @@ pub struct UpdateArgs {
     /// CPU burst in microseconds above the quota (cpu.max.burst; v1 cpu.cfs_burst_us).
     #[arg(long = "cpu-burst")]
     pub cpu_burst: Option<u64>,
+    /// 1: the cgroup's tasks run as SCHED_IDLE (cpu.idle); 0: the default.
+    #[arg(long = "cpu-idle", allow_negative_numbers = true)]
+    pub cpu_idle: Option<String>,
     /// CPU realtime period in microseconds (cgroup v1 cpu.rt_period_us).
     #[arg(long = "cpu-rt-period")]
     pub cpu_rt_period: Option<u64>,
@@ -86,6 +89,7 @@ pub fn run(store: &Store, a: UpdateArgs) -> Result<i32> {
         cpu_quota,
         cpu_period,
         cpu_burst,
+        cpu_idle,
         cpu_rt_period,
         cpu_rt_runtime,
         cpuset_cpus,
@@ -149,6 +153,13 @@ pub fn run(store: &Store, a: UpdateArgs) -> Result<i32> {
     }
     if let Some(v) = cpu_burst {
         set("cpu", "burst", v.into());
+    }
+    if let Some(v) = cpu_idle {
+        let idle: i64 = v
+            .trim()
+            .parse()
+            .map_err(|_| Error::msg(format!("--cpu-idle {v:?}: not a number (0 or 1)")))?;
+        set("cpu", "idle", idle.into());
     }
     if let Some(v) = cpu_rt_period {
         set("cpu", "realtimePeriod", v.into());

@@ -667,6 +667,12 @@ impl Manager {
     }
 
     /// Member pids of the container's cgroup and its descendant cgroups.
+    /// Whether the directory [`Manager::pids`] reads exists (systemd removes a scope's once its
+    /// last process is gone).
+    pub fn procs_dir_exists(&self) -> bool {
+        self.procs_dir().is_some_and(Path::exists)
+    }
+
     pub fn pids(&self) -> Result<Vec<i32>> {
         let Some(dir) = self.procs_dir() else {
             return Ok(Vec::new());

@@ -423,7 +423,14 @@ pub fn resume(store: &Store, id: &str) -> Result<()> {
 pub fn pids(store: &Store, id: &str) -> Result<Vec<i32>> {
     let st = store.load(id)?;
     match &st.cgroup {
-        Some(cg) => Ok(cg.pids()?),
+        Some(cg) => match cg.pids() {
+            Ok(p) => Ok(p),
+            // The cgroup went with the container's last process (systemd removes a scope once
+            // it is empty): nothing to list, as runc (`ps` of a stopped container prints
+            // nothing and exits 0).
+            Err(_) if !st.init_alive() && !cg.procs_dir_exists() => Ok(vec![]),
+            Err(e) => Err(e.into()),
+        },
         None => Ok(if st.init_alive() {
             vec![st.pid]
         } else {

@@ -667,6 +667,20 @@ impl Manager {
     }
 
     /// Member pids of the container's cgroup and its descendant cgroups.
+    /// With `--systemd-cgroup`, the container's `org.systemd.property.*` annotations become
+    /// extra properties of the unit `add_pid` starts (runc's rules: `...Sec` names in seconds
+    /// become `...USec`; the values in GVariant's text format). A bad name or value is an error
+    /// naming the annotation. Nothing to do with the cgroupfs driver (runc ignores them there).
+    pub fn set_systemd_annotations(
+        &self,
+        annotations: &std::collections::HashMap<String, String>,
+    ) -> Result<()> {
+        match &self.systemd {
+            Some(u) => u.set_annotations(annotations),
+            None => Ok(()),
+        }
+    }
+
     /// Whether the directory [`Manager::pids`] reads exists (systemd removes a scope's once its
     /// last process is gone).
     pub fn procs_dir_exists(&self) -> bool {

@@ -627,9 +627,11 @@ pub(crate) fn cgroup_manager(
         .as_ref()
         .and_then(|l| l.cgroups_path().as_ref())
         .and_then(|p| p.to_str());
-    Ok(sprout_cgroups::Manager::with_layout(
-        layout, path, id, systemd,
-    )?)
+    let m = sprout_cgroups::Manager::with_layout(layout, path, id, systemd)?;
+    if let Some(a) = config.spec.annotations() {
+        m.set_systemd_annotations(a)?;
+    }
+    Ok(m)
 }
 
 /// The state of a container being made from `config` (no init yet, its cgroup pending), as

@@ -361,6 +361,14 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
             "pids": {"limit": 77}
         }),
     );
+    b.set(
+        "/annotations",
+        json!({
+            "org.systemd.property.RuntimeMaxSec": "3600",
+            "org.systemd.property.CollectMode": "'inactive-or-failed'",
+            "org.example.other": "1"
+        }),
+    );
     b.create_with(&["--systemd-cgroup"]).assert_ok();
     b.start_and_wait_exec();
     let pid = b.pid();
@@ -384,6 +392,9 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
     assert_eq!(p["CPUQuotaPeriodUSec"], 200000);
     assert_eq!(p["CPUQuotaPerSecUSec"], 250000);
     assert_eq!(p["TasksMax"], 77);
+    // The org.systemd.property.* annotations, as runc: ...Sec in seconds becomes ...USec.
+    assert_eq!(p["RuntimeMaxUSec"], 3_600_000_000u64, "{p}");
+    assert_eq!(p["CollectMode"], "inactive-or-failed", "{p}");
     // The device allowlist too (runc's properties): without them a `systemctl daemon-reload`
     // would make systemd write `a` to the scope's v1 devices.allow. The config has no device
     // rules: the defaults alone, on a deny-all.
@@ -455,6 +466,25 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
     );
     assert!(fake.unit_exists(&unit));
     assert_eq!(b.state()["status"], "running", "{}", b.state());
+
+    // A bad org.systemd.property.* annotation fails the create with its name, before systemd
+    // is asked for anything, and leaves no container behind.
+    let mut b3 = ctx.bundle(&["true"]);
+    let unit3 = format!("sprout-{}.scope", b3.id);
+    b3.set(
+        "/linux/cgroupsPath",
+        json!(format!("machine.slice:sprout:{}", b3.id)),
+    );
+    b3.set("/annotations", json!({"org.systemd.property.Number1": "1"}));
+    b3.create_with(&["--systemd-cgroup"])
+        .assert_fail()
+        .assert_one_line_error(&["org.systemd.property.Number1"]);
+    assert!(
+        fake.calls_for(&unit3).is_empty(),
+        "{:?}",
+        fake.calls_for(&unit3)
+    );
+    ctx.rt(&["state", &b3.id]).assert_fail();
 
     // ps / pause / resume work on the scope's directories.
     let ps = ctx.rt(&["ps", "--format", "json", &b.id]);

@@ -31,6 +31,7 @@
 //! 5. `update` (a Manager loaded from state.json): `SetUnitProperties(name, true, props)`
 //!    then cgroupfs, as runc.
 
+mod annotations;
 pub(crate) mod dbus;
 mod props;
 
@@ -93,6 +94,8 @@ pub(crate) struct Live {
     pub conn: Option<Conn>,
     /// Resources given to `apply` before the unit existed.
     pub pending: Option<LinuxResources>,
+    /// The `org.systemd.property.*` annotations' properties, for StartTransientUnit.
+    pub extra: Vec<Value>,
 }
 
 impl Unit {
@@ -114,6 +117,16 @@ impl Unit {
 
     fn is_slice(&self) -> bool {
         self.name.ends_with(".slice")
+    }
+
+    /// Take the container's `org.systemd.property.*` annotations as extra properties of the
+    /// unit it starts (see [`annotations`]); a bad name or value is an error naming it.
+    pub(crate) fn set_annotations(
+        &self,
+        annotations: &std::collections::HashMap<String, String>,
+    ) -> Result<()> {
+        self.live().extra = annotations::properties(annotations)?;
+        Ok(())
     }
 }
 
@@ -549,6 +562,7 @@ pub(crate) fn start_props(
     sd: &mut Sd,
     unit: &Unit,
     pid: Option<u32>,
+    extra: Vec<Value>,
     res: Option<&LinuxResources>,
 ) -> Result<Vec<Value>> {
     let mut p = vec![prop("Description", Value::str(&unit.description))];
@@ -580,6 +594,9 @@ pub(crate) fn start_props(
         },
         Value::Bool(true),
     ));
+    // The annotations' properties after runc's own (as runc), before the resources', which
+    // win where both name one (as runc's later SetUnitProperties of the resources does).
+    p.extend(extra);
     if let Some(res) = res {
         p.extend(resource_props(sd, res)?);
     }
@@ -637,12 +654,14 @@ pub(crate) fn must_start(unit: &Unit) -> bool {
 pub(crate) fn start(m: &Manager, unit: &Unit, pid: i32) -> Result<()> {
     let mut live = unit.live();
     let pending = live.pending.take();
+    let extra = std::mem::take(&mut live.extra);
     let scope_pid = (!unit.is_slice()).then_some(pid as u32);
     let mut c = conn_or_connect(&mut live)?;
     let props = start_props(
         &mut Sd::new(m.layout, &mut || version(&mut c)),
         unit,
         scope_pid,
+        extra,
         pending.as_ref(),
     )?;
     let body = start_body(&unit.name, props);

@@ -301,7 +301,8 @@ fn start_properties() {
             &mut Sd::new(Layout::Hybrid, &mut || 257),
             &u,
             Some(77),
-            None,
+            vec![prop("RuntimeMaxUSec", Value::U64(2_000_000))],
+            Some(&res(serde_json::json!({"pids": {"limit": 5}}))),
         )
         .unwrap(),
     );
@@ -317,7 +318,9 @@ fn start_properties() {
             "MemoryAccounting",
             "CPUAccounting",
             "TasksAccounting",
-            "BlockIOAccounting"
+            "BlockIOAccounting",
+            "RuntimeMaxUSec",
+            "TasksMax"
         ]
     );
     assert_eq!(p[0].1, Value::str("sprout container n"));
@@ -327,7 +330,16 @@ fn start_properties() {
     assert_eq!(p[4].1, Value::Bool(false));
     // A slice unit: no PIDs, no Delegate, Wants= its parent.
     let u = Unit::new("x-y.slice".into(), "x.slice".into(), "n");
-    let p = props_map(&start_props(&mut Sd::new(Layout::V2, &mut || 257), &u, None, None).unwrap());
+    let p = props_map(
+        &start_props(
+            &mut Sd::new(Layout::V2, &mut || 257),
+            &u,
+            None,
+            vec![],
+            None,
+        )
+        .unwrap(),
+    );
     assert_eq!(
         p[1],
         (

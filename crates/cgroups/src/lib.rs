@@ -667,6 +667,33 @@ impl Manager {
     }
 
     /// Member pids of the container's cgroup and its descendant cgroups.
+    /// Hand the container's cgroup v2 leaf to `uid` (pure v2 only): the directory and the
+    /// files the kernel lists as delegatable (/sys/kernel/cgroup/delegate; before 4.15
+    /// cgroup.procs, cgroup.subtree_control and cgroup.threads), a missing one skipped. For a
+    /// container with a user namespace, a cgroup namespace of its own and a writable cgroupfs,
+    /// whose root may then manage its own subtree (runc's OwnerUID, crun likewise). Only the
+    /// container's own leaf, never a parent.
+    pub fn delegate_to(&self, uid: u32) -> Result<()> {
+        let Some(u) = self.unified.as_ref().filter(|_| self.layout == Layout::V2) else {
+            return Ok(());
+        };
+        let chown = |p: &Path| match std::os::unix::fs::chown(p, Some(uid), None) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && p != u.dir => Ok(()),
+            Err(e) => Err(fs::io_err(p, e)),
+        };
+        chown(&u.dir)?;
+        let listed = std::fs::read_to_string("/sys/kernel/cgroup/delegate").ok();
+        let files: Vec<&str> = match &listed {
+            Some(l) => l.lines().map(str::trim).filter(|f| !f.is_empty()).collect(),
+            None => vec!["cgroup.procs", "cgroup.subtree_control", "cgroup.threads"],
+        };
+        for f in files.iter().filter(|f| !f.contains('/')) {
+            chown(&u.dir.join(f))?;
+        }
+        Ok(())
+    }
+
     /// With `--systemd-cgroup`, the container's `org.systemd.property.*` annotations become
     /// extra properties of the unit `add_pid` starts (runc's rules: `...Sec` names in seconds
     /// become `...USec`; the values in GVariant's text format). A bad name or value is an error

@@ -489,6 +489,9 @@ pub fn create(
     } else if !(joined && cgroup_first) {
         cg.add_pid(pid)?;
     }
+    if let Some(uid) = cgroup_owner(spec, plan.new_user && plan.new_cgroup) {
+        cg.delegate_to(uid)?;
+    }
     // The helper sent the init its network namespace long ago; one that failed is answered
     // here, before GO (the init, waiting for NETNS first, then makes the namespace itself).
     // (On pure v2 the helper may still be at work: GO then waits for it, which costs nothing,
@@ -632,6 +635,42 @@ pub(crate) fn cgroup_manager(
         m.set_systemd_annotations(a)?;
     }
     Ok(m)
+}
+
+/// The host uid that gets the container's cgroup (`Manager::delegate_to`), as runc decides
+/// it: with a user namespace and a cgroup namespace of its own (`private`), a cgroup
+/// filesystem mounted writable on /sys/fs/cgroup, and the process's uid mapped; the host uid
+/// of `process.user.uid`.
+fn cgroup_owner(spec: &oci_spec::runtime::Spec, private: bool) -> Option<u32> {
+    if !private {
+        return None;
+    }
+    let rw_cgroupfs = spec.mounts().as_deref()?.iter().any(|m| {
+        let cg = matches!(m.typ().as_deref(), Some("cgroup" | "cgroup2"))
+            || m.source().as_deref() == Some(Path::new("cgroup"));
+        // components() drops repeated and trailing slashes and `.`, as filepath.Clean.
+        cg && m
+            .destination()
+            .components()
+            .eq(Path::new("/sys/fs/cgroup").components())
+            && !m
+                .options()
+                .as_deref()
+                .unwrap_or(&[])
+                .iter()
+                .any(|o| o == "ro")
+    });
+    if !rw_cgroupfs {
+        return None;
+    }
+    let uid = spec.process().as_ref().map_or(0, |p| p.user().uid());
+    spec.linux()
+        .as_ref()?
+        .uid_mappings()
+        .as_deref()?
+        .iter()
+        .find(|m| uid >= m.container_id() && uid - m.container_id() < m.size())
+        .map(|m| m.host_id() + (uid - m.container_id()))
 }
 
 /// The state of a container being made from `config` (no init yet, its cgroup pending), as

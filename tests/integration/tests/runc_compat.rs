@@ -3518,3 +3518,72 @@ fn unified_value_of_several_lines_is_written_line_by_line() {
         );
     }
 }
+
+/// runc's cgroup_delegation.bats: with a user namespace, a cgroup namespace of its own and a
+/// writable cgroupfs, the container's cgroup (the directory and the kernel's delegatable files)
+/// belongs to its root, which may then manage its own subtree; a read-only cgroupfs or a shared
+/// cgroup namespace leaves it to the host's root (nobody inside). Before: never chowned.
+#[test]
+fn cgroup_is_delegated_to_the_root_of_a_user_namespace() {
+    if skip_unless_pure_v2() {
+        return;
+    }
+    let ctx = Ctx::new("cgdeleg");
+    for (case, cgroupns, rw, want) in [
+        ("rw cgroupfs, new cgroupns", true, true, "0"),
+        ("ro cgroupfs, new cgroupns", true, false, "65534"),
+        ("rw cgroupfs, inherited cgroupns", false, true, "65534"),
+    ] {
+        let mut b = ctx.bundle(&["sleep", "1000"]);
+        b.in_user_namespace(100000, 100000);
+        let ns = b.config["linux"]["namespaces"].as_array_mut().unwrap();
+        ns.retain(|n| n["type"] != "cgroup");
+        if cgroupns {
+            ns.push(json!({"type": "cgroup"}));
+        }
+        for m in b.config["mounts"].as_array_mut().unwrap() {
+            if m["destination"] == "/sys/fs/cgroup" {
+                let opts: Vec<Value> = m["options"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|o| o != "ro" && o != "rw")
+                    .chain([json!(if rw { "rw" } else { "ro" })])
+                    .collect();
+                m["options"] = json!(opts);
+            }
+        }
+        b.create().assert_ok();
+        b.start().assert_ok();
+        let o = b.exec(
+            &[],
+            &[
+                "stat",
+                "-c",
+                "%u",
+                "/sys/fs/cgroup",
+                "/sys/fs/cgroup/cgroup.procs",
+            ],
+        );
+        o.assert_ok();
+        let got: Vec<&str> = o.stdout.lines().collect();
+        assert_eq!(got, [want, want], "{case}: {}", o.describe());
+        if want == "0" {
+            // The root of the namespace can use it: a child cgroup, and a process moved in.
+            let o = b.exec(
+                &[],
+                &[
+                    "sh",
+                    "-euc",
+                    "mkdir /sys/fs/cgroup/sub && echo $$ > /sys/fs/cgroup/sub/cgroup.procs && \
+                     echo $$ > /sys/fs/cgroup/cgroup.procs && rmdir /sys/fs/cgroup/sub",
+                ],
+            );
+            o.assert_ok();
+        }
+        b.kill("KILL").assert_ok();
+        b.wait_status("stopped");
+        b.delete().assert_ok();
+    }
+}

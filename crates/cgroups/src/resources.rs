@@ -91,15 +91,27 @@ pub(crate) fn missing(dir: &Path, file: &str, field: &str, v2: bool) -> Error {
 }
 
 /// checkBeforeUpdate: refuse a limit below what the cgroup already uses.
-pub(crate) fn check_usage(d: &Path, file: &str, limit: i64) -> Result<()> {
-    if let Some(usage) = fs::read_u64_opt(d, file)? {
-        if usage > limit as u64 {
-            return Err(invalid(
-                "memory.limit",
-                format_args!(
-                    "new limit {limit} is below the current usage {usage} (checkBeforeUpdate)"
-                ),
-            ));
+pub(crate) fn check_usage(
+    d: &Path,
+    file: &str,
+    limit: Option<i64>,
+    swap: Option<i64>,
+) -> Result<()> {
+    let Some(usage) = fs::read_u64_opt(d, file)? else {
+        return Ok(());
+    };
+    // runc's words and order (fs2.CheckMemoryUsage): the memory+swap total, then the limit.
+    for (field, what, v) in [
+        ("memory.swap", "memory+swap", swap),
+        ("memory.limit", "memory", limit),
+    ] {
+        if let Some(v) = v.filter(|v| *v > 0) {
+            if v as u64 <= usage {
+                return Err(invalid(
+                    field,
+                    format_args!("rejecting {what} limit {v} <= usage {usage} (checkBeforeUpdate)"),
+                ));
+            }
         }
     }
     Ok(())

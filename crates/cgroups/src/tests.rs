@@ -567,7 +567,26 @@ fn apply_v1_errors_name_the_field() {
         )
         .build()
         .unwrap());
-    assert!(e.contains("checkBeforeUpdate") && e.contains("5000"), "{e}");
+    assert!(
+        e.contains("rejecting memory limit 4096 <= usage 5000") && e.contains("memory.limit"),
+        "{e}"
+    );
+    // The memory+swap total first, in runc's words; a limit equal to the usage is refused too.
+    let e = err(LinuxResourcesBuilder::default()
+        .memory(
+            LinuxMemoryBuilder::default()
+                .limit(4000i64)
+                .swap(4999i64)
+                .check_before_update(true)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap());
+    assert!(
+        e.contains("rejecting memory+swap limit 4999 <= usage 5000"),
+        "{e}"
+    );
 
     // memsw missing: explicit extra swap is an error, swap == limit is fine.
     std::fs::remove_file(r.join("memory/process_api/h1/c/memory.memsw.limit_in_bytes")).unwrap();

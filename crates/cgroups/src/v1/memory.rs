@@ -52,10 +52,8 @@ pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
 
     // Unlimited memory without a swap setting means unlimited swap too (runc).
     let swap = swap_explicit.or(if limit == Some(-1) { Some(-1) } else { None });
-    if let (Some(l), Some(true)) = (limit, mem.check_before_update()) {
-        if l > 0 {
-            r::check_usage(d, "memory.usage_in_bytes", l)?;
-        }
+    if mem.check_before_update() == Some(true) {
+        r::check_usage(d, "memory.usage_in_bytes", limit, mem.swap())?;
     }
     let set_swap = |s: i64| -> Result<()> {
         let v = s.to_string();

@@ -45,10 +45,8 @@ pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
     if mem.use_hierarchy() == Some(false) {
         warn("linux.resources.memory.useHierarchy=false: cgroup v2 is always hierarchical");
     }
-    if let (Some(l), Some(true)) = (limit, mem.check_before_update()) {
-        if l > 0 {
-            r::check_usage(d, "memory.current", l)?;
-        }
+    if mem.check_before_update() == Some(true) {
+        r::check_usage(d, "memory.current", limit, mem.swap())?;
     }
     // swap first: memory.swap.max is independent of memory.max on v2, and runc's order.
     // Without swap accounting (no memory.swap.max: swap off, or swapaccount=0) "no limit" and

@@ -115,8 +115,10 @@ pub(crate) fn add_pid_to<'a>(pid: i32, hiers: impl Iterator<Item = &'a crate::Hi
         if let Err(e) = fs::write(&p, s.as_bytes()) {
             let why = join_error(&h.name, &h.dir, &e);
             if let Some(why) = why {
+                // runc's words first ("adding pid N to cgroups ...: device or resource busy"),
+                // which scripts match.
                 return Err(Error::Invalid(format!(
-                    "moving pid {pid} into {}: {why}",
+                    "adding pid {pid} to cgroups {}: {e}: {why}",
                     h.dir.display()
                 )));
             }

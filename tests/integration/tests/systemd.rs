@@ -528,6 +528,19 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
     assert_eq!(read_trim(&cpu.join("cpu.cfs_period_us")), "200000");
     assert_eq!(read_trim(&mem.join("memory.limit_in_bytes")), "134217728");
     assert_eq!(read_trim(&pids.join("pids.max")), "99");
+    // A period alone keeps the quota (runc's update.bats "cpu limits"): 34000 per 100ms is
+    // 340ms a second. Before: CPUQuotaPerSecUSec=infinity, and systemd lifted the quota.
+    ctx.rt(&["update", "--cpu-period", "100000", &b.id])
+        .assert_ok();
+    let last = fake
+        .calls_for(&unit)
+        .into_iter()
+        .rfind(|c| c["method"] == "SetUnitProperties")
+        .unwrap();
+    assert_eq!(last["props"]["CPUQuotaPeriodUSec"], 100000, "{last}");
+    assert_eq!(last["props"]["CPUQuotaPerSecUSec"], 340000, "{last}");
+    assert_eq!(read_trim(&cpu.join("cpu.cfs_quota_us")), "34000");
+    assert_eq!(read_trim(&cpu.join("cpu.cfs_period_us")), "100000");
 
     // delete: StopUnit + ResetFailedUnit, nothing left in any hierarchy.
     b.kill("KILL").assert_ok();
@@ -542,6 +555,7 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
         methods,
         [
             "StartTransientUnit",
+            "SetUnitProperties",
             "SetUnitProperties",
             "StopUnit",
             "ResetFailedUnit"

@@ -155,7 +155,7 @@ impl Backend for Driver {
     /// Before the unit exists (in `create`) the resources are checked and kept for `add_pid`;
     /// later (`update`) they go to SetUnitProperties, then cgroupfs.
     fn apply(&self, m: &Manager, res: &LinuxResources) -> Result<()> {
-        let res = with_current_period(m, res);
+        let res = with_current_cpu(m, res);
         if apply(m, unit_of(m), &res)? {
             return Ok(());
         }
@@ -193,35 +193,58 @@ impl Backend for Driver {
     }
 }
 
-/// An `update` of the quota alone: the period it is per is the cgroup's current one, which
-/// systemd's CPUQuotaPerSecUSec and the rounded cgroupfs quota need (runc has it from the
-/// container's saved config and sends the whole set again). The resources unchanged where a
-/// period is given, no quota is, or the cgroup does not exist yet (a `create`).
-fn with_current_period<'r>(
+/// An `update` of the quota alone or of the period alone: the other is the cgroup's current
+/// one, which systemd's CPUQuotaPerSecUSec (a rate: quota per period) and the rounded cgroupfs
+/// quota need; runc has it from the container's saved config and sends the whole set again.
+/// Without it a new period alone would go to systemd as "no quota" (infinity), and systemd
+/// would lift the quota. The resources unchanged where both or neither are given, or the
+/// cgroup does not exist yet (a `create`).
+fn with_current_cpu<'r>(
     m: &Manager,
     res: &'r LinuxResources,
 ) -> std::borrow::Cow<'r, LinuxResources> {
     use std::borrow::Cow;
-    let quota_alone = res
-        .cpu()
-        .as_ref()
-        .is_some_and(|c| c.quota().is_some_and(|q| q != 0) && c.period().is_none_or(|p| p == 0));
-    if !quota_alone {
+    let Some(cpu) = res.cpu().as_ref() else {
+        return Cow::Borrowed(res);
+    };
+    let quota = cpu.quota().filter(|q| *q != 0);
+    let period = cpu.period().filter(|p| *p != 0);
+    if quota.is_some() == period.is_some() {
         return Cow::Borrowed(res);
     }
+    // (quota, period) now: v1 cpu.cfs_quota_us and cpu.cfs_period_us, v2 cpu.max "QUOTA PERIOD"
+    // (quota "max": -1).
+    let parse_quota = |s: &str| match s.trim() {
+        "max" => Some(-1),
+        q => q.parse::<i64>().ok(),
+    };
     let current = match m.v1_path("cpu") {
-        Some(d) => fs::read_at(d, "cpu.cfs_period_us").ok(),
+        Some(d) => fs::read_at(d, "cpu.cfs_quota_us")
+            .ok()
+            .and_then(|q| parse_quota(&q))
+            .zip(
+                fs::read_at(d, "cpu.cfs_period_us")
+                    .ok()
+                    .and_then(|p| p.trim().parse().ok()),
+            ),
         None => m
             .unified_path()
             .and_then(|d| fs::read_at(d, "cpu.max").ok())
-            .and_then(|s| s.split_whitespace().nth(1).map(str::to_string)),
+            .and_then(|s| {
+                let mut it = s.split_whitespace();
+                parse_quota(it.next()?).zip(it.next()?.parse::<u64>().ok())
+            }),
     };
-    let Some(period) = current.and_then(|s| s.trim().parse::<u64>().ok()) else {
+    let Some((cur_quota, cur_period)) = current else {
         return Cow::Borrowed(res);
     };
     let mut r = res.clone();
     if let Some(c) = r.cpu_mut() {
-        c.set_period(Some(period));
+        if quota.is_none() {
+            c.set_quota(Some(cur_quota));
+        } else {
+            c.set_period(Some(cur_period));
+        }
     }
     Cow::Owned(r)
 }

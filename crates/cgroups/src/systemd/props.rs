@@ -152,6 +152,11 @@ fn cpu(sd: &mut Sd, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> {
     let idle = resources::idle(cpu.idle())? == Some(1) && v2 && sd.at_least(CPU_IDLE_SINCE);
     if idle {
         p.push(prop("CPUWeight", Value::U64(0)));
+        if shares.is_some() {
+            crate::warn(
+                "unable to apply both CPUWeight and CpuIdle to systemd, ignoring CPUWeight",
+            );
+        }
     } else if let Some(s) = shares {
         if v2 {
             p.push(prop(
@@ -226,7 +231,13 @@ fn unified(sd: &mut Sd, res: &LinuxResources, p: &mut Vec<Value>) -> Result<()> 
             // systemd takes no TasksMax=0.
             "pids.max" => ("TasksMax", Value::U64(max_or_num(v)?.max(1))),
             "cpu.idle" if idle => ("CPUWeight", Value::U64(0)),
-            "cpu.weight" if !idle => ("CPUWeight", Value::U64(num(v)?)),
+            "cpu.weight" if idle => {
+                crate::warn(
+                    "unable to apply both cpu.weight and cpu.idle to systemd, ignoring cpu.weight",
+                );
+                continue;
+            }
+            "cpu.weight" => ("CPUWeight", Value::U64(num(v)?)),
             "cpu.max" => {
                 let mut it = v.split_whitespace();
                 let quota = match it.next() {

@@ -856,6 +856,18 @@ fn make_bind_mountpoints(config: &Config, root: &Path) -> Result<()> {
     r
 }
 
+/// The highest file descriptor number open in this process (from /proc/self/fd; 2 if it
+/// cannot be read).
+fn highest_open_fd() -> i32 {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .max()
+                .unwrap_or(2)
+        })
+        .unwrap_or(2)
+}
+
 /// criu's cgroup yard under a container's state directory: where criu finds each hierarchy by
 /// name (`unified` for cgroup2) instead of mounting it.
 const CGROUP_YARD: &str = "criu-cgroup-yard";
@@ -1209,14 +1221,18 @@ pub fn restore(
             }
         }
     }
-    // Numbers above every fd we hold, so that no dup2 in the child overwrites a source.
-    let base = passes
-        .iter()
-        .map(|(fd, _, _)| fd.as_raw_fd())
-        .max()
-        .unwrap_or(2)
-        .max(9)
-        + 1;
+    // criu's cgroup yard first: its tree is an fd the child uses after the dups below.
+    let yard = CriuYard::new(&dir)?;
+    if let Some(y) = &yard {
+        m.str(opt::CGROUP_YARD, &y.dir.to_string_lossy());
+    }
+    // Numbers above every fd this process holds (the sources, the yard's tree, a systemd
+    // connection) and above the two the criu socket pair is about to take, so that no dup2 in
+    // the child overwrites one it still needs. (Counting the sources alone let a target land on
+    // the tree: restore after a pre-dump, whose stdio pipes are passed, failed with EINVAL from
+    // move_mount.)
+    // (+8: room for the socket pair and any fd opened before the spawn.)
+    let base = highest_open_fd().max(7) + 8;
     for (k, (_, target, key)) in passes.iter_mut().enumerate() {
         *target = base + k as i32;
         let mut f = Msg::default();
@@ -1230,10 +1246,6 @@ pub fn restore(
         .iter()
         .map(|(fd, target, _)| (fd.as_raw_fd(), *target))
         .collect();
-    let yard = CriuYard::new(&dir)?;
-    if let Some(y) = &yard {
-        m.str(opt::CGROUP_YARD, &y.dir.to_string_lossy());
-    }
     let enter = yard
         .as_ref()
         .map(|y| (y.tree.as_raw_fd(), y.unified.clone()));

@@ -229,7 +229,9 @@ pub struct Swrk {
 }
 
 /// Start `criu swrk 3`: `setup` runs in the child after fork (it must not allocate unless the
-/// caller is single-threaded), before the exec, and after the socket's end went to fd 3.
+/// caller is single-threaded), before the exec, and before the socket's end goes to fd 3 (so
+/// a setup may still use whatever fd 3 was; its own dup2 targets must be above every fd open
+/// now and above the two of the socket pair).
 pub fn start(
     criu: &Path,
     mut setup: impl FnMut() -> io::Result<()> + Send + Sync + 'static,
@@ -257,8 +259,11 @@ pub fn start(
     // caller's.
     unsafe {
         cmd.pre_exec(move || {
+            // `setup` first: the fds it uses (a mount tree, the sources of its dups) may have
+            // any number, 3 included; the socket end's number is below every dup target.
+            setup()?;
             sys::cvt(libc::dup2(theirs_raw, 3))?;
-            setup()
+            Ok(())
         });
     }
     let child = cmd.spawn()?;

@@ -17,9 +17,13 @@
 //! 3. [`start`] (from `Manager::add_pid`, i.e. once the init exists and before it runs):
 //!    `StartTransientUnit(name, "replace", properties, [])` with `PIDs=[pid]` (systemd puts
 //!    the init into the scope: the placement is systemd's, as with crun), `Delegate=true`,
-//!    `Description`, `DefaultDependencies=false`, accounting on, and the resource properties
-//!    runc sets (MemoryLimit or MemoryMax/MemoryLow/MemorySwapMax, CPUShares or CPUWeight,
-//!    CPUQuotaPerSecUSec rounded up to 10ms, TasksMax, BlockIOWeight or IOWeight). A
+//!    `Description`, `DefaultDependencies=false`, accounting on, the container's
+//!    `org.systemd.property.*` annotations ([`annotations`]), and the resource properties
+//!    runc sets ([`props`]: MemoryLimit or MemoryMax/MemoryLow/MemorySwapMax, CPUShares or
+//!    CPUWeight, CPUQuotaPerSecUSec rounded up to 10ms, TasksMax, BlockIOWeight or IOWeight,
+//!    the device allowlist, the `unified` keys systemd has properties for, and where
+//!    systemd's `Version` allows them CPUQuotaPeriodUSec, AllowedCPUs/AllowedMemoryNodes and
+//!    CPUWeight=0 for cpu.idle). A
 //!    `UnitExists` answer resets the failed unit and retries once (a leftover of a crashed
 //!    container). Then wait for the job's `JobRemoved` signal (result "done"), check that
 //!    /proc/PID/cgroup shows the scope, make and join the hierarchies systemd does not

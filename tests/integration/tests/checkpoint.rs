@@ -159,6 +159,12 @@ impl Drop for Piped {
 fn counter_bundle<'a>(ctx: &'a Ctx) -> (Bundle<'a>, PathBuf) {
     let mut b = ctx.bundle(&["sh", "-c", COUNTER]);
     let data = b.bind_host_dir("/data");
+    // A source relative to the bundle, as runc's checkpoint.bats writes it ("." is the bundle;
+    // restore hands criu "<bundle>", not "<bundle>/.", which failed there with "Failed to get
+    // bname" for a bind on a symlink or nested binds, seen in the VM).
+    b.add_mount(json!({
+        "destination": "/bundle", "type": "bind", "source": ".", "options": ["rbind", "ro"]
+    }));
     b.write_config();
     (b, data)
 }

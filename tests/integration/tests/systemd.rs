@@ -541,6 +541,27 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
     assert_eq!(last["props"]["CPUQuotaPerSecUSec"], 340000, "{last}");
     assert_eq!(read_trim(&cpu.join("cpu.cfs_quota_us")), "34000");
     assert_eq!(read_trim(&cpu.join("cpu.cfs_period_us")), "100000");
+    // checkBeforeUpdate refuses a limit below the usage before systemd hears of it (runc's
+    // update.bats: with SetUnitProperties first, the OOM killer ended the container).
+    let sets = |f: &FakeSystemd| {
+        f.calls_for(&unit)
+            .iter()
+            .filter(|c| c["method"] == "SetUnitProperties")
+            .count()
+    };
+    let before = sets(&fake);
+    let r = ctx.scratch("cbu").join("r.json");
+    fs::write(
+        &r,
+        r#"{"memory": {"limit": 1024, "checkBeforeUpdate": true}}"#,
+    )
+    .unwrap();
+    ctx.rt(&["update", "-r", r.to_str().unwrap(), &b.id])
+        .assert_fail()
+        .assert_one_line_error(&["rejecting memory limit 1024 <= usage"]);
+    assert_eq!(sets(&fake), before, "systemd was told of a refused limit");
+    assert_eq!(read_trim(&mem.join("memory.limit_in_bytes")), "134217728");
+    assert_eq!(b.status().as_deref(), Some("running"));
 
     // delete: StopUnit + ResetFailedUnit, nothing left in any hierarchy.
     b.kill("KILL").assert_ok();

@@ -160,6 +160,10 @@ impl Backend for Driver {
     /// later (`update`) they go to SetUnitProperties, then cgroupfs.
     fn apply(&self, m: &Manager, res: &LinuxResources) -> Result<()> {
         let res = with_current_cpu(m, res);
+        // checkBeforeUpdate before systemd is told anything (as runc): SetUnitProperties goes
+        // first, and a limit below the usage would have the OOM killer end the container
+        // before the cgroupfs write's own check refused it.
+        check_memory_before_update(m, &res)?;
         if apply(m, unit_of(m), &res)? {
             return Ok(());
         }
@@ -251,6 +255,27 @@ fn with_current_cpu<'r>(
         }
     }
     Cow::Owned(r)
+}
+
+/// `memory.checkBeforeUpdate`: refuse a limit (or memory+swap total) at or below what the
+/// cgroup uses now, read where the cgroupfs write would (nothing to read before the cgroup
+/// exists: a `create`).
+fn check_memory_before_update(m: &Manager, res: &LinuxResources) -> Result<()> {
+    let Some(mem) = res
+        .memory()
+        .as_ref()
+        .filter(|mem| mem.check_before_update() == Some(true))
+    else {
+        return Ok(());
+    };
+    let (dir, file) = match m.v1_path("memory") {
+        Some(d) => (d, "memory.usage_in_bytes"),
+        None => match m.unified_path() {
+            Some(d) => (d, "memory.current"),
+            None => return Ok(()),
+        },
+    };
+    crate::resources::check_usage(dir, file, mem.limit(), mem.swap())
 }
 
 fn err(msg: impl std::fmt::Display) -> Error {

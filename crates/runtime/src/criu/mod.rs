@@ -1104,6 +1104,10 @@ pub fn restore(
                         || normalize(&m.destination().to_string_lossy()) == *mountpoint
                 })
                 .and_then(|m| crate::rootfs::bind_source(&config.bundle, m))
+                // Without `.` components ("<bundle>/." for a source "."): criu looks for the
+                // mount by the path's dirname and fails on a trailing "." ("Failed to get
+                // bname"). Lexical: only `.` goes, `..` stays.
+                .map(|p| p.components().collect::<PathBuf>())
                 .ok_or_else(|| {
                     Error::field(
                         "mounts",

@@ -35,13 +35,18 @@ pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
     // Capabilities unknown to this runtime (a newer kernel's) fail oci-spec's parse: drop them
     // with a warning and parse again (runtime-spec >= 1.1: SHOULD NOT fail; runc 1.2+, crun).
     // The spec's scheduler flag names are not oci-spec's: map them, and parse again.
+    // Keys of linux.resources in another case (`pagesize`): the spec's spelling, as Go's
+    // decoder matches them (keycase.rs).
     if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(raw) {
+        let mut changed = v
+            .pointer_mut("/linux/resources")
+            .is_some_and(crate::keycase::normalize_resources);
         if let Some(p) = v.get_mut("process") {
-            let caps = drop_unknown_caps(p, "process.capabilities")?;
-            let flags = map_scheduler_flags(p, "process.scheduler.flags")?;
-            if caps || flags {
-                return spec_from_value(v, what);
-            }
+            changed |= drop_unknown_caps(p, "process.capabilities")?;
+            changed |= map_scheduler_flags(p, "process.scheduler.flags")?;
+        }
+        if changed {
+            return spec_from_value(v, what);
         }
     }
     let de = &mut serde_json::Deserializer::from_slice(raw);

@@ -14,6 +14,7 @@ pub mod features;
 pub mod hooks;
 pub mod idmap;
 pub mod init;
+pub mod keycase;
 pub mod lifecycle;
 pub mod log;
 pub mod namespaces;

@@ -142,6 +142,16 @@ fn update_accepts_runc_cpu_share_spelling() {
         "--cpu-share changed nothing in {}",
         file.display()
     );
+    // Keys in another case, as runc's Go decoder takes them (update.bats "resources.CPU").
+    let r = ctx.scratch("cpushare-r").join("r.json");
+    fs::write(&r, r#"{"CPU": {"Shares": 2048}}"#).unwrap();
+    ctx.rt(&["update", "-r", r.to_str().unwrap(), &b.id])
+        .assert_ok();
+    assert_eq!(
+        read(&file),
+        before,
+        "update -r with \"CPU\": {{\"Shares\"}}"
+    );
     if file.ends_with("cpu.shares") {
         assert_eq!((before.as_str(), after.as_str()), ("2048", "512"));
     } else {
@@ -3586,4 +3596,29 @@ fn cgroup_is_delegated_to_the_root_of_a_user_namespace() {
         b.wait_status("stopped");
         b.delete().assert_ok();
     }
+}
+
+/// runc's cgroups.bats "hugetlb limits" writes `pagesize`; Go's decoder, and so runc, matches
+/// keys case-insensitively. A required field in another case no longer fails the create.
+#[test]
+fn hugepage_limit_with_its_key_in_another_case() {
+    if skip_without_controllers(&["hugetlb"]) {
+        return;
+    }
+    if !Path::new("/sys/kernel/mm/hugepages/hugepages-2048kB").exists() {
+        eprintln!("skipped: no 2MB huge pages on this host");
+        return;
+    }
+    let size = "2MB";
+    let ctx = Ctx::new("hugecase");
+    let mut b = ctx.bundle(&["sleep", "1000"]);
+    b.set(
+        "/linux/resources/hugepageLimits",
+        json!([{"pagesize": size, "limit": 4194304}]),
+    );
+    b.create().assert_ok();
+    let f = cgroup_file(&b.id, &format!("hugetlb.{size}.max"))
+        .or_else(|| cgroup_file(&b.id, &format!("hugetlb.{size}.limit_in_bytes")))
+        .expect("the container's hugetlb limit file");
+    assert_eq!(read_trim(&f), "4194304");
 }

@@ -120,6 +120,9 @@ pub fn run(store: &Store, a: UpdateArgs) -> Result<i32> {
         }
         None => serde_json::json!({}),
     };
+    // Keys in another case (`"CPU": {"Cpus": ...}`) take the spec's spelling, as runc's Go
+    // decoder matches them.
+    sprout_runtime::keycase::normalize_resources(&mut res);
     let obj = res
         .as_object_mut()
         .ok_or_else(|| Error::msg("--resources: expected a JSON object"))?;

@@ -29,8 +29,10 @@ pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
     // A valid config (the start path) is parsed without tracking the path: ~25 % faster
     // (examples/parsebench). Only a config that fails is parsed again with the tracker, for an
     // error that names the field.
-    if let Ok(spec) = serde_json::from_slice(raw) {
-        return Ok(spec);
+    if let Ok(spec) = serde_json::from_slice::<Spec>(raw) {
+        if !empty_page_size(&spec) {
+            return Ok(spec);
+        }
     }
     // Capabilities unknown to this runtime (a newer kernel's) fail oci-spec's parse: drop them
     // with a warning and parse again (runtime-spec >= 1.1: SHOULD NOT fail; runc 1.2+, crun).
@@ -51,6 +53,17 @@ pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
     }
     let de = &mut serde_json::Deserializer::from_slice(raw);
     serde_path_to_error::deserialize(de).map_err(|e| field_error(e, what, "invalid JSON: "))
+}
+
+/// A hugepage limit whose `pageSize` came out empty (oci-spec defaults it): perhaps written in
+/// another case (`pagesize`, runc's cgroups.bats), which the second pass below takes. Only
+/// then does a valid config pay for that pass.
+fn empty_page_size(spec: &Spec) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.hugepage_limits().as_ref())
+        .is_some_and(|h| h.iter().any(|l| l.page_size().is_empty()))
 }
 
 /// Deserialize a spec (or a process) from a JSON value, an error naming the field.
@@ -616,6 +629,25 @@ mod tests {
         let raw = br#"{"ociVersion":"1.0.0","root":{"path":"r"},"linux":{"namespaces":[{"type":"pid"},{"type":"bogus"}]}}"#;
         let e = parse_spec(raw, "config.json").unwrap_err().to_string();
         assert!(e.contains("linux.namespaces[1].type"), "{e}");
+    }
+
+    /// runc's cgroups.bats "hugetlb limits" writes `pagesize`: oci-spec leaves `pageSize` empty,
+    /// which sends the config through the second pass, and that takes the resources' keys in
+    /// their other case (Go's decoder does, so runc does).
+    #[test]
+    fn resources_keys_in_another_case() {
+        let raw = br#"{"ociVersion":"1.0.0","root":{"path":"r"},"linux":{"resources":{"hugepageLimits":[{"pagesize":"2MB","limit":4194304}],"CPU":{"Shares":512}}}}"#;
+        let spec = parse_spec(raw, "config.json").unwrap();
+        let r = spec.linux().as_ref().unwrap().resources().as_ref().unwrap();
+        let h = &r.hugepage_limits().as_ref().unwrap()[0];
+        assert_eq!((h.page_size().as_str(), h.limit()), ("2MB", 4194304));
+        assert_eq!(r.cpu().as_ref().unwrap().shares(), Some(512));
+        // An optional key alone in another case stays ignored (no second pass on the start
+        // path): the documented limit.
+        let raw = br#"{"ociVersion":"1.0.0","root":{"path":"r"},"linux":{"resources":{"CPU":{"Shares":512}}}}"#;
+        let spec = parse_spec(raw, "config.json").unwrap();
+        let r = spec.linux().as_ref().unwrap().resources().as_ref().unwrap();
+        assert!(r.cpu().is_none());
     }
 
     #[test]

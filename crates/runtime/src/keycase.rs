@@ -5,7 +5,7 @@
 //! spec's own names per object; maps (`unified`, `rdma`) keep their keys.
 //!
 //! Where it runs: `update --resources` (always), and config.json when the plain parse failed
-//! (a required field in another case, `pageSize` as `pagesize`). The plain parse of a valid
+//! or left a hugepage limit's `pageSize` empty (written `pagesize`). The plain parse of a valid
 //! config, the start path, does not pay for a second pass: an optional key in another case there
 //! is still ignored (docs/compatibility.md).
 

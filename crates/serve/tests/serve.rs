@@ -3049,8 +3049,15 @@ if os.getpid() == 2:
     // Served, and the root zygote refilled, while the stalled zygote still waits: its answer
     // needs ~19 s, past its 10 s deadline, so "ready" here means its refill is still stalled.
     // (No bound on the time taken so far: `add` compiles the handler in a sandbox, which took
-    // the TCG VM past the 8 s once asserted here.)
-    assert_eq!(zygote(&d.status(), key).unwrap()["state"], "ready");
+    // the TCG VM past the 8 s once asserted here, and once past the 10 s deadline itself: a
+    // "failed" seen after 8 s says nothing about an early drop, so it is only asserted sooner.)
+    let state = zygote(&d.status(), key).unwrap()["state"].clone();
+    let so_far = t.elapsed();
+    if so_far < Duration::from_secs(8) {
+        assert_eq!(state, "ready", "after {so_far:?}");
+    } else {
+        eprintln!("state {state} after {so_far:?}: the early-drop check needs a faster host");
+    }
     assert!(
         eventually(16_000, || zygote(&d.status(), key)
             .is_some_and(|z| z["state"] == "failed")),

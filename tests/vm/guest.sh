@@ -37,6 +37,12 @@ emit() {
 case "$kind" in
 cargo)
   per_exe_timeout=${SPROUT_VM_TEST_TIMEOUT:-1800}
+  # Under TCG (systemd-detect-virt says "qemu"; "kvm" with KVM) a start takes ~10x as long: the
+  # tests' polling bounds (bounds for a hang, not timings) are stretched 3x.
+  if [ -z "${SPROUT_TEST_SLOW:-}" ] && [ "$(systemd-detect-virt 2>/dev/null)" = qemu ]; then
+    export SPROUT_TEST_SLOW=3
+    echo "== guest runs under TCG: SPROUT_TEST_SLOW=3"
+  fi
   while IFS=$'\t' read -r s pkgdir exe; do
     [ "$s" = "$suite" ] || continue
     log=$OUTD/$suite-$label-$(basename "$exe").log

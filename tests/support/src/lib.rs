@@ -1452,8 +1452,16 @@ impl<S: Suite> Drop for Bundle<'_, S> {
 /// `f` has then run at least once after the deadline). The one polling loop of the test
 /// crates: [`wait_for`] is this with a panic, for test bodies; clean-up code, which must not
 /// panic (a `Drop`), calls this directly. A condition that is a `bool` is `cond.then_some(())`.
+///
+/// `timeout` is stretched by `SPROUT_TEST_SLOW` (an integer factor; the VM stage sets 3 when
+/// its guest runs under TCG): the bound is for a hang, never a timing.
 pub fn poll<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + timeout;
+    let slow = std::env::var("SPROUT_TEST_SLOW")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(1);
+    let deadline = Instant::now() + timeout * slow;
     loop {
         if let Some(v) = f() {
             return Some(v);

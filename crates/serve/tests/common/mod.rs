@@ -369,9 +369,21 @@ impl Drop for Daemon {
     }
 }
 
-/// Poll `f` until true or `ms` elapse.
+/// The factor `eventually`'s bounds are stretched by: `SPROUT_TEST_SLOW` (the VM stage sets 3
+/// when its guest runs under TCG, where a start takes ~10× as long), else 1. A bound on how
+/// soon something may happen is never stretched.
+pub fn slow() -> u64 {
+    std::env::var("SPROUT_TEST_SLOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(1)
+}
+
+/// Poll `f` until true or `ms` (times [`slow`]) elapse: a bound for a hang, not a timing.
 pub fn eventually(ms: u64, mut f: impl FnMut() -> bool) -> bool {
     let t = Instant::now();
+    let ms = ms * slow();
     while t.elapsed() < Duration::from_millis(ms) {
         if f() {
             return true;

@@ -25,6 +25,9 @@ fn main() {
     time("serde_json::from_slice", &|| {
         serde_json::from_slice::<oci_spec::runtime::Spec>(&raw).is_ok()
     });
+    time("keycase scan (resources)", &|| {
+        !sprout_runtime::keycase::resources_in_another_case(&raw)
+    });
     time("runtime parse_spec", &|| {
         sprout_runtime::config::parse_spec(&raw, "config.json").is_ok()
     });

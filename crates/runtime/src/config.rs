@@ -30,15 +30,15 @@ pub fn parse_spec(raw: &[u8], what: &str) -> Result<Spec> {
     // (examples/parsebench). Only a config that fails is parsed again with the tracker, for an
     // error that names the field.
     if let Ok(spec) = serde_json::from_slice::<Spec>(raw) {
-        if !empty_page_size(&spec) {
+        if !empty_page_size(&spec) && !crate::keycase::resources_in_another_case(raw) {
             return Ok(spec);
         }
     }
     // Capabilities unknown to this runtime (a newer kernel's) fail oci-spec's parse: drop them
     // with a warning and parse again (runtime-spec >= 1.1: SHOULD NOT fail; runc 1.2+, crun).
     // The spec's scheduler flag names are not oci-spec's: map them, and parse again.
-    // Keys of linux.resources in another case (`pagesize`): the spec's spelling, as Go's
-    // decoder matches them (keycase.rs).
+    // Keys of linux.resources in another case (`pagesize`, `CPU`): the spec's spelling, as
+    // Go's decoder matches them (keycase.rs).
     if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(raw) {
         let mut changed = v
             .pointer_mut("/linux/resources")
@@ -642,12 +642,12 @@ mod tests {
         let h = &r.hugepage_limits().as_ref().unwrap()[0];
         assert_eq!((h.page_size().as_str(), h.limit()), ("2MB", 4194304));
         assert_eq!(r.cpu().as_ref().unwrap().shares(), Some(512));
-        // An optional key alone in another case stays ignored (no second pass on the start
-        // path): the documented limit.
+        // An optional key alone in another case: the scan of the resources object sends it
+        // through the second pass too (update.bats "cpuset parameters via resources.CPU").
         let raw = br#"{"ociVersion":"1.0.0","root":{"path":"r"},"linux":{"resources":{"CPU":{"Shares":512}}}}"#;
         let spec = parse_spec(raw, "config.json").unwrap();
         let r = spec.linux().as_ref().unwrap().resources().as_ref().unwrap();
-        assert!(r.cpu().is_none());
+        assert_eq!(r.cpu().as_ref().unwrap().shares(), Some(512));
     }
 
     #[test]

@@ -4,10 +4,10 @@
 //! without a word. [`normalize_resources`] renames such keys to the spec's spelling, using the
 //! spec's own names per object; maps (`unified`, `rdma`) keep their keys.
 //!
-//! Where it runs: `update --resources` (always), and config.json when the plain parse failed
-//! or left a hugepage limit's `pageSize` empty (written `pagesize`). The plain parse of a valid
-//! config, the start path, does not pay for a second pass: an optional key in another case there
-//! is still ignored (docs/compatibility.md).
+//! Where it runs: `update --resources` (always), and config.json when the plain parse failed,
+//! left a hugepage limit's `pageSize` empty (written `pagesize`), or [`resources_in_another_case`]
+//! (a byte scan of the `resources` object, a few µs) saw such a key. A valid config in the spec's
+//! spelling, the start path, does not pay for a second pass.
 
 use serde_json::Value;
 
@@ -68,6 +68,124 @@ fn fields(path: &str) -> &'static [&'static str] {
         "network.priorities[]" => &["name", "priority"],
         _ => &[],
     }
+}
+
+/// Whether a key of a `"resources"` object in the raw JSON matches a `linux.resources` field
+/// only case-insensitively (`"CPU"`, `"Cpus"`, `"pagesize"`): then config.json takes the
+/// second, case-renaming pass. Compared with the names of every object below `resources` at
+/// once (a name's spelling is the same wherever it occurs); a map's key that happens to match
+/// (`unified`) only costs that pass, which leaves maps as they are. Invalid JSON: `false` (the
+/// parse reports it).
+pub fn resources_in_another_case(raw: &[u8]) -> bool {
+    memchr::memmem::find_iter(raw, b"\"resources\"").any(|at| {
+        let rest = &raw[at + b"\"resources\"".len()..];
+        let rest = skip_ws(rest);
+        let Some(rest) = rest.strip_prefix(b":") else {
+            return false;
+        };
+        object_has_key_in_another_case(skip_ws(rest))
+    })
+}
+
+fn skip_ws(b: &[u8]) -> &[u8] {
+    let n = b
+        .iter()
+        .position(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+        .unwrap_or(b.len());
+    &b[n..]
+}
+
+/// Walks the object `b` starts with, to its end; true at its first key (at any depth) that
+/// differs from a spec name in case only.
+fn object_has_key_in_another_case(b: &[u8]) -> bool {
+    if b.first() != Some(&b'{') {
+        return false;
+    }
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return false;
+                }
+            }
+            b'"' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                if j >= b.len() {
+                    return false;
+                }
+                if skip_ws(&b[j + 1..]).first() == Some(&b':') && another_case(&b[start..j]) {
+                    return true;
+                }
+                i = j;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Every field name below `linux.resources` ([`fields`]'s lists).
+const ALL_FIELDS: &[&str] = &[
+    "devices",
+    "memory",
+    "cpu",
+    "pids",
+    "blockIO",
+    "hugepageLimits",
+    "network",
+    "rdma",
+    "unified",
+    "allow",
+    "type",
+    "major",
+    "minor",
+    "access",
+    "limit",
+    "reservation",
+    "swap",
+    "kernel",
+    "kernelTCP",
+    "swappiness",
+    "disableOOMKiller",
+    "useHierarchy",
+    "checkBeforeUpdate",
+    "shares",
+    "quota",
+    "burst",
+    "period",
+    "realtimeRuntime",
+    "realtimePeriod",
+    "cpus",
+    "mems",
+    "idle",
+    "weight",
+    "leafWeight",
+    "weightDevice",
+    "throttleReadBpsDevice",
+    "throttleWriteBpsDevice",
+    "throttleReadIOPSDevice",
+    "throttleWriteIOPSDevice",
+    "rate",
+    "pageSize",
+    "classID",
+    "priorities",
+    "name",
+    "priority",
+];
+
+fn another_case(key: &[u8]) -> bool {
+    ALL_FIELDS.iter().any(|f| {
+        f.len() == key.len() && f.as_bytes() != key && f.as_bytes().eq_ignore_ascii_case(key)
+    })
 }
 
 /// Rename the keys of `resources` (the `linux.resources` object, or `update`'s) that match a
@@ -149,5 +267,42 @@ mod tests {
         );
         let mut same = json!({"cpu": {"cpus": "0"}, "unified": {"cpu.max": "max"}});
         assert!(!normalize_resources(&mut same));
+    }
+
+    #[test]
+    fn the_scan_sees_a_key_in_another_case_and_only_that() {
+        let yes: &[&str] = &[
+            r#"{"linux":{"resources":{"CPU":{"cpus":"0"}}}}"#,
+            r#"{"linux":{"resources" : {"cpu":{"Cpus":"0"}}}}"#,
+            r#"{"linux":{"resources":{"devices":[{"allow":false,"access":"rwm"}],"hugepageLimits":[{"pagesize":"2MB","limit":1}]}}}"#,
+            r#"{"linux":{"resources":{"blockio":{}}}}"#,
+        ];
+        for j in yes {
+            assert!(resources_in_another_case(j.as_bytes()), "{j}");
+        }
+        let no: &[&str] = &[
+            r#"{"linux":{"resources":{"cpu":{"cpus":"0","mems":"0"},"unified":{"memory.max":"1"}}}}"#,
+            // A value, a string with an escaped quote, a key after the object's end.
+            r#"{"linux":{"resources":{"devices":[{"type":"CPU","access":"a\"Cpus\":"}]}},"CPU":1}"#,
+            r#"{"annotations":{"resources":"CPU"},"process":{"args":["Cpus"]}}"#,
+            r#"{"linux":{"resources":{"#,
+            "",
+        ];
+        for j in no {
+            assert!(!resources_in_another_case(j.as_bytes()), "{j}");
+        }
+        // The scan and the second pass agree: config.json with `"CPU"` gets its cpus.
+        let raw = br#"{"ociVersion":"1.0.0","root":{"path":"rootfs"},"linux":{"resources":{"CPU":{"Cpus":"0","Mems":"0"}}}}"#;
+        let spec = crate::config::parse_spec(raw, "config.json").unwrap();
+        let cpu = spec
+            .linux()
+            .as_ref()
+            .unwrap()
+            .resources()
+            .as_ref()
+            .unwrap()
+            .cpu()
+            .clone();
+        assert_eq!(cpu.unwrap().cpus().as_deref(), Some("0"));
     }
 }

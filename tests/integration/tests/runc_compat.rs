@@ -3622,3 +3622,25 @@ fn hugepage_limit_with_its_key_in_another_case() {
         .expect("the container's hugetlb limit file");
     assert_eq!(read_trim(&f), "4194304");
 }
+
+/// runc's update.bats "update cpuset parameters via resources.CPU": `"CPU": {"Cpus": ...}` in an
+/// otherwise valid config.json. Go's decoder matches the keys case-insensitively; sprout's scan
+/// of the resources object sees them and takes the case-renaming pass, so the limit is set
+/// instead of dropped without a word.
+#[test]
+fn cpuset_with_its_keys_in_another_case() {
+    if skip_without_controllers(&["cpuset"]) {
+        return;
+    }
+    let online = fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if online.trim() == "0" {
+        eprintln!("skipped: one CPU only (cpu 0 alone would be the default cpuset too)");
+        return;
+    }
+    let ctx = Ctx::new("cpusetcase");
+    let mut b = ctx.bundle(&["sleep", "1000"]);
+    b.set("/linux/resources/CPU", json!({"Cpus": "0", "Mems": "0"}));
+    b.create().assert_ok();
+    let f = cgroup_file(&b.id, "cpuset.cpus").expect("the container's cpuset.cpus");
+    assert_eq!(read_trim(&f), "0");
+}

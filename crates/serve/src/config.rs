@@ -227,6 +227,37 @@ impl HandlerConfig {
     pub fn reuse(&self) -> bool {
         self.reuse != Some(false)
     }
+    /// A handler.toml's text, parsed and checked: one line naming the field on an error.
+    pub fn parse(raw: &str) -> Result<HandlerConfig, String> {
+        let h: HandlerConfig = toml::from_str(raw).map_err(|e| {
+            // toml's message spans lines (the offending line, a caret): the first line
+            // names the key and the position.
+            let e = e.to_string();
+            e.lines()
+                .filter(|l| !l.trim().is_empty())
+                .collect::<Vec<_>>()
+                .join(": ")
+        })?;
+        if h.memory_mb == Some(0) {
+            return Err("memory_mb must be > 0".into());
+        }
+        if h.pids.is_some_and(|p| p < 1) {
+            return Err("pids must be > 0".into());
+        }
+        Ok(h)
+    }
+    /// The memory limit (MiB) and pids limit of this handler's sandboxes: the operator's,
+    /// or the handler's where lower (an operator's `pids` below 1 is no limit).
+    pub fn limits(&self, op: &Config) -> (u64, i64) {
+        let mem = self
+            .memory_mb
+            .map_or(op.sandbox.memory_mb, |m| m.min(op.sandbox.memory_mb));
+        let pids = match self.pids {
+            Some(p) if op.sandbox.pids < 1 || p < op.sandbox.pids => p,
+            _ => op.sandbox.pids,
+        };
+        (mem, pids)
+    }
 }
 
 impl Config {
@@ -319,6 +350,12 @@ pub struct HandlerConfig {
     pub reuse: Option<bool>,
     /// Extra modules to pre-import in the zygote for this handler's package set.
     pub preload: Vec<String>,
+    /// A lower memory limit (MiB) than the operator's `sandbox.memory_mb` for this
+    /// handler's sandboxes (a higher one is ignored). Set on the sandbox's pool cgroup before
+    /// the handler's code is imported; the pool's limits come back when the cgroup is.
+    pub memory_mb: Option<u64>,
+    /// Fewer processes and threads than the operator's `sandbox.pids` (more are ignored).
+    pub pids: Option<i64>,
 }
 
 #[cfg(test)]
@@ -350,5 +387,32 @@ mod tests {
         assert!(HandlerConfig::default().reuse());
         let h: HandlerConfig = toml::from_str("reuse = false\n").unwrap();
         assert!(!h.reuse());
+    }
+
+    #[test]
+    fn handler_limits_only_tighten_and_bad_ones_name_the_field() {
+        let mut op = Config::default();
+        op.sandbox.memory_mb = 128;
+        op.sandbox.pids = 64;
+        assert_eq!(HandlerConfig::default().limits(&op), (128, 64));
+        let h = HandlerConfig::parse("memory_mb = 32\npids = 8\n").unwrap();
+        assert_eq!(h.limits(&op), (32, 8));
+        let h = HandlerConfig::parse("memory_mb = 4096\npids = 1000\n").unwrap();
+        assert_eq!(
+            h.limits(&op),
+            (128, 64),
+            "a handler loosened the operator's limits"
+        );
+        op.sandbox.pids = 0;
+        assert_eq!(h.limits(&op), (128, 1000));
+        for (raw, field) in [
+            ("memory_mb = 0\n", "memory_mb"),
+            ("pids = -1\n", "pids"),
+            ("memory_mb = \"lots\"\n", "memory_mb"),
+            ("cpu_milli = 5\n", "cpu_milli"),
+        ] {
+            let e = HandlerConfig::parse(raw).unwrap_err();
+            assert!(e.contains(field) && !e.contains('\n'), "{raw}: {e}");
+        }
     }
 }

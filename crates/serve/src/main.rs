@@ -117,6 +117,11 @@ fn handler_add(cfg: &config::Config, name: &str, dir: &Path) {
             die(e);
         }
     }
+    if let Ok(raw) = std::fs::read_to_string(dir.join("handler.toml")) {
+        if let Err(e) = config::HandlerConfig::parse(&raw) {
+            die(format!("{}/handler.toml: {e}", dir.display()));
+        }
+    }
     // Root's only where it is made here: sandboxes get their handler through a bind mount,
     // and nothing else (a zygote out of its chroot) should read other handlers' code.
     std::fs::DirBuilder::new()

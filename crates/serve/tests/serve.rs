@@ -3075,3 +3075,121 @@ if os.getpid() == 2:
     let r = d.post("other", "{}");
     assert_eq!((r.status, r.header("x-sprout-path")), (200, Some("zygote")));
 }
+
+/// The memory and pids limits of a handler's pool cgroup as the kernel has them (v1: the
+/// memory hierarchy's `memory.limit_in_bytes`; v2: `memory.max`), for every pool cgroup.
+fn pool_memory_limits(d: &Daemon) -> Vec<u64> {
+    pool_dirs(d)
+        .iter()
+        .filter_map(|p| {
+            std::fs::read_to_string(p.join("memory.limit_in_bytes"))
+                .or_else(|_| std::fs::read_to_string(p.join("memory.max")))
+                .ok()
+        })
+        .filter_map(|s| s.trim().parse().ok())
+        .collect()
+}
+
+/// handler.toml `memory_mb` and `pids` tighten the operator's limits for that handler's
+/// sandboxes (set on the pool cgroup before its code is imported), never loosen them, and the
+/// pool's own limits come back with the cgroup; bad values are refused naming the field.
+#[test]
+fn a_handlers_own_memory_and_pids_limits_tighten_the_pools() {
+    need_root!();
+    let d = Daemon::start(
+        "hlimits",
+        "zygote_memory_mb = 1024\n[sandbox]\nmemory_mb = 128\npids = 64\n",
+    );
+    // `mb` MiB written (every page touched), or up to `forks` children that stay.
+    let code = "import os, time\ndef f(e):\n    if e.get('mb'):\n        a = [b'\\x01' * (1 << 20) for _ in range(e['mb'])]\n        return len(a)\n    n = 0\n    try:\n        while n < e['forks']:\n            if os.fork() == 0:\n                time.sleep(30)\n                os._exit(0)\n            n += 1\n    except OSError:\n        pass\n    return n\n";
+    d.add("wide", code, &[]);
+    d.add(
+        "narrow",
+        code,
+        &[("handler.toml", "memory_mb = 32\npids = 8\n")],
+    );
+    d.add(
+        "loose",
+        code,
+        &[("handler.toml", "memory_mb = 100000\npids = 100000\n")],
+    );
+    // 48 MiB: within the operator's 128, past the handler's 32.
+    let r = d.post("wide", r#"{"mb": 48}"#);
+    assert_eq!(
+        (r.status, r.json()),
+        (200, serde_json::json!(48)),
+        "{}",
+        r.body
+    );
+    let r = d.post("narrow", r#"{"mb": 48}"#);
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (502, Some("oom")),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains("limit 32 MiB"), "{}", r.body);
+    // 20 children: within the operator's 64, past the handler's 8 (python is one of them).
+    let r = d.post("wide", r#"{"forks": 20}"#);
+    assert_eq!(
+        (r.status, r.json()),
+        (200, serde_json::json!(20)),
+        "{}",
+        r.body
+    );
+    let r = d.post("narrow", r#"{"forks": 20}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let n = r.json().as_u64().unwrap();
+    assert!(n < 8, "pids = 8 let the sandbox fork {n} children");
+    // Asking for more than the operator gives changes nothing.
+    let r = d.post("loose", r#"{"forks": 100}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let n = r.json().as_u64().unwrap();
+    assert!(n < 64, "a handler's pids = 100000 let it fork {n} children");
+    let r = d.post("loose", r#"{"mb": 48}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Every pool cgroup has the sandboxes' 128 MiB or, for each zygote, its 1 GiB.
+    let zygotes = d.status()["zygotes"].as_array().map_or(0, |z| z.len());
+    let pool_limits_only = |limits: &[u64]| {
+        limits.iter().all(|&l| l == 128 << 20 || l == 1024 << 20)
+            && limits.iter().filter(|&&l| l == 1024 << 20).count() <= zygotes
+    };
+    // The sandboxes that forked were discarded (children left behind), and the OOM-killed
+    // one too: their cgroups come back to the pool with its limits (a discard may finish
+    // after the reply). loose's live sandbox is among them.
+    assert!(
+        eventually(5_000, || pool_limits_only(&pool_memory_limits(&d))),
+        "pool cgroups whose limits did not come back: {:?}, {zygotes} zygotes",
+        pool_memory_limits(&d)
+    );
+    assert!(!pool_memory_limits(&d).is_empty());
+    // A bad value: refused at `handler add`, and at request time if written there after.
+    let out = {
+        let src = d.dir.join("src/bad");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("f.py"), ECHO).unwrap();
+        std::fs::write(src.join("handler.toml"), "memory_mb = 0\n").unwrap();
+        d.cli(&["handler", "add", "bad", src.to_str().unwrap()])
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("handler.toml: memory_mb must be > 0"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    std::fs::write(
+        d.dir.join("registry/narrow/handler.toml"),
+        "pids = \"many\"\n",
+    )
+    .unwrap();
+    let r = d.post("narrow", "{}");
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (400, Some("bad_handler_config")),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.json()["error"].as_str().unwrap().contains("pids"),
+        "{}",
+        r.body
+    );
+}

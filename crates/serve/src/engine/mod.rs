@@ -608,7 +608,7 @@ impl Engine {
             Err(_) => vec![],
         };
         let cfg: HandlerConfig = match std::fs::read_to_string(&ht) {
-            Ok(raw) => toml::from_str(&raw).map_err(|e| {
+            Ok(raw) => HandlerConfig::parse(&raw).map_err(|e| {
                 ApiError::new(400, "bad_handler_config", format!("handler.toml: {e}"))
             })?,
             Err(_) => HandlerConfig::default(),

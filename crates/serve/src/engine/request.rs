@@ -39,7 +39,7 @@ impl Engine {
         req.extend_from_slice(event);
         req.push(b'}');
         let t_acq = t0.elapsed();
-        let r = self.call(sb, &req, timeout, h.cfg.reuse());
+        let r = self.call(sb, &req, timeout, &h);
         if self.trace && path != "hot" {
             eprintln!(
                 "sprout-serve: trace run {name} {path}: acquire {:?} call {:?}",
@@ -65,8 +65,9 @@ impl Engine {
         sb: Sandbox,
         req: &[u8],
         timeout: Duration,
-        reuse: bool,
+        h: &HandlerInfo,
     ) -> Result<Vec<u8>, ApiError> {
+        let reuse = h.cfg.reuse();
         let deadline = Instant::now() + timeout;
         let _ = sb
             .sock
@@ -189,7 +190,7 @@ impl Engine {
                         "oom",
                         format!(
                             "sandbox killed: out of memory (limit {} MiB)",
-                            self.cfg.sandbox.memory_mb
+                            h.cfg.limits(&self.cfg).0
                         ),
                     ))
                 } else {

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::locked::Locked;
 use crate::{proto, rootfs, spawn};
+use oci_spec::runtime::LinuxResources;
 use sprout_cgroups::PoolCgroup as PoolCg;
 
 use super::{monotonic_s, open_dir_path, ApiError, Creating, Engine, HandlerInfo, Job, Sandbox};
@@ -55,6 +56,37 @@ impl Engine {
         json!({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp"})
     }
 
+    /// The pool cgroup limits of `h`'s sandboxes where its handler.toml tightens the
+    /// operator's (`memory_mb`, `pids`); `None`: the pool's own.
+    pub(super) fn handler_limits(&self, h: &HandlerInfo) -> Option<LinuxResources> {
+        let sb = &self.cfg.sandbox;
+        let (mem, pids) = h.cfg.limits(&self.cfg);
+        ((mem, pids) != (sb.memory_mb, sb.pids))
+            .then(|| super::pool_resources(mem, pids, sb.cpu_milli))
+    }
+
+    /// Set `h`'s own limits on the cgroup a sandbox of it was given, before its code runs.
+    /// A limit below what the spare already uses fails (v1: EBUSY; v2 reclaims, then its OOM
+    /// killer ends the spare, and the start fails with "out of memory").
+    fn tighten(
+        &self,
+        h: &HandlerInfo,
+        cg: &mut PoolCg,
+        limits: Option<&LinuxResources>,
+    ) -> Result<(), ApiError> {
+        let Some(r) = limits else { return Ok(()) };
+        self.pool.set_limits(cg, r).map_err(|e| {
+            ApiError::new(
+                500,
+                "start_failed",
+                format!(
+                    "handler '{}' failed to start: its handler.toml limits (memory_mb, pids): {e}",
+                    h.name
+                ),
+            )
+        })
+    }
+
     pub(super) fn zkey(pkgs: &[(String, PathBuf)]) -> String {
         pkgs.iter()
             .map(|(k, _)| k.as_str())
@@ -97,6 +129,7 @@ impl Engine {
                 return Err(ApiError::new(500, "engine", format!("log pipe: {e}")));
             }
         };
+        let limits = self.handler_limits(h);
         let mut started: Option<(UnixStream, PoolCg, &'static str)> = None;
         let mut from_zygote = None;
         if self.cfg.zygotes {
@@ -106,7 +139,14 @@ impl Engine {
                     from_zygote = Some(z.clone());
                 }
                 match self.take_spare(&z) {
-                    Ok((sock, cg)) => {
+                    Ok((sock, mut cg)) => {
+                        if let Err(e) = self.tighten(h, &mut cg, limits.as_ref()) {
+                            drop(sock);
+                            let _ = cg.mgr.kill_all(libc::SIGKILL);
+                            self.pool.put(cg);
+                            rootfs::remove_root(&root);
+                            return Err(e);
+                        }
                         // Hand the spare its root (dir fd), its stdout/stderr and handler.
                         let sent = open_dir_path(&root).and_then(|fd| {
                             proto::send(
@@ -139,13 +179,15 @@ impl Engine {
         }
         let (sock, cg, path) = match started {
             Some(s) => s,
-            None => match self.start_cold(&root, flags, &setup, logw.as_raw_fd()) {
-                Ok((sock, cg)) => (sock, cg, "cold"),
-                Err(e) => {
-                    rootfs::remove_root(&root);
-                    return Err(e);
+            None => {
+                match self.start_cold(h, &root, flags, &setup, logw.as_raw_fd(), limits.as_ref()) {
+                    Ok((sock, cg)) => (sock, cg, "cold"),
+                    Err(e) => {
+                        rootfs::remove_root(&root);
+                        return Err(e);
+                    }
                 }
-            },
+            }
         };
         drop(logw);
         let t_spawn = t0.elapsed();
@@ -248,14 +290,22 @@ impl Engine {
     /// Plain cold start: a pool cgroup and a fresh python (spawn.rs).
     pub(super) fn start_cold(
         &self,
+        h: &HandlerInfo,
         root: &Path,
         flags: i32,
         setup: &Value,
         logw: RawFd,
+        limits: Option<&LinuxResources>,
     ) -> Result<(UnixStream, PoolCg), ApiError> {
         *self.cold_last_take.locked() = Instant::now();
         let spare = self.cold_spares.locked().pop();
-        if let Some((a, cg)) = spare {
+        if let Some((a, mut cg)) = spare {
+            if let Err(e) = self.tighten(h, &mut cg, limits) {
+                drop(a);
+                let _ = cg.mgr.kill_all(libc::SIGKILL);
+                self.pool.put(cg);
+                return Err(e);
+            }
             let late = self.late_flags(flags);
             let mut setup = setup.clone();
             if self.trace {
@@ -276,10 +326,14 @@ impl Engine {
                 }
             }
         }
-        let cg = self
+        let mut cg = self
             .pool
             .get()
             .map_err(|e| ApiError::new(500, "engine", e.to_string()))?;
+        if let Err(e) = self.tighten(h, &mut cg, limits) {
+            self.pool.put(cg);
+            return Err(e);
+        }
         let (a, b) = match proto::pair() {
             Ok(p) => p,
             Err(e) => {

@@ -1,5 +1,6 @@
 //! The rest of the container's fences: masked paths, read-only paths, read-only /sys, the
-//! devices cgroup, setuid binaries under noNewPrivileges, and an LSM profile on a host without
+//! devices cgroup, setuid binaries under noNewPrivileges, the cgroup mount in a user namespace
+//! (CVE-2023-25809), and an LSM profile on a host without
 //! that LSM (CVE-2019-16884 class: a requested confinement must never be silently dropped).
 //! Each has a control showing the check detects the unfenced case.
 
@@ -221,4 +222,56 @@ fn sprout_apparmor_enabled() -> bool {
     fs::read("/sys/module/apparmor/parameters/enabled")
         .map(|b| b.first() == Some(&b'Y'))
         .unwrap_or(false)
+}
+
+/// CVE-2023-25809 (runc < 1.1.5): in a user namespace without a cgroup namespace the cgroup
+/// mount falls back to a bind of the host's hierarchy, and a bind ignores `ro` unless it is
+/// remounted: the container could then write the (mapped) host cgroups. Here the container's
+/// root is the host's root mapped (as `spec --rootless` run by root has it), so only the
+/// mount's read-only flag stands between it and a mkdir in the host's cgroup tree. Control:
+/// the same mount without `ro` lets the mkdir through (and removes it again).
+#[test]
+fn cgroup_mount_is_read_only_in_a_user_namespace_without_a_cgroup_namespace() {
+    let ctx = Ctx::new("cgroupro");
+    // Every hierarchy the container sees (v1: one directory per controller; v2: the mount
+    // itself); a directory made in one is made in the host's cgroup tree.
+    let script = "for d in /sys/fs/cgroup /sys/fs/cgroup/*/; do \
+                  [ -e \"$d/cgroup.procs\" ] || continue; \
+                  if mkdir \"$d/sprout-cve-probe\" 2>/dev/null; then echo \"$d MADE\"; rmdir \"$d/sprout-cve-probe\"; \
+                  else echo \"$d $(mkdir \"$d/sprout-cve-probe\" 2>&1 | sed 's/.*: //')\"; fi; done; echo done";
+    let bundle = |ro: bool| {
+        let mut b = ctx.bundle(&["sh", "-c", script]);
+        b.in_user_namespace(0, 0);
+        let mut opts = vec!["nosuid", "noexec", "nodev", "relatime"];
+        if ro {
+            opts.push("ro");
+        }
+        let mounts = b.config["mounts"].as_array_mut().unwrap();
+        let cg = mounts
+            .iter_mut()
+            .find(|m| m["destination"] == "/sys/fs/cgroup")
+            .unwrap();
+        cg["options"] = json!(opts);
+        b
+    };
+    let out = bundle(true).run_ok();
+    eprintln!("ro:\n{out}");
+    let tried: Vec<&str> = out.lines().filter(|l| l.starts_with('/')).collect();
+    assert!(
+        !tried.is_empty(),
+        "no cgroup hierarchy seen in the container:\n{out}"
+    );
+    for l in &tried {
+        assert!(
+            l.ends_with("Read-only file system"),
+            "a cgroup hierarchy is writable from a user namespace without a cgroup namespace: {l}\n{out}"
+        );
+    }
+    // Control: without `ro` the same bind is writable.
+    let out = bundle(false).run_ok();
+    eprintln!("control (rw):\n{out}");
+    assert!(
+        out.lines().any(|l| l.ends_with(" MADE")),
+        "control: without ro a mkdir in the container's cgroup should work:\n{out}"
+    );
 }

@@ -230,19 +230,40 @@ impl HandlerConfig {
     /// A handler.toml's text, parsed and checked: one line naming the field on an error.
     pub fn parse(raw: &str) -> Result<HandlerConfig, String> {
         let h: HandlerConfig = toml::from_str(raw).map_err(|e| {
-            // toml's message spans lines (the offending line, a caret): the first line
-            // names the key and the position.
-            let e = e.to_string();
-            e.lines()
-                .filter(|l| !l.trim().is_empty())
-                .collect::<Vec<_>>()
-                .join(": ")
+            // toml's own rendering spans lines (the source line, a caret): one line here,
+            // with the line it points at, which names the key.
+            let Some(span) = e.span() else {
+                return e.message().to_string();
+            };
+            let start = raw[..span.start].rfind('\n').map_or(0, |i| i + 1);
+            let end = raw[span.start..]
+                .find('\n')
+                .map_or(raw.len(), |i| span.start + i);
+            let line = raw[..span.start].matches('\n').count() + 1;
+            format!(
+                "line {line} ({:?}): {}",
+                raw[start..end].trim(),
+                e.message()
+            )
         })?;
         if h.memory_mb == Some(0) {
             return Err("memory_mb must be > 0".into());
         }
         if h.pids.is_some_and(|p| p < 1) {
             return Err("pids must be > 0".into());
+        }
+        let mut bytes = 0;
+        for (k, v) in &h.env {
+            if k.is_empty() || k.contains(['=', '\0']) {
+                return Err(format!("env: {k:?} is not a variable name"));
+            }
+            if v.contains('\0') {
+                return Err(format!("env.{k}: a value cannot hold a NUL byte"));
+            }
+            bytes += k.len() + v.len() + 2;
+        }
+        if bytes > ENV_MAX_BYTES {
+            return Err(format!("env: {bytes} bytes, more than {ENV_MAX_BYTES}"));
         }
         Ok(h)
     }
@@ -356,7 +377,13 @@ pub struct HandlerConfig {
     pub memory_mb: Option<u64>,
     /// Fewer processes and threads than the operator's `sandbox.pids` (more are ignored).
     pub pids: Option<i64>,
+    /// Environment variables of this handler's sandboxes, over the engine's base set
+    /// (`SPROUT_HANDLER` stays the engine's). At most [`ENV_MAX_BYTES`] in all.
+    pub env: std::collections::BTreeMap<String, String>,
 }
+
+/// The most a handler.toml's `env` may hold, keys and values together (AWS Lambda allows 4 KB).
+pub const ENV_MAX_BYTES: usize = 32 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -410,6 +437,9 @@ mod tests {
             ("pids = -1\n", "pids"),
             ("memory_mb = \"lots\"\n", "memory_mb"),
             ("cpu_milli = 5\n", "cpu_milli"),
+            ("[env]\n\"A=B\" = \"x\"\n", "env"),
+            ("[env]\nA = \"x\\u0000\"\n", "env.A"),
+            ("[env]\nA = 1\n", "A = 1"),
         ] {
             let e = HandlerConfig::parse(raw).unwrap_err();
             assert!(e.contains(field) && !e.contains('\n'), "{raw}: {e}");

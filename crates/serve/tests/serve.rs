@@ -3193,3 +3193,44 @@ fn a_handlers_own_memory_and_pids_limits_tighten_the_pools() {
         r.body
     );
 }
+
+/// handler.toml `[env]` sets variables in that handler's sandboxes only: another handler
+/// forked from the same zygote right after does not see them, and `SPROUT_HANDLER` stays the
+/// engine's. A bad name is refused with one line naming it.
+#[test]
+fn a_handlers_env_reaches_its_own_sandboxes_only() {
+    need_root!();
+    let d = Daemon::start("henv", "zygote_spares = 1\n");
+    let code = "import os\ndef f(e):\n    return [os.environ.get('GREETING'), os.environ.get('SPROUT_HANDLER'), os.environ.get('PATH')]\n";
+    d.add(
+        "withenv",
+        code,
+        &[(
+            "handler.toml",
+            "reuse = false\n[env]\nGREETING = \"hi there\"\nSPROUT_HANDLER = \"forged\"\n",
+        )],
+    );
+    d.add("plain", code, &[("handler.toml", "reuse = false\n")]);
+    for _ in 0..2 {
+        for (h, greeting) in [
+            ("withenv", serde_json::json!("hi there")),
+            ("plain", serde_json::Value::Null),
+        ] {
+            let r = d.post(h, "{}");
+            assert_eq!(r.status, 200, "{}", r.body);
+            let v = r.json();
+            assert_eq!(v[0], greeting, "{h}: {v}");
+            assert_eq!(v[1], h, "{h}: {v}");
+            assert_eq!(v[2], "/usr/local/bin:/usr/bin:/bin", "{h}: {v}");
+        }
+    }
+    let src = d.dir.join("src/badenv");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("f.py"), ECHO).unwrap();
+    std::fs::write(src.join("handler.toml"), "[env]\n\"A=B\" = \"x\"\n").unwrap();
+    let out = d.cli(&["handler", "add", "badenv", src.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("env: \"A=B\" is not a variable name"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

@@ -32,6 +32,9 @@ impl Engine {
 
     pub(super) fn setup_msg(&self, h: &HandlerInfo, flags: i32) -> Value {
         let mut env = self.base_env();
+        for (k, v) in &h.cfg.env {
+            env[k] = json!(v);
+        }
         env["SPROUT_HANDLER"] = json!(h.name);
         let mut paths: Vec<String> = vec!["/handler".into()];
         paths.extend(h.packages.iter().map(|(k, _)| format!("/packages/{k}")));

@@ -45,6 +45,9 @@
 # pass-fail-skip), every sprout failure and skip with its first error line, and the last line
 # `vm: N passed, N failed, N skipped` (sprout). A test that cannot run in the VM is a skip with its
 # reason, never a pass.
+# Timing under TCG: guest.sh sets SPROUT_TEST_SLOW=3 for the cargo suites when the guest runs under
+# TCG (systemd-detect-virt: qemu), stretching the tests' polling bounds (tests/support's poll,
+# serve's eventually: bounds for a hang) threefold; a bound on how soon something may happen is not.
 # Exit status: 0 all sprout suites passed; 1 a sprout test failed; 2 the harness broke (build, image,
 # boot, copy) — the results so far are still printed.
 #

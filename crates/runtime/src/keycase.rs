@@ -194,6 +194,20 @@ pub fn normalize_resources(resources: &mut Value) -> bool {
     walk(resources, "")
 }
 
+/// `other`'s members into `into` where both are objects, recursively; elsewhere `into` stays.
+fn merge(into: &mut Value, other: Value) {
+    if let (Value::Object(a), Value::Object(b)) = (into, other) {
+        for (k, v) in b {
+            match a.get_mut(&k) {
+                Some(x) => merge(x, v),
+                None => {
+                    a.insert(k, v);
+                }
+            }
+        }
+    }
+}
+
 fn walk(v: &mut Value, path: &str) -> bool {
     match v {
         Value::Object(map) => {
@@ -208,9 +222,17 @@ fn walk(v: &mut Value, path: &str) -> bool {
                     let Some(canon) = names.iter().find(|n| n.eq_ignore_ascii_case(&k)) else {
                         continue;
                     };
-                    // An exact key wins, as in Go; the other spelling is then dropped.
+                    // Both spellings: Go decodes each into the same field, so two objects
+                    // merge (runc's update.bats has `cpu` with the quota and `CPU` with the
+                    // cpus); where both set one value the exact key's is kept (Go keeps the
+                    // later one in the file, whose order this map does not hold).
                     if let Some(val) = map.remove(&k) {
-                        map.entry(canon.to_string()).or_insert(val);
+                        match map.get_mut(*canon) {
+                            Some(exact) => merge(exact, val),
+                            None => {
+                                map.insert(canon.to_string(), val);
+                            }
+                        }
                         changed = true;
                     }
                 }
@@ -252,7 +274,9 @@ mod tests {
             "hugepageLimits": [{"pagesize": "2MB", "limit": 1}],
             "blockio": {"throttleReadBpsDevice": [{"MAJOR": 8, "minor": 0, "Rate": 1}]},
             "unified": {"Memory.Max": "1"},
-            "memory": {"limit": 5, "LIMIT": 6}
+            "memory": {"limit": 5, "LIMIT": 6},
+            "pids": {"limit": 1},
+            "PIDS": {"Limit": 2}
         });
         assert!(normalize_resources(&mut r));
         assert_eq!(
@@ -262,8 +286,17 @@ mod tests {
                 "hugepageLimits": [{"pageSize": "2MB", "limit": 1}],
                 "blockIO": {"throttleReadBpsDevice": [{"major": 8, "minor": 0, "rate": 1}]},
                 "unified": {"Memory.Max": "1"},
-                "memory": {"limit": 5}
+                "memory": {"limit": 5},
+                "pids": {"limit": 1}
             })
+        );
+        // runc's update.bats: `cpu` from the setup, `CPU` from the test: one cpu object.
+        let mut both =
+            json!({"cpu": {"shares": 100, "quota": 500000}, "CPU": {"Cpus": "0", "Mems": "0"}});
+        assert!(normalize_resources(&mut both));
+        assert_eq!(
+            both,
+            json!({"cpu": {"shares": 100, "quota": 500000, "cpus": "0", "mems": "0"}})
         );
         let mut same = json!({"cpu": {"cpus": "0"}, "unified": {"cpu.max": "max"}});
         assert!(!normalize_resources(&mut same));

@@ -3164,13 +3164,7 @@ fn a_handlers_own_memory_and_pids_limits_tighten_the_pools() {
     );
     assert!(!pool_memory_limits(&d).is_empty());
     // A bad value: refused at `handler add`, and at request time if written there after.
-    let out = {
-        let src = d.dir.join("src/bad");
-        std::fs::create_dir_all(&src).unwrap();
-        std::fs::write(src.join("f.py"), ECHO).unwrap();
-        std::fs::write(src.join("handler.toml"), "memory_mb = 0\n").unwrap();
-        d.cli(&["handler", "add", "bad", src.to_str().unwrap()])
-    };
+    let out = d.try_add("bad", ECHO, &[("handler.toml", "memory_mb = 0\n")]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("handler.toml: memory_mb must be > 0"), "{err}");
@@ -3224,11 +3218,11 @@ fn a_handlers_env_reaches_its_own_sandboxes_only() {
             assert_eq!(v[2], "/usr/local/bin:/usr/bin:/bin", "{h}: {v}");
         }
     }
-    let src = d.dir.join("src/badenv");
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::write(src.join("f.py"), ECHO).unwrap();
-    std::fs::write(src.join("handler.toml"), "[env]\n\"A=B\" = \"x\"\n").unwrap();
-    let out = d.cli(&["handler", "add", "badenv", src.to_str().unwrap()]);
+    let out = d.try_add(
+        "badenv",
+        ECHO,
+        &[("handler.toml", "[env]\n\"A=B\" = \"x\"\n")],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("env: \"A=B\" is not a variable name"), "{err}");

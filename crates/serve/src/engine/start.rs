@@ -68,17 +68,15 @@ impl Engine {
             .then(|| super::pool_resources(mem, pids, sb.cpu_milli))
     }
 
-    /// Set `h`'s own limits on the cgroup a sandbox of it was given, before its code runs.
-    /// A limit below what the spare already uses fails (v1: EBUSY; v2 reclaims, then its OOM
-    /// killer ends the spare, and the start fails with "out of memory").
-    fn tighten(
-        &self,
-        h: &HandlerInfo,
-        cg: &mut PoolCg,
-        limits: Option<&LinuxResources>,
-    ) -> Result<(), ApiError> {
-        let Some(r) = limits else { return Ok(()) };
-        self.pool.set_limits(cg, r).map_err(|e| {
+    /// Set `h`'s own limits ([`Self::handler_limits`]) on the cgroup a sandbox of it was
+    /// given, before its code runs. A limit below what the spare already uses fails (v1:
+    /// EBUSY; v2 reclaims, then its OOM killer ends the spare, and the start fails with "out
+    /// of memory").
+    fn tighten(&self, h: &HandlerInfo, cg: &mut PoolCg) -> Result<(), ApiError> {
+        let Some(r) = self.handler_limits(h) else {
+            return Ok(());
+        };
+        self.pool.set_limits(cg, &r).map_err(|e| {
             ApiError::new(
                 500,
                 "start_failed",
@@ -132,7 +130,6 @@ impl Engine {
                 return Err(ApiError::new(500, "engine", format!("log pipe: {e}")));
             }
         };
-        let limits = self.handler_limits(h);
         let mut started: Option<(UnixStream, PoolCg, &'static str)> = None;
         let mut from_zygote = None;
         if self.cfg.zygotes {
@@ -143,7 +140,7 @@ impl Engine {
                 }
                 match self.take_spare(&z) {
                     Ok((sock, mut cg)) => {
-                        if let Err(e) = self.tighten(h, &mut cg, limits.as_ref()) {
+                        if let Err(e) = self.tighten(h, &mut cg) {
                             drop(sock);
                             let _ = cg.mgr.kill_all(libc::SIGKILL);
                             self.pool.put(cg);
@@ -182,15 +179,13 @@ impl Engine {
         }
         let (sock, cg, path) = match started {
             Some(s) => s,
-            None => {
-                match self.start_cold(h, &root, flags, &setup, logw.as_raw_fd(), limits.as_ref()) {
-                    Ok((sock, cg)) => (sock, cg, "cold"),
-                    Err(e) => {
-                        rootfs::remove_root(&root);
-                        return Err(e);
-                    }
+            None => match self.start_cold(h, &root, flags, &setup, logw.as_raw_fd()) {
+                Ok((sock, cg)) => (sock, cg, "cold"),
+                Err(e) => {
+                    rootfs::remove_root(&root);
+                    return Err(e);
                 }
-            }
+            },
         };
         drop(logw);
         let t_spawn = t0.elapsed();
@@ -298,12 +293,11 @@ impl Engine {
         flags: i32,
         setup: &Value,
         logw: RawFd,
-        limits: Option<&LinuxResources>,
     ) -> Result<(UnixStream, PoolCg), ApiError> {
         *self.cold_last_take.locked() = Instant::now();
         let spare = self.cold_spares.locked().pop();
         if let Some((a, mut cg)) = spare {
-            if let Err(e) = self.tighten(h, &mut cg, limits) {
+            if let Err(e) = self.tighten(h, &mut cg) {
                 drop(a);
                 let _ = cg.mgr.kill_all(libc::SIGKILL);
                 self.pool.put(cg);
@@ -333,7 +327,7 @@ impl Engine {
             .pool
             .get()
             .map_err(|e| ApiError::new(500, "engine", e.to_string()))?;
-        if let Err(e) = self.tighten(h, &mut cg, limits) {
+        if let Err(e) = self.tighten(h, &mut cg) {
             self.pool.put(cg);
             return Err(e);
         }

@@ -248,7 +248,8 @@ impl Daemon {
     }
 
     /// Register handler `name` with f.py = `code` and extra files.
-    pub fn add(&self, name: &str, code: &str, files: &[(&str, &str)]) {
+    /// `handler add` of a handler made of `code` (its f.py) and `files`: its output.
+    pub fn try_add(&self, name: &str, code: &str, files: &[(&str, &str)]) -> std::process::Output {
         let src = self.dir.join("src").join(name);
         let _ = std::fs::remove_dir_all(&src);
         std::fs::create_dir_all(&src).unwrap();
@@ -256,7 +257,11 @@ impl Daemon {
         for (f, c) in files {
             std::fs::write(src.join(f), c).unwrap();
         }
-        let out = self.cli(&["handler", "add", name, src.to_str().unwrap()]);
+        self.cli(&["handler", "add", name, src.to_str().unwrap()])
+    }
+
+    pub fn add(&self, name: &str, code: &str, files: &[(&str, &str)]) {
+        let out = self.try_add(name, code, files);
         assert!(
             out.status.success(),
             "handler add: {}",

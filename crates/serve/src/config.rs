@@ -110,10 +110,14 @@ pub struct Config {
     pub pip_timeout_s: u64,
     /// Let pip build packages that have no wheel for this python (source distributions).
     /// Off by default: pip then installs wheels only (`--only-binary=:all:`), which runs
-    /// none of a package's code. A build runs the package's own build code (setup.py or its
-    /// build backend) as root on the host, outside any sandbox: only for indexes whose
-    /// packages the operator trusts.
+    /// none of a package's code, as root on the host. On, pip and the package's own build
+    /// code (setup.py, its build backend, a compiler) run in a jail (buildjail.rs): the
+    /// sandboxes' uid/gid without capabilities, the sandboxes' seccomp deny-list, a root of
+    /// the sandboxes' base with a tmpfs /tmp, its own mount/pid/IPC/UTS namespaces (network
+    /// too when `pip_args` has `--no-index`), `pip_build_memory_mb` and `pip_timeout_s`.
     pub pip_build_sdists: bool,
+    /// A source build's address space per process and its /tmp, MiB.
+    pub pip_build_memory_mb: u64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -206,6 +210,7 @@ impl Default for Config {
             pip_args: vec![],
             pip_timeout_s: 300,
             pip_build_sdists: false,
+            pip_build_memory_mb: 4096,
         }
     }
 }

@@ -73,10 +73,11 @@ pub struct InstallCache {
     dir: PathBuf,
     pip: Vec<String>,
     pip_args: Vec<String>,
-    /// `--only-binary=:all:` (the default, `pip_build_sdists = false`): pip installs wheels
-    /// only and runs none of a package's code. Building a source distribution runs its build
-    /// code (setup.py, a build backend) as root on the host.
-    wheels_only: bool,
+    /// `None` (the default, `pip_build_sdists = false`): pip installs wheels only
+    /// (`--only-binary=:all:`) and runs none of a package's code. `Some`: pip may build
+    /// source distributions, which runs their build code (setup.py, a build backend): it
+    /// then runs in this jail (buildjail.rs), never as the host's root.
+    jail: Option<crate::buildjail::Jail>,
     timeout: Duration,
     locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// Recent failures (not retried for a minute).
@@ -88,14 +89,14 @@ impl InstallCache {
         dir: PathBuf,
         pip: Vec<String>,
         pip_args: Vec<String>,
-        wheels_only: bool,
+        jail: Option<crate::buildjail::Jail>,
         timeout: Duration,
     ) -> InstallCache {
         InstallCache {
             dir,
             pip,
             pip_args,
-            wheels_only,
+            jail,
             timeout,
             locks: Default::default(),
             failed: Default::default(),
@@ -147,6 +148,13 @@ impl InstallCache {
         let r = self.pip_install(p, &tmp);
         match r {
             Ok(()) => {
+                if self.jail.is_some() {
+                    // Built as the sandboxes' user: nothing of it stays theirs.
+                    crate::buildjail::give_back_to_root(&tmp).map_err(|e| {
+                        let _ = std::fs::remove_dir_all(&tmp);
+                        Error::io(Kind::Install, tmp.display(), e)
+                    })?;
+                }
                 std::fs::rename(&tmp, &dst)
                     .map_err(|e| Error::io(Kind::Install, dst.display(), e))?;
                 Ok(dst)
@@ -163,26 +171,44 @@ impl InstallCache {
 
     fn pip_install(&self, p: &Pkg, target: &Path) -> Result<()> {
         let spec = format!("{}=={}", p.name, p.version);
-        let mut cmd = std::process::Command::new(&self.pip[0]);
-        cmd.args(&self.pip[1..])
-            .args([
+        let mut pip: Vec<String> = self.pip.clone();
+        pip.extend(
+            [
                 "install",
                 "--no-deps",
                 "--no-compile",
                 "--disable-pip-version-check",
                 "--quiet",
-                "--target",
-            ])
-            .arg(target)
-            .args(self.wheels_only.then_some("--only-binary=:all:"))
-            .args(&self.pip_args)
-            .arg(&spec)
-            .stdin(std::process::Stdio::null())
+            ]
+            .map(String::from),
+        );
+        let mut cmd = match &self.jail {
+            None => {
+                pip.extend(["--target".into(), target.display().to_string()]);
+                pip.push("--only-binary=:all:".into());
+                pip.extend(self.pip_args.iter().cloned());
+                pip.push(spec.clone());
+                let mut c = std::process::Command::new(&pip[0]);
+                c.args(&pip[1..]);
+                c
+            }
+            Some(jail) => {
+                // The target, made here and lent to the sandboxes' user for the build.
+                std::fs::create_dir(target)
+                    .and_then(|()| std::os::unix::fs::chown(target, Some(jail.uid), Some(jail.gid)))
+                    .map_err(|e| Error::io(Kind::Install, target.display(), e))?;
+                pip.extend(["--target".into(), crate::buildjail::TARGET.into()]);
+                pip.extend(self.pip_args.iter().cloned());
+                pip.push(spec.clone());
+                jail.command(target, &crate::buildjail::paths_in(&self.pip_args), &pip)
+            }
+        };
+        cmd.stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         let mut child = cmd
             .spawn()
-            .map_err(|e| Error::io(Kind::Install, format!("running {}", self.pip.join(" ")), e))?;
+            .map_err(|e| Error::io(Kind::Install, format!("running {}", pip.join(" ")), e))?;
         let pid = child.id() as i32;
         let mut err = child.stderr.take().unwrap();
         let errt = std::thread::spawn(move || {
@@ -207,7 +233,7 @@ impl InstallCache {
                     .chars()
                     .take(400)
                     .collect();
-                let hint = if self.wheels_only {
+                let hint = if self.jail.is_none() {
                     " (wheels only: pip_build_sdists = false)"
                 } else {
                     ""

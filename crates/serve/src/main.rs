@@ -2,6 +2,7 @@
 //! See docs/serve.md.
 
 mod admission;
+mod buildjail;
 mod compile;
 mod config;
 mod engine;
@@ -39,6 +40,10 @@ fn main() {
     // may reach a zygote or a sandbox (or pip, or the compiler). Before any thread exists.
     spawn::cloexec_from(3);
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "__pip-build") {
+        // The engine's source-build jail (buildjail.rs), started by the engine itself.
+        buildjail::main(&args[1..]);
+    }
     let mut cfg_path: Option<PathBuf> = std::env::var_os("SPROUT_SERVE_CONFIG").map(PathBuf::from);
     if let Some(i) = args.iter().position(|a| a == "--config") {
         if i + 1 >= args.len() {

@@ -459,11 +459,21 @@ impl Engine {
             .open("/dev/null")
             .map_err(|e| Error::io(Kind::Io, "/dev/null", e))?;
         let (tx, rx) = mpsc::channel::<Job>();
+        let jail = cfg.pip_build_sdists.then(|| crate::buildjail::Jail {
+            base: base.clone(),
+            scratch: run.join("roots"),
+            uid: sb.uid,
+            gid: sb.gid,
+            memory_mb: cfg.pip_build_memory_mb,
+            cpu_s: cfg.pip_timeout_s.max(1),
+            seccomp: sb.seccomp,
+            own_net: cfg.pip_args.iter().any(|a| a == "--no-index"),
+        });
         let installs = InstallCache::new(
             cfg.package_cache.clone(),
             cfg.pip.clone(),
             cfg.pip_args.clone(),
-            !cfg.pip_build_sdists,
+            jail,
             Duration::from_secs(cfg.pip_timeout_s),
         );
         let eng = Arc::new(Engine {

@@ -257,6 +257,10 @@ impl HandlerConfig {
         if h.pids.is_some_and(|p| p < 1) {
             return Err("pids must be > 0".into());
         }
+        if h.cpu_milli.is_some_and(|c| c < 10) {
+            // 10 milli-CPUs: a CFS quota of 1 ms per 100 ms period, the kernel's least.
+            return Err("cpu_milli must be at least 10 (1 % of a CPU)".into());
+        }
         let mut bytes = 0;
         for (k, v) in &h.env {
             if k.is_empty() || k.contains(['=', '\0']) {
@@ -272,9 +276,10 @@ impl HandlerConfig {
         }
         Ok(h)
     }
-    /// The memory limit (MiB) and pids limit of this handler's sandboxes: the operator's,
-    /// or the handler's where lower (an operator's `pids` below 1 is no limit).
-    pub fn limits(&self, op: &Config) -> (u64, i64) {
+    /// The memory limit (MiB), pids limit and CPU quota (milli-CPUs) of this handler's
+    /// sandboxes: the operator's, or the handler's where lower (an operator's `pids` below 1
+    /// and `cpu_milli` 0 are no limit).
+    pub fn limits(&self, op: &Config) -> (u64, i64, u64) {
         let mem = self
             .memory_mb
             .map_or(op.sandbox.memory_mb, |m| m.min(op.sandbox.memory_mb));
@@ -282,7 +287,11 @@ impl HandlerConfig {
             Some(p) if op.sandbox.pids < 1 || p < op.sandbox.pids => p,
             _ => op.sandbox.pids,
         };
-        (mem, pids)
+        let cpu = match self.cpu_milli {
+            Some(c) if op.sandbox.cpu_milli == 0 || c < op.sandbox.cpu_milli => c,
+            _ => op.sandbox.cpu_milli,
+        };
+        (mem, pids, cpu)
     }
 }
 
@@ -382,6 +391,9 @@ pub struct HandlerConfig {
     pub memory_mb: Option<u64>,
     /// Fewer processes and threads than the operator's `sandbox.pids` (more are ignored).
     pub pids: Option<i64>,
+    /// A smaller CPU quota (milli-CPUs, at least 10) than the operator's `sandbox.cpu_milli`
+    /// (a larger one is ignored; with the operator's 0, no quota, it applies).
+    pub cpu_milli: Option<u64>,
     /// Environment variables of this handler's sandboxes, over the engine's base set
     /// (`SPROUT_HANDLER` stays the engine's). At most [`ENV_MAX_BYTES`] in all.
     pub env: std::collections::BTreeMap<String, String>,
@@ -426,17 +438,19 @@ mod tests {
         let mut op = Config::default();
         op.sandbox.memory_mb = 128;
         op.sandbox.pids = 64;
-        assert_eq!(HandlerConfig::default().limits(&op), (128, 64));
-        let h = HandlerConfig::parse("memory_mb = 32\npids = 8\n").unwrap();
-        assert_eq!(h.limits(&op), (32, 8));
-        let h = HandlerConfig::parse("memory_mb = 4096\npids = 1000\n").unwrap();
+        op.sandbox.cpu_milli = 1000;
+        assert_eq!(HandlerConfig::default().limits(&op), (128, 64, 1000));
+        let h = HandlerConfig::parse("memory_mb = 32\npids = 8\ncpu_milli = 100\n").unwrap();
+        assert_eq!(h.limits(&op), (32, 8, 100));
+        let h = HandlerConfig::parse("memory_mb = 4096\npids = 1000\ncpu_milli = 4000\n").unwrap();
         assert_eq!(
             h.limits(&op),
-            (128, 64),
+            (128, 64, 1000),
             "a handler loosened the operator's limits"
         );
         op.sandbox.pids = 0;
-        assert_eq!(h.limits(&op), (128, 1000));
+        op.sandbox.cpu_milli = 0;
+        assert_eq!(h.limits(&op), (128, 1000, 4000));
         for (raw, field) in [
             ("memory_mb = 0\n", "memory_mb"),
             ("pids = -1\n", "pids"),

@@ -3422,3 +3422,124 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         );
     }
 }
+
+/// The CFS quota of every pool cgroup as the kernel has it, per period of 100 ms (v1: the
+/// cpu hierarchy's `cpu.cfs_quota_us`, -1 for none; v2: `cpu.max`'s first field, "max").
+fn pool_cpu_quotas(d: &Daemon) -> Vec<String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let v1 = own.lines().find_map(|l| {
+        let mut it = l.splitn(3, ':');
+        let (_, c, p) = (it.next()?, it.next()?, it.next()?);
+        c.split(',').any(|x| x == "cpu").then(|| {
+            std::path::Path::new("/sys/fs/cgroup/cpu")
+                .join(p.trim_start_matches('/'))
+                .join(&d.cgroup_name)
+        })
+    });
+    let (base, file) = match v1 {
+        Some(b) => (b, "cpu.cfs_quota_us"),
+        None => match pool_dirs(d)
+            .first()
+            .and_then(|p| p.parent().map(|p| p.to_path_buf()))
+        {
+            Some(b) => (b, "cpu.max"),
+            None => return vec![],
+        },
+    };
+    std::fs::read_dir(&base)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("sb"))
+                .filter_map(|e| std::fs::read_to_string(e.path().join(file)).ok())
+                .filter_map(|s| s.split_whitespace().next().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// handler.toml `cpu_milli` lowers the CPU quota of that handler's sandboxes: while one of
+/// them spins for 1.5 s its pool cgroup has the handler's quota (10 ms per 100 ms), and the
+/// kernel's CPU accounting of the spinning process stays near it; a larger value is ignored
+/// (the operator's stays), and every pool cgroup has the operator's quota back afterwards.
+#[test]
+fn a_handlers_cpu_milli_lowers_its_sandboxes_quota() {
+    need_root!();
+    let mut d = Daemon::start("hcpu", "[sandbox]\ncpu_milli = 1000\n");
+    let code = "import time\ndef f(e):\n    t = time.monotonic()\n    while time.monotonic() - t < e['s']:\n        pass\n    return time.process_time()\n";
+    // A fresh sandbox for each request: its cgroup goes back to the pool after it.
+    d.add(
+        "slow",
+        code,
+        &[("handler.toml", "cpu_milli = 100\nreuse = false\n")],
+    );
+    d.add("loose", code, &[("handler.toml", "cpu_milli = 100000\n")]);
+    let r = d.post("loose", r#"{"s": 0.1}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        pool_cpu_quotas(&d).iter().all(|q| q == "100000"),
+        "{:?}",
+        pool_cpu_quotas(&d)
+    );
+    let (r, seen) = std::thread::scope(|s| {
+        let t = s.spawn(|| d.post("slow", r#"{"s": 1.5}"#));
+        let seen = eventually(1_400, || pool_cpu_quotas(&d).iter().any(|q| q == "10000"));
+        (t.join().unwrap(), seen)
+    });
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        seen,
+        "no pool cgroup had the handler's quota: {:?}",
+        pool_cpu_quotas(&d)
+    );
+    // 10 % of a CPU for 1.5 s: ~0.15 s, with a period's slack and the start; unthrottled it
+    // spins up to 1.5 s.
+    let cpu = r.json().as_f64().unwrap();
+    assert!(
+        cpu < 0.5,
+        "the sandbox used {cpu} s of CPU in 1.5 s under 100 milli-CPUs"
+    );
+    // Its cgroup came back to the pool with the operator's quota.
+    assert!(
+        eventually(5_000, || {
+            let q = pool_cpu_quotas(&d);
+            !q.is_empty() && q.iter().all(|q| q == "100000")
+        }),
+        "{:?}",
+        pool_cpu_quotas(&d)
+    );
+    let out = d.try_add("bad", ECHO, &[("handler.toml", "cpu_milli = 5\n")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("handler.toml: cpu_milli must be at least 10"),
+        "{err}"
+    );
+    d.stop();
+    // With no quota from the operator (0) the handler's applies, and is lifted again when
+    // its cgroup comes back (the pool writes "no quota", -1 or max, where it wrote nothing).
+    let d = Daemon::start("hcpu0", "[sandbox]\ncpu_milli = 0\n");
+    d.add(
+        "slow",
+        code,
+        &[("handler.toml", "cpu_milli = 100\nreuse = false\n")],
+    );
+    let (r, seen) = std::thread::scope(|s| {
+        let t = s.spawn(|| d.post("slow", r#"{"s": 1.0}"#));
+        let seen = eventually(900, || pool_cpu_quotas(&d).iter().any(|q| q == "10000"));
+        (t.join().unwrap(), seen)
+    });
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        seen,
+        "no pool cgroup had the handler's quota: {:?}",
+        pool_cpu_quotas(&d)
+    );
+    assert!(
+        eventually(5_000, || {
+            let q = pool_cpu_quotas(&d);
+            !q.is_empty() && q.iter().all(|q| q == "-1" || q == "max")
+        }),
+        "{:?}",
+        pool_cpu_quotas(&d)
+    );
+}

@@ -56,15 +56,19 @@ fn new_pool(
     .joining_v1(JOIN_V1)
 }
 
-/// A sandbox's (or a zygote's) cgroup limits.
+/// A sandbox's (or a zygote's) cgroup limits. `cpu_milli` 0 is written as no quota (-1),
+/// so that a pool cgroup given back after a handler's own quota (handler.toml `cpu_milli`)
+/// loses it.
 pub fn pool_resources(mem_mb: u64, pids: i64, cpu_milli: u64) -> oci_spec::runtime::LinuxResources {
     let mut v = serde_json::json!({
         "memory": {"limit": (mem_mb as i64) << 20},
         "pids": {"limit": pids},
     });
-    if cpu_milli > 0 {
-        v["cpu"] = serde_json::json!({"quota": (cpu_milli as i64) * 100, "period": 100000u64});
-    }
+    v["cpu"] = if cpu_milli > 0 {
+        serde_json::json!({"quota": (cpu_milli as i64) * 100, "period": 100000u64})
+    } else {
+        serde_json::json!({"quota": -1})
+    };
     serde_json::from_value(v).expect("static resources shape")
 }
 

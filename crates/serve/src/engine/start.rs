@@ -60,12 +60,12 @@ impl Engine {
     }
 
     /// The pool cgroup limits of `h`'s sandboxes where its handler.toml tightens the
-    /// operator's (`memory_mb`, `pids`); `None`: the pool's own.
+    /// operator's (`memory_mb`, `pids`, `cpu_milli`); `None`: the pool's own.
     pub(super) fn handler_limits(&self, h: &HandlerInfo) -> Option<LinuxResources> {
         let sb = &self.cfg.sandbox;
-        let (mem, pids) = h.cfg.limits(&self.cfg);
-        ((mem, pids) != (sb.memory_mb, sb.pids))
-            .then(|| super::pool_resources(mem, pids, sb.cpu_milli))
+        let (mem, pids, cpu) = h.cfg.limits(&self.cfg);
+        ((mem, pids, cpu) != (sb.memory_mb, sb.pids, sb.cpu_milli))
+            .then(|| super::pool_resources(mem, pids, cpu))
     }
 
     /// Set `h`'s own limits ([`Self::handler_limits`]) on the cgroup a sandbox of it was
@@ -81,7 +81,7 @@ impl Engine {
                 500,
                 "start_failed",
                 format!(
-                    "handler '{}' failed to start: its handler.toml limits (memory_mb, pids): {e}",
+                    "handler '{}' failed to start: its handler.toml limits (memory_mb, pids, cpu_milli): {e}",
                     h.name
                 ),
             )

@@ -163,7 +163,8 @@ impl Engine {
         let zres = super::pool_resources(
             self.cfg.zygote_memory_mb.max(sb.memory_mb),
             sb.pids.max(1024),
-            0,
+            // The sandboxes' quota, which the pool cgroup has already.
+            sb.cpu_milli,
         );
         if let Err(e) = self.pool.set_limits(&mut cg, &zres) {
             self.pool.put(cg);

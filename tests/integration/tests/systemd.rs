@@ -562,6 +562,16 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
     assert_eq!(sets(&fake), before, "systemd was told of a refused limit");
     assert_eq!(read_trim(&mem.join("memory.limit_in_bytes")), "134217728");
     assert_eq!(b.status().as_deref(), Some("running"));
+    // Above the usage it goes to systemd and then to the cgroup (checked once, before both).
+    fs::write(
+        &r,
+        r#"{"memory": {"limit": 268435456, "checkBeforeUpdate": true}}"#,
+    )
+    .unwrap();
+    ctx.rt(&["update", "-r", r.to_str().unwrap(), &b.id])
+        .assert_ok();
+    assert_eq!(sets(&fake), before + 1);
+    assert_eq!(read_trim(&mem.join("memory.limit_in_bytes")), "268435456");
 
     // delete: StopUnit + ResetFailedUnit, nothing left in any hierarchy.
     b.kill("KILL").assert_ok();
@@ -576,6 +586,7 @@ fn systemd_cgroup_driver_against_a_fake_systemd_on_a_real_dbus_daemon() {
         methods,
         [
             "StartTransientUnit",
+            "SetUnitProperties",
             "SetUnitProperties",
             "SetUnitProperties",
             "StopUnit",

@@ -52,7 +52,7 @@ use oci_spec::runtime::LinuxResources;
 use serde::{Deserialize, Serialize};
 
 use self::dbus::{Addr, Conn, Value};
-use self::props::{for_cgroupfs, prop, resource_props, Sd};
+use self::props::{checked_for_cgroupfs, for_cgroupfs, prop, resource_props, Sd};
 use crate::backend::{Backend, Freezer};
 use crate::path::SelfCgroup;
 use crate::{fs, Error, Layout, Manager, OomEvents, Result, Stats};
@@ -167,7 +167,7 @@ impl Backend for Driver {
         if apply(m, unit_of(m), &res)? {
             return Ok(());
         }
-        m.fs_backend().apply(m, &for_cgroupfs(&res))
+        m.fs_backend().apply(m, &checked_for_cgroupfs(&res))
     }
 
     /// The first call of a `create` starts the transient unit with `PIDs=[pid]` ([`start`]).

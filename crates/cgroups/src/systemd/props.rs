@@ -84,6 +84,25 @@ pub(crate) fn for_cgroupfs(res: &LinuxResources) -> std::borrow::Cow<'_, LinuxRe
     Cow::Owned(r)
 }
 
+/// [`for_cgroupfs`] after `update` checked `memory.checkBeforeUpdate` itself, before
+/// SetUnitProperties: the cgroupfs write then does not read the usage a second time.
+pub(crate) fn checked_for_cgroupfs(res: &LinuxResources) -> std::borrow::Cow<'_, LinuxResources> {
+    use std::borrow::Cow;
+    let r = for_cgroupfs(res);
+    if !r
+        .memory()
+        .as_ref()
+        .is_some_and(|m| m.check_before_update() == Some(true))
+    {
+        return r;
+    }
+    let mut r = r.into_owned();
+    if let Some(m) = r.memory_mut() {
+        m.set_check_before_update(None);
+    }
+    Cow::Owned(r)
+}
+
 /// The kernel's and systemd's default CFS period, 100ms.
 const DEFAULT_PERIOD: u64 = 100_000;
 

@@ -1015,4 +1015,17 @@ fn cgroupfs_quota_follows_systemds_rounding() {
     assert_eq!(quota(-1, Some(50_000)), Some(-1));
     let r = res(serde_json::json!({"memory": {"limit": 1}}));
     assert!(matches!(for_cgroupfs(&r), std::borrow::Cow::Borrowed(_)));
+    assert!(matches!(
+        checked_for_cgroupfs(&r),
+        std::borrow::Cow::Borrowed(_)
+    ));
+    // `update` checked the usage before SetUnitProperties: the cgroupfs write does not again.
+    let r = res(
+        serde_json::json!({"memory": {"limit": 1 << 20, "checkBeforeUpdate": true},
+                                   "cpu": {"quota": 12_345}}),
+    );
+    let c = checked_for_cgroupfs(&r);
+    assert_eq!(c.memory().as_ref().unwrap().check_before_update(), None);
+    assert_eq!(c.memory().as_ref().unwrap().limit(), Some(1 << 20));
+    assert_eq!(c.cpu().as_ref().unwrap().quota(), Some(13_000));
 }

@@ -17,9 +17,13 @@
 //! - the sandboxes' uid and gid, no capability, no_new_privs, the sandboxes' seccomp
 //!   deny-list (with `sandbox.seccomp`), `pip_build_memory_mb` of address space per process
 //!   and of /tmp, `pip_timeout_s` of CPU per process, no core dumps;
+//! - a pool cgroup of the engine's for the build (`pip_build_memory_mb` of memory, 1024
+//!   processes and threads, no CPU quota), into which the engine moves the process it
+//!   started before that process does anything (it waits for a byte on its stdin);
 //! - pip is pid 1 of the pid namespace: when it exits, or the engine kills the jail at
 //!   `pip_timeout_s` (the jail's pid 1 dies with the process the engine started), every
-//!   process the build left is killed with it.
+//!   process the build left is killed with it, and the cgroup's given back to the pool
+//!   (anything still in it killed).
 //!
 //! The engine makes the target directory, gives it to the sandboxes' uid for the build, and
 //! afterwards gives everything in it back to root (no set-id bit, no group or other write
@@ -264,6 +268,13 @@ fn limits(memory_mb: u64, cpu_s: u64) -> Result<Vec<PosixRlimit>, String> {
 /// (128 + the signal that ended it; 125 when the jail could not be made).
 pub fn main(args: &[String]) -> ! {
     let a = parse(args).unwrap_or_else(|e| die(e));
+    // The engine moves us into the build's cgroup by pid, then sends one byte: nothing
+    // forks before that.
+    let mut go = [0u8; 1];
+    // SAFETY: read(2) writes at most one byte into the live local array.
+    if unsafe { libc::read(0, go.as_mut_ptr().cast(), 1) } != 1 || go[0] != b'g' {
+        die("the engine did not place the build in its cgroup");
+    }
     let mut flags =
         libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
     if a.own_net {
@@ -376,6 +387,12 @@ fn jail(a: &Args, alive: i32) -> String {
 }
 
 fn setup(a: &Args) -> Result<(), String> {
+    // pip's stdin: /dev/null, not the engine's pipe.
+    let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+    // SAFETY: dup2 takes two fds; `null` is open, and fd 0 is ours to replace.
+    if unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 0) } < 0 {
+        return Err(format!("stdin: {}", io::Error::last_os_error()));
+    }
     mount(
         None,
         Path::new("/"),

@@ -69,6 +69,10 @@ pub fn parse_requirements(raw: &str) -> Result<Vec<Pkg>> {
     Ok(out)
 }
 
+/// Puts a source build's jail (by the pid of the process the engine started, before it does
+/// anything) into a cgroup of its own, where it stays until the returned guard is dropped.
+pub type Place<'a> = &'a dyn Fn(i32) -> std::io::Result<Box<dyn Send + 'a>>;
+
 pub struct InstallCache {
     dir: PathBuf,
     pip: Vec<String>,
@@ -125,7 +129,7 @@ impl InstallCache {
 
     /// The installed directory of `p`, installing it first if needed. An error is of kind
     /// [`Kind::Install`] (with the errno where the failure had one).
-    pub fn ensure(&self, p: &Pkg) -> Result<PathBuf> {
+    pub fn ensure(&self, p: &Pkg, place: Place<'_>) -> Result<PathBuf> {
         let dst = self.path(p);
         if dst.is_dir() {
             return Ok(dst);
@@ -145,7 +149,7 @@ impl InstallCache {
             .map_err(|e| Error::io(Kind::Install, self.dir.display(), e))?;
         let tmp = self.dir.join(format!(".tmp-{key}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
-        let r = self.pip_install(p, &tmp);
+        let r = self.pip_install(p, &tmp, place);
         match r {
             Ok(()) => {
                 if self.jail.is_some() {
@@ -169,7 +173,7 @@ impl InstallCache {
         }
     }
 
-    fn pip_install(&self, p: &Pkg, target: &Path) -> Result<()> {
+    fn pip_install(&self, p: &Pkg, target: &Path, place: Place<'_>) -> Result<()> {
         let spec = format!("{}=={}", p.name, p.version);
         let mut pip: Vec<String> = self.pip.clone();
         pip.extend(
@@ -203,13 +207,38 @@ impl InstallCache {
                 jail.command(target, &crate::buildjail::paths_in(&self.pip_args), &pip)
             }
         };
-        cmd.stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
+        // The jail waits on its stdin until it has been placed in its cgroup.
+        cmd.stdin(if self.jail.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
         let mut child = cmd
             .spawn()
             .map_err(|e| Error::io(Kind::Install, format!("running {}", pip.join(" ")), e))?;
         let pid = child.id() as i32;
+        let mut _placed = None;
+        if let Some(mut go) = child.stdin.take() {
+            match place(pid) {
+                Ok(g) => {
+                    _placed = Some(g);
+                    let _ = std::io::Write::write_all(&mut go, b"g");
+                }
+                Err(e) => {
+                    // SAFETY: kill(2) takes integers only; `pid` is our child, not reaped
+                    // yet (it waits for the byte it will not get).
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    let _ = crate::reaper::wait_pid(pid, self.timeout);
+                    return Err(Error::io(
+                        Kind::Install,
+                        format!("installing {spec}: the build's cgroup"),
+                        e,
+                    ));
+                }
+            }
+        }
         let mut err = child.stderr.take().unwrap();
         let errt = std::thread::spawn(move || {
             let mut s = String::new();

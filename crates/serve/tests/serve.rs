@@ -3244,7 +3244,8 @@ fn a_handlers_env_reaches_its_own_sandboxes_only() {
 /// the sandboxes' uid with no capability, no_new_privs and the seccomp deny-list (as the
 /// kernel records them in /proc/self/status), in a pid namespace of its own (it sees only the
 /// jail's processes and cannot signal a process of the host, here a `sleep` of the same
-/// uid), in a network namespace of its own (`--no-index`: the engine's API is unreachable),
+/// uid), in a pool cgroup of the engine's, in a network namespace of its own (`--no-index`:
+/// the engine's API is unreachable),
 /// in a root where the registry does not exist and the find-links directory (0777 on the
 /// host) is read-only; a process it leaves running dies with the build. The installed files
 /// are root's. Before the jail, pip ran the build as the host's root: uid 0, every capability.
@@ -3305,6 +3306,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     res = {{"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups()}}
     _try(res, "status", _status)
     res["procs"] = len([p for p in os.listdir("/proc") if p.isdigit()])
+    res["cgroup"] = open("/proc/self/cgroup").read()
     _try(res, "write_links", _write_links)
     _try(res, "registry", _registry)
     _try(res, "engine", _engine)
@@ -3379,6 +3381,14 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     assert!(
         v["procs"].as_i64().is_some_and(|n| (1..10).contains(&n)),
         "{v}"
+    );
+    // In a pool cgroup of the engine's, in every hierarchy it has (v1 and the unified one).
+    let cg = v["cgroup"].as_str().unwrap_or_default();
+    let pool = format!("/{}/sb", d.cgroup_name);
+    assert!(
+        cg.lines().filter(|l| l.contains(&pool)).count() >= 2
+            || cg.starts_with("0::") && cg.contains(&pool),
+        "{cg}"
     );
     assert_eq!(v["write_links"], "refused: OSError", "{v}");
     assert!(!links.join("written-by-a-build").exists());

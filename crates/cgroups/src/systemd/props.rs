@@ -89,10 +89,9 @@ pub(crate) fn for_cgroupfs(res: &LinuxResources) -> std::borrow::Cow<'_, LinuxRe
 pub(crate) fn checked_for_cgroupfs(res: &LinuxResources) -> std::borrow::Cow<'_, LinuxResources> {
     use std::borrow::Cow;
     let r = for_cgroupfs(res);
-    if !r
-        .memory()
+    if r.memory()
         .as_ref()
-        .is_some_and(|m| m.check_before_update() == Some(true))
+        .is_none_or(|m| m.check_before_update() != Some(true))
     {
         return r;
     }

@@ -56,6 +56,24 @@ fn new_pool(
     .joining_v1(JOIN_V1)
 }
 
+/// Most processes and threads of a source build (pip, its build backend, a compiler's).
+const BUILD_PIDS: i64 = 1024;
+
+/// A source build's pool cgroup: given back (what is left in it killed, the pool's limits
+/// written back) when dropped.
+struct BuildCgroup<'a> {
+    pool: &'a ResidentPool,
+    cg: Option<sprout_cgroups::PoolCgroup>,
+}
+
+impl Drop for BuildCgroup<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.cg.take() {
+            self.pool.put(c);
+        }
+    }
+}
+
 /// A sandbox's (or a zygote's) cgroup limits. `cpu_milli` 0 is written as no quota (-1),
 /// so that a pool cgroup given back after a handler's own quota (handler.toml `cpu_milli`)
 /// loses it.
@@ -392,6 +410,28 @@ fn open_dir_path(p: &Path) -> std::io::Result<OwnedFd> {
 }
 
 impl Engine {
+    /// Put the source build jail `pid` (started, waiting to be placed) into a pool cgroup
+    /// with the build's limits: `pip_build_memory_mb` of memory, [`BUILD_PIDS`] processes,
+    /// no CPU quota. Given back when the returned guard is dropped.
+    fn build_cgroup(&self, pid: i32) -> std::io::Result<Box<dyn Send + '_>> {
+        let mut cg = self
+            .pool
+            .get()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let r = pool_resources(self.cfg.pip_build_memory_mb, BUILD_PIDS, 0);
+        let placed = self
+            .pool
+            .set_limits(&mut cg, &r)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|()| cg.place(pid));
+        let guard = BuildCgroup {
+            pool: &self.pool,
+            cg: Some(cg),
+        };
+        placed?;
+        Ok(Box::new(guard))
+    }
+
     pub fn start(cfg: Config) -> crate::error::Result<Arc<Engine>> {
         let run = cfg.run_dir.clone();
         std::fs::create_dir_all(&run).map_err(|e| Error::io(Kind::Io, run.display(), e))?;
@@ -629,7 +669,7 @@ impl Engine {
         };
         let mut packages = Vec::new();
         for p in &pkgs {
-            let d = self.installs.ensure(p)?;
+            let d = self.installs.ensure(p, &|pid| self.build_cgroup(pid))?;
             packages.push((p.key(), d));
         }
         Ok(HandlerInfo {

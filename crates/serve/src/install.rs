@@ -251,6 +251,13 @@ impl InstallCache {
             let _ = out.read_to_end(&mut s);
         });
         let status = crate::reaper::wait_pid(pid, self.timeout);
+        if status.is_none() {
+            // Killed before its stderr is read to the end: pip holds it open while it runs
+            // (until 2026-11-29 the read came first, and a pip that hung held the request,
+            // the install lock and the thread for ever).
+            // SAFETY: kill(2) takes integers only; `pid` is our child (wait_pid timed out).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
         let stderr = errt.join().unwrap_or_default();
         match status {
             Some(0) => Ok(()),
@@ -272,14 +279,13 @@ impl InstallCache {
                     format!("installing {spec} failed (pip exit {code}): {tail}{hint}"),
                 ))
             }
-            None => {
-                // SAFETY: kill(2) takes integers only; `pid` is our pip child (wait_pid timed out).
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                Err(Error::new(
-                    Kind::Install,
-                    format!("installing {spec}: pip timed out"),
-                ))
-            }
+            None => Err(Error::new(
+                Kind::Install,
+                format!(
+                    "installing {spec}: pip timed out after {} s (pip_timeout_s)",
+                    self.timeout.as_secs()
+                ),
+            )),
         }
     }
 }

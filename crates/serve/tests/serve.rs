@@ -3553,3 +3553,78 @@ fn a_handlers_cpu_milli_lowers_its_sandboxes_quota() {
         pool_cpu_quotas(&d)
     );
 }
+
+/// A source build that outlives `pip_timeout_s` (its backend waits on a child that sleeps):
+/// the install fails with a clear 400 naming the timeout, and nothing of the build is left
+/// on the host: the engine kills the jail's first process, the jail's pid 1 dies with it
+/// (its parent-death signal), its pid namespace with it, and the cgroup is emptied.
+#[test]
+fn a_source_build_past_its_timeout_leaves_nothing() {
+    need_root!();
+    let pid = std::process::id();
+    let links = std::path::PathBuf::from(format!("/tmp/serve-sdist-slow-{pid}"));
+    let src = std::path::PathBuf::from(format!("/tmp/serve-sdist-slow-src-{pid}"));
+    let _scratch = Scratch(vec![links.clone(), src.clone()]);
+    let mark = format!("sprout-sdist-sleeper-{pid}");
+    let tree = src.join("slow-1.0");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::create_dir_all(&links).unwrap();
+    std::fs::write(
+        tree.join("backend.py"),
+        format!(
+            "import subprocess\ndef build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n    subprocess.run([\"python3\", \"-c\", \"import time; time.sleep(600)\", \"{mark}\"])\n    raise RuntimeError(\"woke up\")\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("pyproject.toml"),
+        "[build-system]\nrequires = []\nbuild-backend = \"backend\"\nbackend-path = [\".\"]\n[project]\nname = \"slow\"\nversion = \"1.0\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("PKG-INFO"),
+        "Metadata-Version: 2.1\nName: slow\nVersion: 1.0\n",
+    )
+    .unwrap();
+    let st = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(&src)
+        .arg("-czf")
+        .arg(links.join("slow-1.0.tar.gz"))
+        .arg("slow-1.0")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let sleeper_alive = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&mark))
+        })
+    };
+    let d = Daemon::start(
+        "sdslow",
+        &format!(
+            "pip_args = [\"--no-index\", \"--find-links\", \"{}\"]\npip_build_sdists = true\npip_timeout_s = {}\n",
+            links.display(),
+            3 * slow()
+        ),
+    );
+    d.add("h", ECHO, &[("requirements.txt", "slow==1.0\n")]);
+    let r = d.post("h", "{}");
+    assert_eq!(
+        (r.status, r.json()["kind"].as_str()),
+        (400, Some("install_failed")),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.body.contains("pip timed out after") && r.body.contains("(pip_timeout_s)"),
+        "{}",
+        r.body
+    );
+    assert!(
+        eventually(5_000, || !sleeper_alive()),
+        "the build's sleeping child outlived the timeout"
+    );
+    assert!(!d.dir.join("packages/slow-1.0").exists());
+}

@@ -331,6 +331,18 @@ impl Config {
         if c.header_timeout_ms == 0 {
             return Err(Error::new(Kind::Config, "header_timeout_ms must be > 0"));
         }
+        if c.pip_build_sdists && c.pip_build_memory_mb < 64 {
+            return Err(Error::new(
+                Kind::Config,
+                "pip_build_memory_mb must be at least 64 (a python with pip)",
+            ));
+        }
+        if c.pip_build_sdists && (c.sandbox.uid == 0 || c.sandbox.gid == 0) {
+            return Err(Error::new(
+                Kind::Config,
+                "pip_build_sdists: source builds run as sandbox.uid/gid, which must not be 0",
+            ));
+        }
         if c.max_reply_bytes == 0 || c.max_reply_bytes > crate::proto::MAX_REPLY {
             return Err(Error::new(
                 Kind::Config,
@@ -405,6 +417,27 @@ pub const ENV_MAX_BYTES: usize = 32 * 1024;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn source_build_settings_are_checked_naming_the_field() {
+        let dir = std::env::temp_dir().join(format!("serve-cfg-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load = |raw: &str| {
+            let p = dir.join("c.toml");
+            std::fs::write(&p, format!("python_dir = \"/\"\n{raw}")).unwrap();
+            Config::load(Some(&p))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        assert!(load("pip_build_sdists = true\n").is_ok());
+        let e = load("pip_build_sdists = true\npip_build_memory_mb = 8\n").unwrap_err();
+        assert!(e.contains("pip_build_memory_mb must be at least 64"), "{e}");
+        let e = load("pip_build_sdists = true\n[sandbox]\nuid = 0\n").unwrap_err();
+        assert!(e.contains("sandbox.uid/gid"), "{e}");
+        // Without source builds neither matters.
+        assert!(load("pip_build_memory_mb = 8\n").is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn handler_config_only_tightens() {

@@ -491,7 +491,7 @@ fn setup(a: &Args) -> Result<(), String> {
         let dst = root.join(k.strip_prefix("/").unwrap_or(k));
         if k.is_dir() {
             mk(&dst)?;
-        } else {
+        } else if !dst.exists() {
             mk(dst.parent().unwrap_or(&root))?;
             std::fs::write(&dst, b"").map_err(|e| format!("{}: {e}", dst.display()))?;
         }

@@ -720,20 +720,51 @@ fn lru_eviction_within_memory_budget() {
         zmem > 0 && zmem < u64::MAX && sbmem > 0,
         "zygote {zmem} B, sandbox {sbmem} B"
     );
-    let budget_mb = (zmem + sbmem + (4 << 20)).div_ceil(1 << 20);
-    let d = Daemon::start("lru", &format!("memory_budget_mb = {budget_mb}\n{CFG}"));
-    for h in ["a", "b", "c", "d"] {
-        d.add(h, ECHO, &[]);
-    }
-    assert!(root_zygote_ready(&d), "{}", d.status());
-    for h in ["a", "b", "c", "d"] {
-        let r = d.post(h, "1");
-        assert_eq!(r.status, 200, "{}", r.body);
-        assert_eq!(r.header("x-sprout-path"), Some("zygote"));
+    let run = |name: &str, budget_mb: u64| {
+        let d = Daemon::start(name, &format!("memory_budget_mb = {budget_mb}\n{CFG}"));
+        for h in ["a", "b", "c", "d"] {
+            d.add(h, ECHO, &[]);
+        }
+        assert!(root_zygote_ready(&d), "{}", d.status());
+        for h in ["a", "b", "c", "d"] {
+            let r = d.post(h, "1");
+            assert_eq!(r.status, 200, "{}", r.body);
+            assert_eq!(r.header("x-sprout-path"), Some("zygote"));
+        }
+        let st = d.status();
+        (d, st)
+    };
+    let (mut zmem, mut sbmem) = (zmem, sbmem);
+    let mut budget_mb = (zmem + sbmem + (4 << 20)).div_ceil(1 << 20);
+    let (mut d, mut st) = run("lru", budget_mb);
+    // On a fresh machine (CI) the probe's zygote once weighed ~9 MB where this run's weighed
+    // 2 MB (the pages a first engine reads are charged to it: a cold page cache): the budget
+    // then kept all four. Where this run weighs less than the probe did, the budget is made
+    // again from this run's own sizes, once, for a second run.
+    let run_z = st["memory"]["zygote_bytes"].as_u64().unwrap();
+    let run_s = st["handlers"]
+        .as_object()
+        .into_iter()
+        .flat_map(|h| h.values())
+        .flat_map(|h| {
+            h["idle_memory_bytes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|m| m.as_u64())
+        .max()
+        .unwrap_or(sbmem);
+    if st["sandboxes"]["total"].as_u64() == Some(4)
+        && (run_z + run_s + (4 << 20)).div_ceil(1 << 20) < budget_mb
+    {
+        d.stop();
+        (zmem, sbmem) = (run_z, run_s);
+        budget_mb = (zmem + sbmem + (4 << 20)).div_ceil(1 << 20);
+        (d, st) = run("lru-again", budget_mb);
     }
     // The engine's own accounting stays within the budget, and the budget did not keep every
     // handler: the count asserted is only "not all four", and the order below is LRU's.
-    let st = d.status();
     let total = st["sandboxes"]["total"].as_u64().unwrap();
     assert!(total <= 3, "budget exceeded: {st}");
     assert!(

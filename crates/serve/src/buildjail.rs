@@ -197,6 +197,7 @@ fn cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap_or_default()
 }
 
+/// `rootfs::mount_raw` (the engine's own mount helper), its error as this jail's message.
 fn mount(
     src: Option<&Path>,
     dst: &Path,
@@ -204,31 +205,7 @@ fn mount(
     flags: libc::c_ulong,
     data: Option<&str>,
 ) -> Result<(), String> {
-    let s = src.map(cstr);
-    let d = cstr(dst);
-    let t = fstype.map(|t| CString::new(t).unwrap_or_default());
-    let o = data.map(|t| CString::new(t).unwrap_or_default());
-    // SAFETY: each pointer is null (allowed for source, fstype and data) or one of the
-    // NUL-terminated CStrings above, alive until after the call.
-    let r = unsafe {
-        libc::mount(
-            s.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
-            d.as_ptr(),
-            t.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
-            flags,
-            o.as_ref()
-                .map_or(std::ptr::null(), |c| c.as_ptr().cast::<libc::c_void>()),
-        )
-    };
-    if r != 0 {
-        return Err(format!(
-            "mount {} on {}: {}",
-            src.map_or("-".into(), |p| p.display().to_string()),
-            dst.display(),
-            io::Error::last_os_error()
-        ));
-    }
-    Ok(())
+    crate::rootfs::mount_raw(src, dst, fstype, flags, data).map_err(|e| e.to_string())
 }
 
 fn bind(src: &Path, dst: &Path, writable: bool) -> Result<(), String> {

@@ -13,7 +13,7 @@ fn cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).expect("path without NUL")
 }
 
-fn mount_raw(
+pub(crate) fn mount_raw(
     src: Option<&Path>,
     dst: &Path,
     fstype: Option<&str>,

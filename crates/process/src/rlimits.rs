@@ -72,6 +72,21 @@ pub fn validate_rlimits(rlimits: &[PosixRlimit]) -> Result<()> {
     Ok(())
 }
 
+/// `(type, soft, hard)` triples as a list for [`set_rlimits`] (the serve engine's helper
+/// processes set fixed limits of their own).
+pub fn rlimit_list(list: &[(PosixRlimitType, u64, u64)]) -> Vec<PosixRlimit> {
+    list.iter()
+        .map(|&(t, soft, hard)| {
+            oci_spec::runtime::PosixRlimitBuilder::default()
+                .typ(t)
+                .soft(soft)
+                .hard(hard)
+                .build()
+                .expect("every field of a PosixRlimit is given")
+        })
+        .collect()
+}
+
 /// See [`crate::set_rlimits`]. Raising a hard limit needs CAP_SYS_RESOURCE.
 pub fn set_rlimits(rlimits: &[PosixRlimit]) -> Result<()> {
     validate_rlimits(rlimits)?;

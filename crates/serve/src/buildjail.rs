@@ -39,7 +39,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use oci_spec::runtime::{PosixRlimit, PosixRlimitBuilder, PosixRlimitType};
+use oci_spec::runtime::{PosixRlimit, PosixRlimitType};
 
 /// Where the install's target directory appears in the jail (pip's `--target`).
 pub const TARGET: &str = "/packages";
@@ -220,25 +220,15 @@ fn bind(src: &Path, dst: &Path, writable: bool) -> Result<(), String> {
     )
 }
 
-fn limits(memory_mb: u64, cpu_s: u64) -> Result<Vec<PosixRlimit>, String> {
+fn limits(memory_mb: u64, cpu_s: u64) -> Vec<PosixRlimit> {
     use PosixRlimitType::*;
     let mem = memory_mb << 20;
-    [
+    sprout_process::rlimits::rlimit_list(&[
         (RlimitAs, mem, mem),
         (RlimitCpu, cpu_s, cpu_s + 1),
         (RlimitNofile, 1024, 1024),
         (RlimitCore, 0, 0),
-    ]
-    .into_iter()
-    .map(|(t, soft, hard)| {
-        PosixRlimitBuilder::default()
-            .typ(t)
-            .soft(soft)
-            .hard(hard)
-            .build()
-            .map_err(|e| e.to_string())
-    })
-    .collect()
+    ])
 }
 
 /// `sprout-serve __pip-build ...`: make the jail and run pip in it; exits with pip's status
@@ -520,7 +510,7 @@ fn setup(a: &Args) -> Result<(), String> {
     } else {
         None
     };
-    sprout_process::rlimits::set_rlimits(&limits(a.memory_mb, a.cpu_s)?)
+    sprout_process::rlimits::set_rlimits(&limits(a.memory_mb, a.cpu_s))
         .map_err(|e| format!("rlimits: {e}"))?;
     sprout_process::caps::drop_all_privileges(a.uid, a.gid, Some(&[])).map_err(|(s, e)| {
         format!(

@@ -17,7 +17,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use oci_spec::runtime::{PosixRlimit, PosixRlimitBuilder, PosixRlimitType};
+use oci_spec::runtime::{PosixRlimit, PosixRlimitType};
 
 use crate::config::Config;
 
@@ -37,25 +37,15 @@ const MAX_PYC: u64 = 64 << 20;
 
 /// The compiler's rlimits: `mem` bytes of address space, `cpu_s` seconds of CPU (SIGXCPU,
 /// then SIGKILL a second later), no file written, 16 fds, no core dump.
-fn limits(mem: u64, cpu_s: u64) -> Result<Vec<PosixRlimit>, String> {
+fn limits(mem: u64, cpu_s: u64) -> Vec<PosixRlimit> {
     use PosixRlimitType::*;
-    [
+    sprout_process::rlimits::rlimit_list(&[
         (RlimitAs, mem, mem),
         (RlimitCpu, cpu_s, cpu_s + 1),
         (RlimitFsize, 0, 0),
         (RlimitNofile, 16, 16),
         (RlimitCore, 0, 0),
-    ]
-    .into_iter()
-    .map(|(t, soft, hard)| {
-        PosixRlimitBuilder::default()
-            .typ(t)
-            .soft(soft)
-            .hard(hard)
-            .build()
-            .map_err(|e| e.to_string())
-    })
-    .collect()
+    ])
 }
 
 /// Compile `file` (f.py in the handler's new registry copy) into `__pycache__` beside it, as
@@ -77,7 +67,7 @@ pub fn handler(cfg: &Config, file: &Path, shown_as: &str) -> Result<(), String> 
     let mem = cfg.sandbox.memory_mb.max(32) << 20;
     let cpu_s = cfg.start_timeout_ms.div_ceil(1000).max(1);
     let (uid, gid) = (cfg.sandbox.uid, cfg.sandbox.gid);
-    let rlimits = limits(mem, cpu_s)?;
+    let rlimits = limits(mem, cpu_s);
     // SAFETY: getuid takes nothing and cannot fail.
     let root = unsafe { libc::getuid() } == 0;
     let mut cmd = Command::new(&cfg.python);

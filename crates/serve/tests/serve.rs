@@ -2799,32 +2799,17 @@ fn install_runs_no_package_code_unless_sdist_builds_are_allowed() {
     std::fs::create_dir_all(&wheels).unwrap();
     let _ = std::fs::remove_file(&marker);
     let _scratch = Scratch(vec![wheels.clone(), marker.clone()]);
-    let py = format!(
-        r#"
-import io, tarfile
-backend = '''
-open("{marker}", "w").write("build code ran")
-def get_requires_for_build_wheel(config_settings=None):
-    return []
-def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    raise RuntimeError("no wheel")
-'''
-files = {{
-    "evilsdist-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: evilsdist\nVersion: 1.0\n",
-    "evilsdist-1.0/pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "evil_backend"\nbackend-path = ["."]\n',
-    "evilsdist-1.0/evil_backend.py": backend,
-}}
-with tarfile.open("{dir}/evilsdist-1.0.tar.gz", "w:gz") as t:
-    for n, c in files.items():
-        b = c.encode()
-        ti = tarfile.TarInfo(n)
-        ti.size = len(b)
-        t.addfile(ti, io.BytesIO(b))
-"#,
-        marker = marker.display(),
-        dir = wheels.display()
+    let src = std::path::PathBuf::from(format!("/tmp/serve-sdist-src-evil-{id}"));
+    let _src = Scratch(vec![src.clone()]);
+    write_sdist(
+        &src,
+        &wheels,
+        "evilsdist",
+        &format!(
+            "open(\"{}\", \"w\").write(\"build code ran\")\ndef get_requires_for_build_wheel(config_settings=None):\n    return []\ndef build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n    raise RuntimeError(\"no wheel\")\n",
+            marker.display()
+        ),
     );
-    run_python(&py);
     for (name, extra, built) in [
         ("sdist", "", false),
         ("sdistok", "pip_build_sdists = true\n", true),
@@ -3398,28 +3383,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         victim = victim.id(),
         mark = orphan_mark,
     );
-    let tree = src.join("probe-1.0");
-    std::fs::create_dir_all(&tree).unwrap();
-    std::fs::write(tree.join("backend.py"), backend).unwrap();
-    std::fs::write(
-        tree.join("pyproject.toml"),
-        "[build-system]\nrequires = []\nbuild-backend = \"backend\"\nbackend-path = [\".\"]\n[project]\nname = \"probe\"\nversion = \"1.0\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        tree.join("PKG-INFO"),
-        "Metadata-Version: 2.1\nName: probe\nVersion: 1.0\n",
-    )
-    .unwrap();
-    let st = std::process::Command::new("tar")
-        .arg("-C")
-        .arg(&src)
-        .arg("-czf")
-        .arg(links.join("probe-1.0.tar.gz"))
-        .arg("probe-1.0")
-        .status()
-        .unwrap();
-    assert!(st.success());
+    write_sdist(&src, &links, "probe", &backend);
     d.add(
         "sd",
         "import json, probe\ndef f(e):\n    return json.loads(probe.RESULT)\n",
@@ -3460,12 +3424,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     assert_eq!(v["kill"], "refused: ProcessLookupError", "{v}");
     assert_eq!(v["orphan"], "started", "{v}");
     // The orphan died with the build's pid namespace.
-    let orphan_alive = || {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&orphan_mark))
-        })
-    };
+    let orphan_alive = || a_process_names(&orphan_mark);
     assert!(
         eventually(5_000, || !orphan_alive()),
         "the build's orphan outlived it"
@@ -3494,6 +3453,41 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             p.display()
         );
     }
+}
+
+/// An sdist `NAME-1.0.tar.gz` in `links`, made from `src/NAME-1.0`: an in-tree PEP 517
+/// backend (`backend.py`, no build dependencies) and the metadata pip needs.
+fn write_sdist(src: &std::path::Path, links: &std::path::Path, name: &str, backend: &str) {
+    let tree = src.join(format!("{name}-1.0"));
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("backend.py"), backend).unwrap();
+    std::fs::write(
+        tree.join("pyproject.toml"),
+        format!("[build-system]\nrequires = []\nbuild-backend = \"backend\"\nbackend-path = [\".\"]\n[project]\nname = \"{name}\"\nversion = \"1.0\"\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("PKG-INFO"),
+        format!("Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"),
+    )
+    .unwrap();
+    let st = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(src)
+        .arg("-czf")
+        .arg(links.join(format!("{name}-1.0.tar.gz")))
+        .arg(format!("{name}-1.0"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// Whether a process on the host has `mark` in its command line.
+fn a_process_names(mark: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(mark))
+    })
 }
 
 /// The CFS quota of every pool cgroup as the kernel has it, per period of 100 ms (v1: the
@@ -3629,41 +3623,16 @@ fn a_source_build_past_its_timeout_leaves_nothing() {
     let src = std::path::PathBuf::from(format!("/tmp/serve-sdist-slow-src-{pid}"));
     let _scratch = Scratch(vec![links.clone(), src.clone()]);
     let mark = format!("sprout-sdist-sleeper-{pid}");
-    let tree = src.join("slow-1.0");
-    std::fs::create_dir_all(&tree).unwrap();
     std::fs::create_dir_all(&links).unwrap();
-    std::fs::write(
-        tree.join("backend.py"),
-        format!(
+    write_sdist(
+        &src,
+        &links,
+        "slow",
+        &format!(
             "import subprocess\ndef build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n    subprocess.run([\"python3\", \"-c\", \"import time; time.sleep(600)\", \"{mark}\"])\n    raise RuntimeError(\"woke up\")\n"
         ),
-    )
-    .unwrap();
-    std::fs::write(
-        tree.join("pyproject.toml"),
-        "[build-system]\nrequires = []\nbuild-backend = \"backend\"\nbackend-path = [\".\"]\n[project]\nname = \"slow\"\nversion = \"1.0\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        tree.join("PKG-INFO"),
-        "Metadata-Version: 2.1\nName: slow\nVersion: 1.0\n",
-    )
-    .unwrap();
-    let st = std::process::Command::new("tar")
-        .arg("-C")
-        .arg(&src)
-        .arg("-czf")
-        .arg(links.join("slow-1.0.tar.gz"))
-        .arg("slow-1.0")
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let sleeper_alive = || {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&mark))
-        })
-    };
+    );
+    let sleeper_alive = || a_process_names(&mark);
     let d = Daemon::start(
         "sdslow",
         &format!(

@@ -543,16 +543,23 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     Ok(rootfs)
 }
 
-/// Only namespaced sysctls may be set, and only when the container has the namespace that scopes
-/// them (as runc checks): otherwise the write would change the host.
-/// Whether a resctrl filesystem (Intel RDT / AMD QoS) is mounted.
-fn resctrl_mounted() -> bool {
+/// Where a resctrl filesystem (Intel RDT / AMD QoS) is mounted, if it is.
+pub fn resctrl_mount() -> Option<PathBuf> {
     std::fs::read_to_string("/proc/self/mounts")
-        .map(|m| m.lines().any(|l| l.split(' ').nth(2) == Some("resctrl")))
-        .unwrap_or(false)
+        .ok()?
+        .lines()
+        .find(|l| l.split(' ').nth(2) == Some("resctrl"))
+        .and_then(|l| l.split(' ').nth(1))
+        .map(PathBuf::from)
 }
 
-/// The namespaces of its own a container has, for [`check_sysctl`].
+fn resctrl_mounted() -> bool {
+    resctrl_mount().is_some()
+}
+
+/// The namespaces of its own a container has, for [`check_sysctl`]. Only namespaced sysctls
+/// may be set, and only when the container has the namespace that scopes them (as runc
+/// checks): otherwise the write would change the host.
 #[derive(Clone, Copy)]
 struct SysctlNs {
     net: bool,

@@ -160,6 +160,64 @@ fn update_accepts_runc_cpu_share_spelling() {
     }
 }
 
+/// runc 1.5's `update --l3-cache-schema` / `--mem-bw-schema` (Intel RDT): taken, and refused
+/// before anything is applied, in runc's words where the host has no CAT or MBA (sprout has no
+/// resctrl support; with resctrl the error names sprout). The memory limit given with them is
+/// not written.
+#[test]
+fn update_rdt_schemas_are_refused_and_change_nothing() {
+    let ctx = Ctx::new("rdtupd");
+    let b = running(&ctx);
+    let Some(file) = cgroup_dirs(&b.id).into_iter().find_map(|d| {
+        ["memory.max", "memory.limit_in_bytes"]
+            .iter()
+            .map(|f| d.join(f))
+            .find(|p| p.exists())
+    }) else {
+        eprintln!("skipped: no memory controller file for the container's cgroup");
+        return;
+    };
+    let before = fs::read_to_string(&file).unwrap();
+    let resctrl = fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(2) == Some("resctrl"));
+    for (flag, value, runc_words) in [
+        (
+            "--l3-cache-schema",
+            "L3:0=f",
+            "Intel RDT/CAT: l3 cache schema is not enabled",
+        ),
+        (
+            "--mem-bw-schema",
+            "MB:0=50",
+            "Intel RDT/MBA: memory bandwidth schema is not enabled",
+        ),
+    ] {
+        let o = ctx.rt(&["update", "--memory", "33554432", flag, value, &b.id]);
+        o.assert_fail();
+        if resctrl {
+            o.assert_one_line_error(&["Intel RDT"]);
+        } else {
+            o.assert_one_line_error(&[runc_words]);
+        }
+        assert_eq!(fs::read_to_string(&file).unwrap(), before, "{flag}");
+    }
+    // An empty schema is no schema (runc's check is on a non-empty string).
+    ctx.rt(&["update", "--l3-cache-schema", "", &b.id])
+        .assert_ok();
+}
+
+/// runc's `run --no-subreaper` is taken (sprout never makes itself a subreaper): the container
+/// runs and its exit status comes back as without it.
+#[test]
+fn run_takes_no_subreaper() {
+    let ctx = Ctx::new("nosubreap");
+    let b = ctx.bundle(&["sh", "-c", "exit 3"]);
+    let o = b.run_with(&["--no-subreaper"]);
+    assert_eq!(o.code, Some(3), "{}", o.describe());
+}
+
 #[test]
 fn invalid_log_format_is_refused() {
     let ctx = Ctx::new("logfmt");

@@ -16,12 +16,18 @@ pub struct RunArgs {
     pub detach: bool,
     #[arg(long = "keep")]
     pub keep: bool,
+    /// Accepted for runc's command line: sprout never makes itself a child subreaper (a
+    /// container's orphans go to the caller's subreaper or pid 1, as with runc's flag).
+    #[arg(long = "no-subreaper")]
+    pub no_subreaper: bool,
     #[command(flatten)]
     pub c: CreateArgs,
 }
 
 pub fn run(store: &Store, a: &RunArgs, systemd: bool, trace: &mut Trace) -> Result<i32> {
-    let RunArgs { detach, keep, c } = a;
+    let RunArgs {
+        detach, keep, c, ..
+    } = a;
     let (detach, keep) = (*detach, *keep);
     if !detach {
         // From now on the signals we forward wait in the queue for the container

@@ -44,6 +44,13 @@ pub struct UpdateArgs {
     pub pids_limit: Option<i64>,
     #[arg(long = "blkio-weight")]
     pub blkio_weight: Option<u16>,
+    /// Intel RDT/CAT L3 cache schema: refused (sprout has no resctrl support), with runc's
+    /// words where the host has no CAT.
+    #[arg(long = "l3-cache-schema")]
+    pub l3_cache_schema: Option<String>,
+    /// Intel RDT/MBA memory bandwidth schema: refused as --l3-cache-schema.
+    #[arg(long = "mem-bw-schema")]
+    pub mem_bw_schema: Option<String>,
     pub id: String,
 }
 
@@ -96,6 +103,8 @@ pub fn run(store: &Store, a: UpdateArgs) -> Result<i32> {
         cpuset_mems,
         pids_limit,
         blkio_weight,
+        l3_cache_schema,
+        mem_bw_schema,
         id,
     } = a;
     let id = id.as_str();
@@ -191,6 +200,28 @@ pub fn run(store: &Store, a: UpdateArgs) -> Result<i32> {
     }
     let mut r: oci_spec::runtime::LinuxResources =
         serde_json::from_value(res).map_err(|e| Error::msg(format!("--resources: {e}")))?;
+    // runc's checks and words (its update.go), before anything is applied; where the host has
+    // the feature, refused as linux.intelRdt is in a config.
+    let rdt = sprout_runtime::config::resctrl_mount();
+    let has = |what: &str| {
+        rdt.as_ref()
+            .is_some_and(|m| m.join("info").join(what).exists())
+    };
+    let l3 = l3_cache_schema.is_some_and(|s| !s.is_empty());
+    let mb = mem_bw_schema.is_some_and(|s| !s.is_empty());
+    if l3 && !has("L3") {
+        return Err(Error::msg("Intel RDT/CAT: l3 cache schema is not enabled"));
+    }
+    if mb && !has("MB") {
+        return Err(Error::msg(
+            "Intel RDT/MBA: memory bandwidth schema is not enabled",
+        ));
+    }
+    if l3 || mb {
+        return Err(Error::msg(
+            "--l3-cache-schema, --mem-bw-schema: Intel RDT is not supported by sprout",
+        ));
+    }
     // The device rules stay those of the config, with the defaults after them, as runc's
     // `update` keeps them: rules given here would replace the allowlist (v2) or add to it (v1)
     // without the defaults.

@@ -23,16 +23,20 @@ pub fn features_json() -> serde_json::Value {
                 "operators": ["SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT", "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"],
                 "archs": ["SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
                 "knownFlags": ["SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_SPEC_ALLOW", "SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"],
-                "supportedFlags": ["SECCOMP_FILTER_FLAG_SPEC_ALLOW", "SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"]
+                // TSYNC: taken, and true of a single-threaded init without doing anything.
+                "supportedFlags": ["SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_SPEC_ALLOW", "SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"]
             },
             "apparmor": { "enabled": std::path::Path::new("/sys/module/apparmor/parameters/enabled").exists() },
             "selinux": { "enabled": std::path::Path::new("/sys/fs/selinux/enforce").exists() },
             // Refused with an error naming linux.intelRdt (sprout has no resctrl support).
-            "intelRdt": { "enabled": false },
+            "intelRdt": { "enabled": false, "schemata": false, "monitoring": false },
             "memoryPolicy": { "modes": crate::numa::MODES, "flags": crate::numa::FLAGS },
             "mountExtensions": { "idmap": { "enabled": true } },
             "netDevices": { "enabled": NET_DEVICES }
         },
+        // Annotations of a config that change what sprout does (a "." ends a prefix): the
+        // systemd driver's unit properties and criu's configuration file.
+        "potentiallyUnsafeConfigAnnotations": ["org.systemd.property.", "org.criu.config"],
         "annotations": {
             // `checkpoint` and `restore` through criu (crates/runtime/src/criu), as runc.
             "org.opencontainers.runc.checkpoint.enabled": "true",

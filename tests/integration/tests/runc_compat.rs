@@ -1226,8 +1226,24 @@ fn features_report_runtime_spec_1_3() {
         ]),
         "{v}"
     );
-    assert_eq!(l["intelRdt"]["enabled"], false, "{v}");
+    assert_eq!(
+        l["intelRdt"],
+        json!({"enabled": false, "schemata": false, "monitoring": false}),
+        "{v}"
+    );
     assert!(l["netDevices"]["enabled"].is_boolean(), "{v}");
+    // runc 1.5.1 lists these (and "bundle", which means nothing to sprout).
+    assert_eq!(
+        v["potentiallyUnsafeConfigAnnotations"],
+        json!(["org.systemd.property.", "org.criu.config"]),
+        "{v}"
+    );
+    assert!(
+        l["seccomp"]["supportedFlags"]
+            .as_array()
+            .is_some_and(|f| f.contains(&json!("SECCOMP_FILTER_FLAG_TSYNC"))),
+        "{v}"
+    );
     // `spec` writes a 1.3.0 config.
     let dir = ctx.scratch("spec13");
     ctx.rt_opts(

@@ -23,7 +23,10 @@ fn profile(action: &str) -> Value {
 fn errno_rule_applies_to_init_and_exec() {
     let ctx = Ctx::new("secerrno");
     let mut b = ctx.bundle(SLEEP);
-    b.set("/linux/seccomp", profile("SCMP_ACT_ERRNO"));
+    // With TSYNC, which `features` lists as supported (runc's profiles set it).
+    let mut p = profile("SCMP_ACT_ERRNO");
+    p["flags"] = json!(["SECCOMP_FILTER_FLAG_TSYNC"]);
+    b.set("/linux/seccomp", p);
     b.create().assert_ok();
     b.start_and_wait_exec();
     let o = b.exec(&[], &["sh", "-c", "mkdir /tmp/y 2>&1; echo rc=$?"]);

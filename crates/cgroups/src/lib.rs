@@ -108,8 +108,8 @@ pub use events::{OomEvents, OomWait};
 pub use pool::{PoolCgroup, ResidentPool};
 pub use rootless::running_rootless;
 pub use stats::{
-    BlkioEntry, BlkioStats, CpuStats, CpuUsage, HugetlbStats, MemoryEntry, MemoryStats, PidsStats,
-    Stats, Throttling,
+    BlkioEntry, BlkioStats, CpuStats, CpuUsage, CpusetStats, HugetlbStats, IntelRdtStats,
+    MemoryEntry, MemoryStats, PidsStats, PsiData, PsiStats, Stats, Throttling,
 };
 
 #[derive(Debug, thiserror::Error)]

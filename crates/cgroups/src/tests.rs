@@ -1068,8 +1068,17 @@ fn stats_from_fake_trees() {
         ("memory.stat", "anon 1\nfile 2\n"), ("pids.current", "3\n"), ("pids.max", "10\n"),
         ("io.stat", "8:0 rbytes=100 wbytes=200 rios=1 wios=2 dbytes=0 dios=0\n"),
         ("hugetlb.2MB.current", "0\n"), ("hugetlb.2MB.events", "max 4\n"),
+        ("cpu.pressure", "some avg10=1.50 avg60=0.25 avg300=0.00 total=1234\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=56\n"),
     ]);
     let s = m.stats().unwrap();
+    let psi = s.cpu.psi.as_ref().expect("cpu.pressure read");
+    assert_eq!(
+        (psi.some.avg10, psi.some.avg60, psi.some.total),
+        (1.5, 0.25, 1234)
+    );
+    assert_eq!(psi.full.total, 56);
+    // No memory.pressure / io.pressure files here: no psi member (runc: nil, omitted).
+    assert!(s.memory.psi.is_none() && s.blkio.psi.is_none());
     assert_eq!(s.cpu.usage.total, 10_000);
     assert_eq!(s.cpu.usage.user, 6_000);
     assert_eq!(s.cpu.throttling.throttled_time, 2_000);
@@ -1101,6 +1110,7 @@ fn stats_from_fake_trees() {
         &[
             ("cpuacct.usage", "123\n"),
             ("cpuacct.usage_percpu", "100 23 \n"),
+            ("cpuacct.usage_all", "cpu user system\n0 70 30\n1 20 3\n"),
         ],
     );
     files(
@@ -1128,7 +1138,15 @@ fn stats_from_fake_trees() {
     assert_eq!(s.memory.usage.usage, 77);
     assert_eq!(s.memory.usage.limit, 1000);
     assert_eq!(s.memory.cache, 6);
-    assert_eq!(s.pids.limit, u64::MAX);
+    // "max": 0 in runc's stats (no limit).
+    assert_eq!(s.pids.limit, 0);
+    assert_eq!(
+        (
+            s.cpu.usage.percpu_user.clone(),
+            s.cpu.usage.percpu_kernel.clone()
+        ),
+        (vec![70, 20], vec![30, 3])
+    );
     assert_eq!(s.blkio.io_service_bytes_recursive.len(), 2);
 }
 

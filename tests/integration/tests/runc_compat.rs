@@ -1968,7 +1968,9 @@ fn masked_directories_share_one_read_only_tmpfs_and_duplicates_mask_once() {
 
 /// `events --stats`: one JSON line in runc's key order (`{"type":"stats","id":…,"data":…}`,
 /// what runc's events.bats matches), with the container's cgroup stats in `data`; `events
-/// --interval` prints such lines until the container stops. Before: keys in sorted order.
+/// --interval` prints such lines until the container stops. Before: keys in sorted order;
+/// then `data`'s members sorted, without runc 1.5.1's cpuset, hugetlb, intel_rdt and
+/// network_interfaces.
 #[test]
 fn events_print_runcs_json_lines() {
     if skip_without_controllers(&["pids", "memory"]) {
@@ -1986,6 +1988,35 @@ fn events_print_runcs_json_lines() {
         v["data"]["pids"]["current"].as_u64().unwrap_or(0) >= 1,
         "{line}"
     );
+    // runc 1.5.1's members, in its order, each always there (types/events.go).
+    let d = &line[prefix.len() - 1..];
+    let at = |k: &str| {
+        d.find(&format!(r#""{k}":"#))
+            .unwrap_or_else(|| panic!("no {k}: {line}"))
+    };
+    let keys = [
+        "cpu",
+        "cpuset",
+        "memory",
+        "pids",
+        "blkio",
+        "hugetlb",
+        "intel_rdt",
+        "network_interfaces",
+    ];
+    assert!(keys.windows(2).all(|w| at(w[0]) < at(w[1])), "{line}");
+    assert!(v["data"]["network_interfaces"].is_null(), "{line}");
+    // No pids limit ("max") reads as runc's 0, left out; never u64::MAX.
+    assert_ne!(v["data"]["pids"]["limit"], json!(u64::MAX), "{line}");
+    // Pure v2 with PSI: cpu.pressure as runc reads it (`psi.some.total`, microseconds).
+    let pure_v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if pure_v2
+        && cgroup_dirs(&b.id)
+            .iter()
+            .any(|d| fs::read_to_string(d.join("cpu.pressure")).is_ok())
+    {
+        assert!(v["data"]["cpu"]["psi"]["some"]["total"].is_u64(), "{line}");
+    }
     // --interval: lines keep coming while it runs; ends when the container stops.
     let ev = ctx.spawn(&["events", "--interval", "100ms", &b.id]);
     std::thread::sleep(Duration::from_millis(600));

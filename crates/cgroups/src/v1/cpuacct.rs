@@ -7,7 +7,8 @@ use crate::fs::flat_keyed;
 use crate::stats::{opt_read, u};
 use crate::{Result, Stats};
 
-/// cpuacct.usage, cpuacct.usage_percpu, cpuacct.stat (clock ticks, as nanoseconds).
+/// cpuacct.usage, cpuacct.usage_percpu, cpuacct.usage_all, cpuacct.stat (clock ticks, as
+/// nanoseconds).
 pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
     st.cpu.usage.total = u(d, "cpuacct.usage")?;
     if let Some(s) = opt_read(d, "cpuacct.usage_percpu")? {
@@ -15,6 +16,19 @@ pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
             .split_whitespace()
             .filter_map(|v| v.parse().ok())
             .collect();
+    }
+    // "cpu user system" and a line per cpu, nanoseconds (runc's getPercpuUsageInModes).
+    if let Some(s) = opt_read(d, "cpuacct.usage_all")? {
+        for l in s.lines().skip(1) {
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            if let [_, user, system, ..] = f[..] {
+                st.cpu.usage.percpu_user.push(user);
+                st.cpu.usage.percpu_kernel.push(system);
+            }
+        }
     }
     if let Some(s) = opt_read(d, "cpuacct.stat")? {
         // SAFETY: sysconf(3) takes an integer name and touches no memory of ours.

@@ -61,3 +61,55 @@ pub(crate) fn copy_from_parent(new_dirs: &[PathBuf]) -> Result<()> {
     }
     Ok(())
 }
+
+/// The cpuset hierarchy's files, as runc's `events --stats` shows them (missing ones zero).
+pub(super) fn stats(d: &Path, st: &mut crate::Stats) -> Result<()> {
+    use crate::stats::{cpu_list, opt_read, u};
+    let c = &mut st.cpuset;
+    c.cpus = opt_read(d, "cpuset.cpus")?
+        .map(|s| cpu_list(&s))
+        .unwrap_or_default();
+    c.mems = opt_read(d, "cpuset.mems")?
+        .map(|s| cpu_list(&s))
+        .unwrap_or_default();
+    c.cpu_exclusive = u(d, "cpuset.cpu_exclusive")?;
+    c.mem_hardwall = u(d, "cpuset.mem_hardwall")?;
+    c.mem_exclusive = u(d, "cpuset.mem_exclusive")?;
+    c.memory_migrate = u(d, "cpuset.memory_migrate")?;
+    c.memory_spread_page = u(d, "cpuset.memory_spread_page")?;
+    c.memory_spread_slab = u(d, "cpuset.memory_spread_slab")?;
+    c.memory_pressure = u(d, "cpuset.memory_pressure")?;
+    c.sched_load_balance = u(d, "cpuset.sched_load_balance")?;
+    c.sched_relax_domain_level = opt_read(d, "cpuset.sched_relax_domain_level")?
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::TempDir;
+
+    #[test]
+    fn stats_read_the_cpuset_files_as_runc() {
+        let t = TempDir::new("cpusetstats");
+        for (f, v) in [
+            ("cpuset.cpus", "0-2,5\n"),
+            ("cpuset.mems", "0\n"),
+            ("cpuset.cpu_exclusive", "0\n"),
+            ("cpuset.sched_load_balance", "1\n"),
+            ("cpuset.sched_relax_domain_level", "-1\n"),
+        ] {
+            std::fs::write(t.path().join(f), v).unwrap();
+        }
+        let mut st = crate::Stats::default();
+        super::stats(t.path(), &mut st).unwrap();
+        let c = &st.cpuset;
+        assert_eq!(
+            (c.cpus.as_slice(), c.mems.as_slice()),
+            (&[0, 1, 2, 5][..], &[0][..])
+        );
+        assert_eq!((c.sched_load_balance, c.sched_relax_domain_level), (1, -1));
+        assert_eq!(crate::stats::cpu_list(" \n"), Vec::<u16>::new());
+    }
+}

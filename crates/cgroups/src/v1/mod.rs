@@ -53,6 +53,7 @@ const CONTROLLERS: &[(&str, Apply)] = &[
 pub(crate) const STATS: &[(&str, ReadStats)] = &[
     ("cpuacct", cpuacct::stats),
     ("cpu", cpu::stats),
+    ("cpuset", cpuset::stats),
     ("memory", memory::stats),
     ("pids", pids::stats),
     ("blkio", blkio::stats),

@@ -29,6 +29,10 @@ pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
 
 pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
     st.pids.current = u(d, "pids.current")?;
-    st.pids.limit = u(d, "pids.max")?;
+    // "max" is 0 in runc's stats: no limit.
+    st.pids.limit = match u(d, "pids.max")? {
+        u64::MAX => 0,
+        l => l,
+    };
     Ok(())
 }

@@ -69,7 +69,8 @@ pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
     Ok(())
 }
 
-/// cpu.stat: usage (total, user, system) and throttling, microseconds as nanoseconds.
+/// cpu.stat: usage (total, user, system) and throttling, microseconds as nanoseconds;
+/// cpu.pressure.
 pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
     if let Some(s) = opt_read(d, "cpu.stat")? {
         for (k, v) in flat_keyed(&s) {
@@ -85,5 +86,6 @@ pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
             }
         }
     }
+    st.cpu.psi = crate::stats::psi(d, "cpu.pressure");
     Ok(())
 }

@@ -111,5 +111,6 @@ pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
             });
         }
     }
+    st.blkio.psi = crate::stats::psi(d, "io.pressure");
     Ok(())
 }

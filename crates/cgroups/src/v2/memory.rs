@@ -105,6 +105,7 @@ pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
         st.memory.raw = flat_keyed(&s).map(|(k, v)| (k.to_string(), v)).collect();
         st.memory.cache = st.memory.raw.get("file").copied().unwrap_or(0);
     }
+    st.memory.psi = crate::stats::psi(d, "memory.pressure");
     Ok(())
 }
 

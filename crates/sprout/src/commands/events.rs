@@ -43,15 +43,13 @@ pub fn run(store: &Store, a: &EventsArgs) -> Result<i32> {
         .cgroup
         .clone()
         .ok_or_else(|| Error::msg(format!("container {id:?} has no cgroup")))?;
-    let emit = |typ: &str, data: serde_json::Value| {
+    let emit = |typ: &str, data: Option<sprout_cgroups::Stats>| {
         let line = event_line(typ, id, data);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     };
-    let stats = || -> Result<serde_json::Value> {
-        serde_json::to_value(cg.stats()?).map_err(|e| Error::msg(e.to_string()))
-    };
+    let stats = || cg.stats().map(Some);
     if once {
         emit("stats", stats()?);
         return Ok(0);
@@ -64,7 +62,7 @@ pub fn run(store: &Store, a: &EventsArgs) -> Result<i32> {
         emit("stats", stats()?);
         match oom.as_mut() {
             Some(o) => match o.wait(Some(every))? {
-                sprout_cgroups::OomWait::Oom(_) => emit("oom", serde_json::Value::Null),
+                sprout_cgroups::OomWait::Oom(_) => emit("oom", None),
                 sprout_cgroups::OomWait::Gone => return Ok(0),
                 _ => {}
             },
@@ -74,17 +72,18 @@ pub fn run(store: &Store, a: &EventsArgs) -> Result<i32> {
 }
 
 /// One event as runc prints it: `{"type":…,"id":…,"data":…}` in that order, `data` left out
-/// when there is none (the oom event).
+/// when there is none (the oom event). `data` is serialized as it is (not through a
+/// `serde_json::Value`, whose map would sort the keys): the stats in runc's field order.
 #[derive(serde::Serialize)]
-struct Event<'a> {
+struct Event<'a, T: serde::Serialize> {
     #[serde(rename = "type")]
     typ: &'a str,
     id: &'a str,
-    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
-    data: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<T>,
 }
 
-fn event_line(typ: &str, id: &str, data: serde_json::Value) -> String {
+fn event_line<T: serde::Serialize>(typ: &str, id: &str, data: Option<T>) -> String {
     serde_json::to_string(&Event { typ, id, data }).unwrap_or_default()
 }
 
@@ -95,12 +94,23 @@ mod tests {
     #[test]
     fn events_are_printed_in_runcs_key_order() {
         assert_eq!(
-            event_line("stats", "c1", serde_json::json!({"pids": {"current": 1}})),
+            event_line(
+                "stats",
+                "c1",
+                Some(serde_json::json!({"pids": {"current": 1}}))
+            ),
             r#"{"type":"stats","id":"c1","data":{"pids":{"current":1}}}"#
         );
         assert_eq!(
-            event_line("oom", "c1", serde_json::Value::Null),
+            event_line::<()>("oom", "c1", None),
             r#"{"type":"oom","id":"c1"}"#
+        );
+        // runc 1.5.1's order and its always-present members, zeros left out as it does.
+        let mut st = sprout_cgroups::Stats::default();
+        st.pids.current = 1;
+        assert_eq!(
+            event_line("stats", "c1", Some(st)),
+            r#"{"type":"stats","id":"c1","data":{"cpu":{},"cpuset":{"cpu_exclusive":0,"mem_hardwall":0,"mem_exclusive":0,"memory_migrate":0,"memory_spread_page":0,"memory_spread_slab":0,"memory_pressure":0,"sched_load_balance":0,"sched_relax_domain_level":0},"memory":{},"pids":{"current":1},"blkio":{},"hugetlb":{},"intel_rdt":{},"network_interfaces":null}}"#
         );
     }
 }

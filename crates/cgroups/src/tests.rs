@@ -1085,6 +1085,8 @@ fn stats_from_fake_trees() {
     assert_eq!(s.memory.usage.usage, 4096);
     assert_eq!(s.memory.usage.limit, u64::MAX);
     assert_eq!(s.memory.usage.max, 8192);
+    // No memory.swap.* files: swap is memory alone (runc's memory+swap on v2).
+    assert_eq!((s.memory.swap.usage, s.memory.swap.limit), (4096, u64::MAX));
     assert_eq!(s.memory.cache, 2);
     assert_eq!(
         s.pids,

@@ -99,8 +99,17 @@ pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
             .map(|(_, v)| v)
             .unwrap_or(0);
     }
-    st.memory.swap.usage = u(d, "memory.swap.current")?;
-    st.memory.swap.limit = u(d, "memory.swap.max")?;
+    // memory+swap, as v1's memsw and runc's v2 stats report it (its max usage unknown: 0);
+    // without swap accounting (no memory.swap.current) the swap part is zero.
+    let (swap, swap_max) = match opt_read(d, "memory.swap.current")? {
+        Some(_) => (u(d, "memory.swap.current")?, u(d, "memory.swap.max")?),
+        None => (0, 0),
+    };
+    st.memory.swap.usage = swap.saturating_add(st.memory.usage.usage);
+    st.memory.swap.limit = match swap_max {
+        u64::MAX => u64::MAX,
+        l => l.saturating_add(st.memory.usage.limit),
+    };
     if let Some(s) = opt_read(d, "memory.stat")? {
         st.memory.raw = flat_keyed(&s).map(|(k, v)| (k.to_string(), v)).collect();
         st.memory.cache = st.memory.raw.get("file").copied().unwrap_or(0);

@@ -558,7 +558,7 @@ fn exec_child(
         init::check_cwd_inside(process.cwd())?;
         let exec = init::prepare_exec(process)?;
         // The channel is close-on-exec (lock_down marks every fd).
-        init::lock_down(process, seccomp, chan, preserve_fds, true)?;
+        init::lock_down(process, &exec.path, seccomp, chan, preserve_fds, true)?;
         Ok((exec, tramp))
     })();
     let (exec, tramp) = match r {

@@ -2,7 +2,7 @@
 //! inside the new namespaces, single-threaded. It never returns: it execs the container process
 //! or reports the error to the parent and exits.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
@@ -805,6 +805,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     // the fifo and its execve run under it before the program.
     lock_down(
         process,
+        &exec.path,
         ctx.seccomp,
         ctx.chan,
         ctx.preserve_fds,
@@ -822,6 +823,38 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
     Ok((exec, tramp))
 }
 
+/// With the process's own ids and capabilities: may it execute `program`? Go's exec.LookPath in
+/// runc's init asks the kernel the same (faccessat2 with AT_EACCESS) once it has become the
+/// container's user, so a program on a `noexec` mount, or one its user may not execute (mode
+/// bits that `resolve_program`, run as root, cannot judge), fails `create` with "permission
+/// denied" (docker and podman: exit 126) instead of a container that dies at its exec after
+/// `start`. EPERM or ENOSYS (a seccomp profile that refuses the call) leaves it to the exec, as
+/// Go does.
+fn check_may_exec(program: &CStr, process: &Process) -> Result<()> {
+    match rustix::fs::accessat(
+        rustix::fs::CWD,
+        program,
+        rustix::fs::Access::EXEC_OK,
+        rustix::fs::AtFlags::EACCESS,
+    ) {
+        Err(rustix::io::Errno::ACCESS) => {
+            let arg0 = process
+                .args()
+                .as_ref()
+                .and_then(|a| a.first())
+                .map(String::as_str)
+                .unwrap_or_default();
+            Err(Error::msg(format!(
+                "process.args: exec: {arg0:?}: permission denied ({} may not be executed by \
+                 uid {}: a noexec mount, or its mode)",
+                program.to_string_lossy(),
+                process.user().uid()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn has_start_container_hooks(spec: &Spec) -> bool {
     spec.hooks()
         .as_ref()
@@ -835,6 +868,7 @@ pub(crate) fn has_start_container_hooks(spec: &Spec) -> bool {
 /// loaded here only if `nnp_filter_now` (the init loads it later, after the exec fifo).
 pub fn lock_down(
     process: &Process,
+    program: &CStr,
     seccomp: Option<&sprout_seccomp::Prepared>,
     chan: &Channel,
     preserve_fds: u32,
@@ -855,6 +889,7 @@ pub fn lock_down(
         load_seccomp(chan, sc)?;
     }
     sprout_process::finalize_privileges(process.user(), process.capabilities().as_ref())?;
+    check_may_exec(program, process)?;
     if nnp {
         sprout_process::set_no_new_privs()?;
         if let (Some(sc), true) = (seccomp, nnp_filter_now) {

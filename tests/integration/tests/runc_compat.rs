@@ -440,6 +440,72 @@ fn relative_program_without_path_in_env_is_not_found() {
     o.assert_one_line_error(&[r#"exec: "true": executable file not found in $PATH"#]);
 }
 
+/// A program the container's user may not execute is refused at `create`, as runc's init asks
+/// (Go's exec.LookPath: faccessat2 with AT_EACCESS, after it has become that user): a script on
+/// a `noexec` bind mount, and a root-owned 0700 script for uid 1000, whose mode bits the
+/// runtime (root) passed before. One line with "permission denied" (podman and docker: exit
+/// 126), nothing left behind; `exec` the same. Before: the container started and died at its
+/// execve (exit 127), podman 4.3's 160-volumes "exec/noexec" saw 127 where it wants 126.
+#[test]
+fn a_program_the_user_may_not_execute_fails_create() {
+    let ctx = Ctx::new("noexec");
+    let vol = ctx.scratch("noexec-vol");
+    fs::write(vol.join("s"), "#!/bin/sh\necho ran\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(vol.join("s"), fs::Permissions::from_mode(0o755)).unwrap();
+    let mount = json!({
+        "destination": "/vol",
+        "type": "bind",
+        "source": vol.to_str().unwrap(),
+        "options": ["bind", "noexec"]
+    });
+    let with_vol = |b: &mut Bundle<'_>| {
+        let mut m = b.config["mounts"].as_array().cloned().unwrap_or_default();
+        m.push(mount.clone());
+        b.set("/mounts", json!(m));
+    };
+    let mut b = ctx.bundle(&["/vol/s"]);
+    with_vol(&mut b);
+    let o = b.run();
+    o.assert_fail();
+    o.assert_one_line_error(&[r#"exec: "/vol/s": permission denied"#]);
+    assert!(!o.stdout.contains("ran"), "{}", o.describe());
+    assert!(ctx.status(&b.id).is_none(), "{}", o.describe());
+    // The same script without noexec runs: the mount option is what refuses it.
+    let mut m = mount.clone();
+    m["options"] = json!(["bind"]);
+    let mut b = ctx.bundle(&["/vol/s"]);
+    let mut ms = b.config["mounts"].as_array().cloned().unwrap_or_default();
+    ms.push(m);
+    b.set("/mounts", json!(ms));
+    assert_eq!(b.run_ok(), "ran\n");
+
+    // Mode bits: root's 0700 script, run as uid 1000.
+    let mut b = ctx.bundle(&["/only-root.sh"]);
+    fs::write(b.rootfs().join("only-root.sh"), "#!/bin/sh\necho ran\n").unwrap();
+    fs::set_permissions(
+        b.rootfs().join("only-root.sh"),
+        fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    b.set("/process/user", json!({"uid": 1000, "gid": 1000}));
+    let o = b.run();
+    o.assert_fail();
+    o.assert_one_line_error(&[r#"exec: "/only-root.sh": permission denied"#]);
+
+    // exec into a running container with the noexec mount.
+    let mut b = ctx.bundle(&["sleep", "1000"]);
+    with_vol(&mut b);
+    b.create().assert_ok();
+    b.start_and_wait_exec();
+    let o = b.exec(&[], &["/vol/s"]);
+    o.assert_fail();
+    o.assert_one_line_error(&["permission denied"]);
+    assert!(!o.stdout.contains("ran"), "{}", o.describe());
+    b.kill("KILL").assert_ok();
+    b.wait_status("stopped");
+}
+
 // ---- 8. a missing process.cwd with root.readonly ---------------------------------------------------
 
 #[test]

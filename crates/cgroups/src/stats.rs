@@ -261,6 +261,16 @@ pub(crate) fn u(dir: &Path, file: &str) -> Result<u64> {
     Ok(read_u64_opt(dir, file)?.unwrap_or(0))
 }
 
+/// pids.current and pids.max (v1 and v2 alike); "max" is 0 in runc's stats: no limit.
+pub(crate) fn pids(d: &Path, st: &mut Stats) -> Result<()> {
+    st.pids.current = u(d, "pids.current")?;
+    st.pids.limit = match u(d, "pids.max")? {
+        u64::MAX => 0,
+        l => l,
+    };
+    Ok(())
+}
+
 /// A `<controller>.pressure` file (`some`/`full` lines of `avg10=… avg60=… avg300=…
 /// total=…`); None when it is missing or unreadable (no PSI in the kernel, or turned off for
 /// the cgroup), as runc.

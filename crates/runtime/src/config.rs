@@ -504,7 +504,7 @@ pub fn validate(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
     }
     if linux.intel_rdt().is_some() {
         // runc: "intelRdt is specified in config, but Intel RDT is not enabled" without resctrl.
-        if !resctrl_mounted() {
+        if resctrl_mount().is_none() {
             bail_field!(
                 "linux.intelRdt",
                 "specified in config, but Intel RDT is not enabled (no resctrl filesystem mounted)"
@@ -551,10 +551,6 @@ pub fn resctrl_mount() -> Option<PathBuf> {
         .find(|l| l.split(' ').nth(2) == Some("resctrl"))
         .and_then(|l| l.split(' ').nth(1))
         .map(PathBuf::from)
-}
-
-fn resctrl_mounted() -> bool {
-    resctrl_mount().is_some()
 }
 
 /// The namespaces of its own a container has, for [`check_sysctl`]. Only namespaced sysctls

@@ -1,13 +1,10 @@
 //! v1 `pids`: pids.max; pids.current and pids.max as statistics.
 
-use std::path::Path;
-
 use oci_spec::runtime::LinuxResources;
 
 use super::dir;
 use crate::resources::set;
-use crate::stats::u;
-use crate::{Manager, Result, Stats};
+use crate::{Manager, Result};
 
 pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
     let Some(p) = res.pids() else {
@@ -27,12 +24,5 @@ pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
     )
 }
 
-pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
-    st.pids.current = u(d, "pids.current")?;
-    // "max" is 0 in runc's stats: no limit.
-    st.pids.limit = match u(d, "pids.max")? {
-        u64::MAX => 0,
-        l => l,
-    };
-    Ok(())
-}
+/// The same files on v1 and v2: [`crate::stats::pids`].
+pub(super) use crate::stats::pids as stats;

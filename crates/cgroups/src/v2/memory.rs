@@ -101,8 +101,8 @@ pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
     }
     // memory+swap, as v1's memsw and runc's v2 stats report it (its max usage unknown: 0);
     // without swap accounting (no memory.swap.current) the swap part is zero.
-    let (swap, swap_max) = match opt_read(d, "memory.swap.current")? {
-        Some(_) => (u(d, "memory.swap.current")?, u(d, "memory.swap.max")?),
+    let (swap, swap_max) = match crate::fs::read_u64_opt(d, "memory.swap.current")? {
+        Some(cur) => (cur, u(d, "memory.swap.max")?),
         None => (0, 0),
     };
     st.memory.swap.usage = swap.saturating_add(st.memory.usage.usage);

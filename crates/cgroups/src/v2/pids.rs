@@ -1,12 +1,9 @@
 //! v2 `pids`: pids.max; pids.current and pids.max as statistics.
 
-use std::path::Path;
-
 use oci_spec::runtime::LinuxResources;
 
 use crate::resources::{self as r, set};
-use crate::stats::u;
-use crate::{Hier, Manager, Result, Stats};
+use crate::{Hier, Manager, Result};
 
 pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
     let Some(p) = res.pids() else {
@@ -19,12 +16,5 @@ pub(super) fn apply(_: &Manager, u: &Hier, res: &LinuxResources) -> Result<()> {
     }
 }
 
-pub(super) fn stats(d: &Path, st: &mut Stats) -> Result<()> {
-    st.pids.current = u(d, "pids.current")?;
-    // "max" is 0 in runc's stats: no limit.
-    st.pids.limit = match u(d, "pids.max")? {
-        u64::MAX => 0,
-        l => l,
-    };
-    Ok(())
-}
+/// The same files on v1 and v2: [`crate::stats::pids`].
+pub(super) use crate::stats::pids as stats;

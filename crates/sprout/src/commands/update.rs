@@ -202,13 +202,16 @@ pub fn run(store: &Store, a: UpdateArgs) -> Result<i32> {
         serde_json::from_value(res).map_err(|e| Error::msg(format!("--resources: {e}")))?;
     // runc's checks and words (its update.go), before anything is applied; where the host has
     // the feature, refused as linux.intelRdt is in a config.
-    let rdt = sprout_runtime::config::resctrl_mount();
+    let l3 = l3_cache_schema.is_some_and(|s| !s.is_empty());
+    let mb = mem_bw_schema.is_some_and(|s| !s.is_empty());
+    // /proc/self/mounts is read only when a schema is given.
+    let rdt = (l3 || mb)
+        .then(sprout_runtime::config::resctrl_mount)
+        .flatten();
     let has = |what: &str| {
         rdt.as_ref()
             .is_some_and(|m| m.join("info").join(what).exists())
     };
-    let l3 = l3_cache_schema.is_some_and(|s| !s.is_empty());
-    let mb = mem_bw_schema.is_some_and(|s| !s.is_empty());
     if l3 && !has("L3") {
         return Err(Error::msg("Intel RDT/CAT: l3 cache schema is not enabled"));
     }

@@ -492,8 +492,12 @@ pm_checkpoint_export() { # --export, rm, restore --import: a new container on a 
   cap pm rm -f -t 0 $n; eq "$RC" 0 || return 1
   cap pm container restore --import "$f"; eq "$RC" 0 || { echo "restore --import: $OUT"; pm rm -f -t0 $n; return 1; }
   wait_for "^running" pm inspect -f "{{.State.Status}}" $n || { pm rm -f -t0 $n; return 1; }
+  # "running" can come before the restored loop's next write (it was in its `sleep 0.1`): wait
+  # for two more numbers, then check it went on from the checkpoint and never began again at 1.
+  wait_for "^$((at + 2))\$" pm exec $n grep -x "$((at + 2))" /tmp/count || { pm rm -f -t0 $n; return 1; }
   local c; c=$(pm exec $n tail -n 1 /tmp/count 2>&1)
   [ -n "$c" ] && [ "$c" -gt "$at" ] || { echo "count $c after restore, $at at the checkpoint"; pm rm -f -t0 $n; return 1; }
+  cap pm exec $n grep -cx 1 /tmp/count; eq "$OUT" 1 || { echo "the counter restarted ($OUT lines '1')"; pm rm -f -t0 $n; return 1; }
   cap pm rm -f -t 0 $n; eq "$RC" 0
 }
 pm_oci_archive() { # the OCI archive round-trips (image load through podman, run)

@@ -298,38 +298,50 @@ fn exec_child_binary_not_reachable_with_sys_ptrace() {
 }
 
 /// The plainest form of the shebang attack, for `run` and for create + start: the container's
-/// program is a `#!/proc/self/exe` script. The kernel resolves /proc/self/exe while the init is
-/// still exec'ing, so it names whatever the init was last: were that the runtime's binary (an
-/// init that execs the program itself), the runtime (static, runnable anywhere) would start
-/// inside the container, where nothing stops its process from reopening its own exe. The init
-/// was the trampoline, which takes no command line of this shape and exits 127: no `sprout`
-/// output, and the binary's hash is unchanged. (An init that skipped the trampoline for `run`,
-/// where nothing waits between set-up and the program, saved ~0.1 ms a start and failed this:
-/// the runtime printed its usage inside the container; tried 2026-11-30, not kept.)
+/// program is a `#!/proc/self/exe --help` script. The kernel resolves /proc/self/exe while the
+/// init is still exec'ing, so it names whatever the init was last: were that the runtime's binary
+/// (an init that execs the program itself), the runtime (static, runnable anywhere) would start
+/// inside the container, where nothing stops its process from reopening its own exe, and would
+/// print its help to the container's stdout. The init was the trampoline, which takes no command
+/// line of this shape and exits 127: nothing of sprout's on stdout, and the binary's hash is
+/// unchanged. (An init that skipped the trampoline for `run`, where nothing waits between set-up
+/// and the program, saved ~0.1 ms a start and failed this: the runtime answered inside the
+/// container; tried 2026-11-30, not kept.)
 #[test]
 fn proc_self_exe_script_as_program_never_runs_the_runtime() {
     let s = setup("5736shrun");
-    let mut b = s.ctx.bundle(&["/evil", "--version"]);
-    fs::write(b.rootfs().join("evil"), "#!/proc/self/exe\n").unwrap();
+    let b = s.ctx.bundle(&["/evil"]);
+    fs::write(b.rootfs().join("evil"), "#!/proc/self/exe --help\n").unwrap();
     fs::set_permissions(b.rootfs().join("evil"), fs::Permissions::from_mode(0o755)).unwrap();
-    b.set("/process/args", json!(["/evil", "--version"]));
+    // A dynamically linked build needs its libraries in the rootfs to run there at all.
+    add_runtime_libs(&b, &s.copy);
+    // The kernel runs `/proc/self/exe --help /evil`: the runtime would print its usage.
+    let ran_sprout = |out: &str| out.contains("Usage:") || out.contains("runc-compatible");
     let o = b.run();
-    // The kernel runs the interpreter as `/proc/self/exe /evil --version`: the runtime would
-    // answer with its command line's usage error.
-    let all = format!("{}{}", o.stdout, o.stderr);
     assert!(
-        !all.contains("Usage:") && !all.contains("subcommand") && !all.contains("sprout version"),
+        !ran_sprout(&o.stdout) && !ran_sprout(&o.stderr),
         "run: the runtime's binary ran inside the container: {o:?}"
     );
     assert_eq!(o.code, Some(127), "run: {o:?}");
-    b.create().assert_ok();
-    let st = b.start();
-    st.assert_ok();
-    let pid = b.state()["pid"].as_i64().unwrap_or(0);
-    wait_for("the init's exit", Duration::from_secs(10), || {
-        (!Path::new(&format!("/proc/{pid}")).exists() || b.state()["status"] == "stopped")
-            .then_some(())
-    });
+    // create + start: the container's stdout is the file `create` was given.
+    b.write_config();
+    let out = s.ctx.dir.join("container.out");
+    let bd = b.bundle_arg();
+    let c = s.ctx.rt_opts(
+        &["create", "--bundle", &bd, &b.id],
+        &CmdOpts {
+            stdout_to: Some(out.clone()),
+            ..Default::default()
+        },
+    );
+    c.assert_ok();
+    b.start().assert_ok();
+    b.wait_status("stopped");
+    let got = fs::read_to_string(&out).unwrap_or_default();
+    assert!(
+        !ran_sprout(&got),
+        "create + start: the runtime's binary ran inside the container: {got:?}"
+    );
     assert_eq!(
         file_hash(&s.copy),
         s.hash,

@@ -3,8 +3,9 @@
 //! own `_start`.
 //!
 //! A static-pie relocates itself before `main`: musl's `_start_c` adds the load address to
-//! ~8,700 pointers (DT_RELR) spread over the whole of `.data.rel.ro` (~170 KB). Each first
-//! write to one of its ~45 pages is a copy-on-write fault of a private file mapping, and on the
+//! ~2,100 pointers (DT_RELR) spread over `.data.rel.ro` (~40 KB) and `.data`: ~8,800 over 47
+//! pages before oci-spec's regex was served by regex-lite (crates/regex-lite-shim). Each first
+//! write to one of those pages is a copy-on-write fault of a private file mapping, and on the
 //! development host (a nested VM) those faults made `_start_c` the costliest function of a
 //! short command: ~0.2 ms of every `sprout` process (perf, cpu-clock samples on its relocation
 //! loop). One madvise breaks copy-on-write for the whole range in the kernel instead, before a

@@ -125,7 +125,8 @@ if use_musl; then
             mv -f "$DEPS/link-order.new" "$DEPS/link-order-$sum.txt"
             ORDER="$DEPS/link-order-$sum.txt"
             listed=$(grep -vc -e '^#' -e '^$' "$HOT")
-            exact=$(nm --defined-only "$BIN" | awk '{ print $3 }' | sort -u | grep -cxF -f <(grep -v -e '^#' -e '^$' "$HOT") || true)
+            # A listed symbol is in the mapping as itself only where the binary has it exactly.
+            exact=$(sort -u "$ORDER" | grep -cxF -f <(grep -v -e '^#' -e '^$' "$HOT") || true)
             echo "scripts/build.sh: text layout: $(grep -c . "$ORDER") symbols for $listed listed functions ($exact matched with their hash); linking again with them" >&2
             # Mapped without the hashes (another toolchain, or changed dependencies), the list
             # takes every monomorphization of each name, and the layout is much worse (peak RSS

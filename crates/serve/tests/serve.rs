@@ -2199,20 +2199,29 @@ fn an_eviction_storm_stays_within_the_cap_and_the_pool_shrinks_back() {
     assert_eq!(d.post("h0", "0").status, 200);
     let fds_before = fd_count(d.pid());
     // 6 clients round-robin over 30 handlers, 10 sandboxes at most: every request evicts.
-    let statuses: Vec<u16> = std::thread::scope(|s| {
+    let replies: Vec<(u16, String)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..6)
             .map(|t| {
                 let d = &d;
                 s.spawn(move || {
                     (0..25)
-                        .map(|i| d.post(&format!("h{}", (t * 5 + i) % 30), "1").status)
-                        .collect::<Vec<u16>>()
+                        .map(|i| {
+                            let r = d.post(&format!("h{}", (t * 5 + i) % 30), "1");
+                            (r.status, r.body)
+                        })
+                        .collect::<Vec<_>>()
                 })
             })
             .collect();
         hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
-    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    let statuses: Vec<u16> = replies.iter().map(|r| r.0).collect();
+    let failed: Vec<&(u16, String)> = replies.iter().filter(|r| r.0 != 200).collect();
+    assert!(
+        statuses.iter().all(|s| *s == 200),
+        "{statuses:?}\nnot 200: {failed:?}\nengine log:\n{}",
+        d.log()
+    );
     // Every pool cgroup the engine ever made is in its record: with dying sandboxes counted
     // against max_sandboxes, it never needed more than the cap plus the zygote's (itself and
     // its spares; no batches here: spares of a batch wait for later requests) and the

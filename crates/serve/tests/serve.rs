@@ -769,31 +769,42 @@ fn lru_eviction_within_memory_budget() {
     let (mut zmem, mut sbmem) = (zmem, sbmem);
     let mut budget_mb = (zmem + sbmem + (4 << 20)).div_ceil(1 << 20);
     let (mut d, mut st) = run("lru", budget_mb);
-    // On a fresh machine (CI) the probe's zygote once weighed ~9 MB where this run's weighed
-    // 2 MB (the pages a first engine reads are charged to it: a cold page cache): the budget
-    // then kept all four. Where this run weighs less than the probe did, the budget is made
-    // again from this run's own sizes, once, for a second run.
-    let run_z = st["memory"]["zygote_bytes"].as_u64().unwrap();
-    let run_s = st["handlers"]
-        .as_object()
-        .into_iter()
-        .flat_map(|h| h.values())
-        .flat_map(|h| {
-            h["idle_memory_bytes"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter_map(|m| m.as_u64())
-        .max()
-        .unwrap_or(sbmem);
-    if st["sandboxes"]["total"].as_u64() == Some(4)
-        && (run_z + run_s + (4 << 20)).div_ceil(1 << 20) < budget_mb
-    {
+    // The budget is made from the probe's sizes, and a run's own can differ from them either
+    // way. On a fresh machine (CI) the probe's zygote once weighed ~9 MB where the run's
+    // weighed 2 MB (the pages a first engine reads are charged to it: a cold page cache): the
+    // budget then kept all four. Another run's zygote weighed 7.6 MB where the probe's had
+    // weighed ~2.5 (its charge moves: a child forked and not yet placed is charged to it):
+    // the root zygote, which is never evicted, and one sandbox then did not fit the budget at
+    // all. Where a run's own sizes make another budget (smaller with all four kept, or larger),
+    // the run is made again with that one, at most twice: the assertions below judge a run
+    // whose budget held its cache, one sandbox and 4 MiB.
+    for again in 1..=2 {
+        let run_z = st["memory"]["zygote_bytes"].as_u64().unwrap();
+        let run_s = st["handlers"]
+            .as_object()
+            .into_iter()
+            .flat_map(|h| h.values())
+            .flat_map(|h| {
+                h["idle_memory_bytes"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter_map(|m| m.as_u64())
+            .max()
+            .unwrap_or(sbmem);
+        let own = (run_z + run_s + (4 << 20)).div_ceil(1 << 20);
+        let roomy = st["sandboxes"]["total"].as_u64() == Some(4) && own < budget_mb;
+        if !roomy && own <= budget_mb {
+            break;
+        }
+        eprintln!(
+            "run {again}: budget {budget_mb} MiB from zygote {zmem} B + sandbox {sbmem} B; this run's zygote {run_z} B + sandbox {run_s} B make {own} MiB: again"
+        );
         d.stop();
         (zmem, sbmem) = (run_z, run_s);
-        budget_mb = (zmem + sbmem + (4 << 20)).div_ceil(1 << 20);
-        (d, st) = run("lru-again", budget_mb);
+        budget_mb = own;
+        (d, st) = run(&format!("lru-again{again}"), budget_mb);
     }
     // The engine's own accounting stays within the budget, and the budget did not keep every
     // handler: the count asserted is only "not all four", and the order below is LRU's.

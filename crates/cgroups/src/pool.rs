@@ -333,8 +333,26 @@ impl ResidentPool {
     }
 
     /// Kill what is left in `c`, wait until it is empty, take it back (or drop it, left in
-    /// the record, if it will not empty).
+    /// the record, if it will not empty). Once the pool is closed: remove it instead.
     pub fn put(&self, mut c: PoolCgroup) {
+        if !*self.open.read().unwrap_or_else(|e| e.into_inner()) {
+            // Closed: the owner is shutting down and nothing takes a cgroup again. One given
+            // back now (by a start that held it across the shutdown) is emptied and removed
+            // here, as the shutdown's clean-up may have passed it already.
+            let _ = c.clean(Duration::from_secs(2));
+            let dirs = all_dirs(&c.mgr);
+            drop(c);
+            for d in dirs {
+                rmdir_patient(&d);
+            }
+            // The pool's parent too, once it is empty (one try: other cgroups may remain).
+            if let Ok(m) = Manager::with_layout(self.layout, Some(&self.base), "base", false) {
+                for d in all_dirs(&m) {
+                    let _ = std::fs::remove_dir(d);
+                }
+            }
+            return;
+        }
         if !c.clean(Duration::from_secs(2)) {
             pool_warn(&format!(
                 "{RESIDENT_PREFIX}{} did not empty; not reused",

@@ -192,7 +192,7 @@ struct Zygote {
     gone: std::sync::atomic::AtomicBool,
 }
 
-/// One creation in progress (a sandbox, a refill of spares), counted in `Engine::creating`
+/// One creation in progress (a sandbox, a zygote, a refill of spares), counted in `Engine::creating`
 /// while it lives: shutdown waits for those that began before it.
 struct Creating<'a>(&'a std::sync::atomic::AtomicUsize);
 

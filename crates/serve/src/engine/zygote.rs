@@ -155,6 +155,14 @@ impl Engine {
         parent: Option<Arc<Zygote>>,
     ) -> Result<Zygote, Error> {
         let zerr = |e: Error| e.with_kind(Kind::Zygote);
+        // Counted before `stopping` is read (both SeqCst), as a sandbox's creation is: shutdown
+        // waits for this start before it removes the pool's cgroups (a zygote placed in one
+        // after that clean-up had killed its members kept it on the host), or this start sees
+        // `stopping` and makes nothing.
+        let _creating = super::Creating::new(&self.creating);
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err(Error::new(Kind::Zygote, "the engine is shutting down"));
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut cg = self.pool.get().map_err(|e| zerr(e.into()))?;
         // A zygote's cgroup also carries what its children are charged before they move to
@@ -255,15 +263,13 @@ impl Engine {
                 self.null_fd.as_raw_fd(),
                 &ids,
                 self.cfg.sandbox.network_ns,
+                // Into its cgroup before it execs python (and reads its setup, and imports).
+                &|pid| cg.place(pid),
             ) {
                 Ok(p) => spawned = Some(p),
                 Err(e) => return Err(fail(cg, Error::io(Kind::Zygote, "spawn zygote", e))),
             }
             drop(b);
-            // Into its cgroup before it reads its setup (and imports anything).
-            if let Err(e) = cg.place(spawned.unwrap_or(-1)) {
-                return Err(fail(cg, Error::io(Kind::Zygote, "zygote cgroup", e)));
-            }
             let fds = [rootfd.as_raw_fd()];
             let setup = json!({"paths": paths, "preload": preload, "seccomp": self.bpf_hex,
                                "text_ptes": self.cfg.zygote_text_ptes,

@@ -522,6 +522,9 @@ pub struct Ctx<S: Suite> {
     /// The runtime binary this context drives (SPROUT_BIN unless overridden).
     pub bin: PathBuf,
     tag: String,
+    /// Run every command in a mount namespace of its own without the cgroup2 mount at
+    /// /sys/fs/cgroup/unified ([`Ctx::emulate_pure_v1`]).
+    pure_v1: bool,
     suite: PhantomData<fn() -> S>,
 }
 
@@ -545,8 +548,28 @@ impl<S: Suite> Ctx<S> {
             dir,
             bin: runtime_bin(),
             tag,
+            pure_v1: false,
             suite: PhantomData,
         }
+    }
+
+    /// A cgroup v1 host without a cgroup2 hierarchy (systemd's "legacy" layout: RHEL and
+    /// CentOS 7 and 8, Amazon Linux 2), on a hybrid host: every command of this context runs
+    /// in a mount namespace of its own (private propagation) where /sys/fs/cgroup/unified is
+    /// unmounted, as crun's wrapper on this host does. The host's mounts are not changed.
+    /// `false` (and the skip line printed) where there is no such mount to take away.
+    pub fn emulate_pure_v1(&mut self) -> bool {
+        let hybrid = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists()
+            && Path::new("/sys/fs/cgroup/memory").is_dir();
+        if !hybrid {
+            eprintln!(
+                "skipped: emulates a v1-only host by hiding the cgroup2 mount of a hybrid one \
+                 (v1 hierarchies and /sys/fs/cgroup/unified); this host is not hybrid"
+            );
+            return false;
+        }
+        self.pure_v1 = true;
+        true
     }
 
     /// Like [`Ctx::new`] but driving `bin` instead of SPROUT_BIN.
@@ -664,6 +687,28 @@ impl<S: Suite> Ctx<S> {
             }
         }
         cmd.current_dir(opts.cwd.clone().unwrap_or_else(|| self.dir.clone()));
+        if self.pure_v1 {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only raw syscalls (unshare, mount, umount2) on static C strings, in the
+            // forked child before exec; they change this child's own mount namespace only.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::unshare(libc::CLONE_NEWNS) != 0
+                        || libc::mount(
+                            std::ptr::null(),
+                            c"/".as_ptr(),
+                            std::ptr::null(),
+                            libc::MS_REC | libc::MS_PRIVATE,
+                            std::ptr::null(),
+                        ) != 0
+                        || libc::umount2(c"/sys/fs/cgroup/unified".as_ptr(), libc::MNT_DETACH) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         if !opts.ignore_signals.is_empty() {
             use std::os::unix::process::CommandExt;
             let sigs = opts.ignore_signals.clone();

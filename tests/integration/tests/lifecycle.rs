@@ -122,6 +122,10 @@ fn start_then_running_state_has_pid() {
     let own_cg = fs::read_to_string("/proc/self/cgroup").unwrap();
     let cg = fs::read_to_string(format!("/proc/{pid_created}/cgroup")).unwrap();
     for l in own_cg.lines() {
+        // A runtime that cannot see cgroup2 (an emulated v1-only host) leaves it alone.
+        if l.starts_with("0::") && ctx.emulating_pure_v1() {
+            continue;
+        }
         let (pre, path) = l.rsplit_once(':').unwrap();
         let base = relative_base(path, &own_cg);
         let want = format!("{pre}:{}/sprout-test/{}", base.trim_end_matches('/'), b.id);

@@ -34,6 +34,49 @@ fn read(dir: &Path, file: &str) -> String {
         .to_string()
 }
 
+/// The container's own /sys/fs/cgroup: its v1 hierarchies, each its own cgroup, and nothing
+/// for a cgroup2 hierarchy the runtime cannot see. The kernel lists the cgroup2 line in
+/// /proc/self/cgroup once anything has mounted cgroup2 (always, on this emulated host), and the
+/// cgroup mount took it for a hierarchy: an empty directory of the host's cgroup tmpfs bound on
+/// /sys/fs/cgroup/unified, or, on a real v1-only host without that directory, the tmpfs itself
+/// bound over all the others.
+#[test]
+fn a_v1_only_hosts_container_sees_its_v1_hierarchies_only() {
+    let mut ctx = Ctx::new("purev1view");
+    if !ctx.emulate_pure_v1() {
+        return;
+    }
+    let mut b = ctx.bundle(&[
+        "sh",
+        "-c",
+        "ls /sys/fs/cgroup; echo limit $(cat /sys/fs/cgroup/memory/memory.limit_in_bytes); \
+         echo pids $(cat /sys/fs/cgroup/pids/pids.max)",
+    ]);
+    b.set("/linux/resources/memory", json!({"limit": 48 << 20}));
+    b.set("/linux/resources/pids", json!({"limit": 30}));
+    b.write_config();
+    let out = b.run_ok();
+    let names: Vec<&str> = out
+        .lines()
+        .take_while(|l| !l.starts_with("limit "))
+        .collect();
+    assert!(!names.contains(&"unified"), "{out}");
+    for h in ["memory", "pids", "freezer"] {
+        assert!(
+            names.contains(&h),
+            "no {h} in the container's /sys/fs/cgroup: {out}"
+        );
+    }
+    assert!(
+        out.contains(&format!("limit {}", 48u64 << 20)),
+        "the container's memory cgroup: {out}"
+    );
+    assert!(
+        out.contains("pids 30"),
+        "the container's pids cgroup: {out}"
+    );
+}
+
 #[test]
 fn a_v1_only_host_gets_limits_updates_freezing_stats_and_a_clean_delete() {
     let mut ctx = Ctx::new("purev1");

@@ -57,6 +57,10 @@ fn first_instruction_runs_in_own_cgroups_with_limits_and_a_read_only_cgroup_moun
     assert_eq!(parts.len(), 4, "{out}");
     let want = format!("sprout-test/{}", b.id);
     for line in parts[0].lines() {
+        // A runtime that cannot see cgroup2 (an emulated v1-only host) leaves it alone.
+        if line.starts_with("0::") && ctx.emulating_pure_v1() {
+            continue;
+        }
         assert!(
             line.ends_with(&want),
             "the container's process is not in its own cgroup: {line:?}\n{out}"
@@ -68,6 +72,9 @@ fn first_instruction_runs_in_own_cgroups_with_limits_and_a_read_only_cgroup_moun
         let mut seen: Vec<&str> = parts[1].lines().collect();
         seen.sort();
         let mut want = own_hierarchies();
+        if ctx.emulating_pure_v1() {
+            want.retain(|h| h != "unified");
+        }
         want.sort();
         assert_eq!(seen, want, "one bind per hierarchy under /sys/fs/cgroup");
     }
@@ -95,6 +102,9 @@ fn v1_init_joins_its_cgroups_itself_unless_it_cannot() {
         let lines: Vec<&str> = o.stdout.lines().collect();
         assert_eq!(lines.len(), own_hierarchies().len(), "{}", o.describe());
         for line in &lines {
+            if line.starts_with("0::") && ctx.emulating_pure_v1() {
+                continue;
+            }
             assert!(
                 line.ends_with(&want),
                 "userns {userns}: not in its own cgroup: {line:?}\n{}",

@@ -548,7 +548,9 @@ impl<S: Suite> Ctx<S> {
             dir,
             bin: runtime_bin(),
             tag,
-            pure_v1: false,
+            // The whole suite on an emulated v1-only host: SPROUT_TEST_PURE_V1=1.
+            pure_v1: std::env::var_os("SPROUT_TEST_PURE_V1").is_some_and(|v| v == "1")
+                && Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists(),
             suite: PhantomData,
         }
     }
@@ -570,6 +572,39 @@ impl<S: Suite> Ctx<S> {
         }
         self.pure_v1 = true;
         true
+    }
+
+    /// Whether this context hides the cgroup2 mount from the runtime ([`Ctx::emulate_pure_v1`]).
+    pub fn emulating_pure_v1(&self) -> bool {
+        self.pure_v1
+    }
+
+    /// What every command of this context gets before it runs the runtime (a test that builds
+    /// its own `Command` for it calls this): the v1-only emulation's mount namespace.
+    pub fn prepare_command(&self, cmd: &mut Command) {
+        if !self.pure_v1 {
+            return;
+        }
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only raw syscalls (unshare, mount, umount2) on static C strings, in the
+        // forked child before exec; they change this child's own mount namespace only.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::unshare(libc::CLONE_NEWNS) != 0
+                    || libc::mount(
+                        std::ptr::null(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    ) != 0
+                    || libc::umount2(c"/sys/fs/cgroup/unified".as_ptr(), libc::MNT_DETACH) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
     }
 
     /// Like [`Ctx::new`] but driving `bin` instead of SPROUT_BIN.
@@ -687,28 +722,7 @@ impl<S: Suite> Ctx<S> {
             }
         }
         cmd.current_dir(opts.cwd.clone().unwrap_or_else(|| self.dir.clone()));
-        if self.pure_v1 {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: only raw syscalls (unshare, mount, umount2) on static C strings, in the
-            // forked child before exec; they change this child's own mount namespace only.
-            unsafe {
-                cmd.pre_exec(|| {
-                    if libc::unshare(libc::CLONE_NEWNS) != 0
-                        || libc::mount(
-                            std::ptr::null(),
-                            c"/".as_ptr(),
-                            std::ptr::null(),
-                            libc::MS_REC | libc::MS_PRIVATE,
-                            std::ptr::null(),
-                        ) != 0
-                        || libc::umount2(c"/sys/fs/cgroup/unified".as_ptr(), libc::MNT_DETACH) != 0
-                    {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
+        self.prepare_command(&mut cmd);
         if !opts.ignore_signals.is_empty() {
             use std::os::unix::process::CommandExt;
             let sigs = opts.ignore_signals.clone();

@@ -18,9 +18,11 @@ pub(super) fn apply(m: &Manager, res: &LinuxResources) -> Result<()> {
             hybrid_unified_keys(m, &u.dir, x)?;
             crate::v2::unified::write(&u.dir, x)
         }
+        // runc's words (ErrV1NoUnified).
         _ => Err(invalid(
             "unified",
-            "cgroup v2 keys cannot be applied on a cgroup v1 host",
+            "invalid configuration: cannot use unified on cgroup v1 (this host has no cgroup v2 \
+             hierarchy)",
         )),
     }
 }

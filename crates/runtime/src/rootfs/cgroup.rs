@@ -20,7 +20,12 @@ pub fn own_cgroup_binds() -> CgroupBinds {
     let Ok(s) = std::fs::read_to_string("/proc/self/cgroup") else {
         return Vec::new();
     };
-    cgroup_binds_from(Path::new(CGROUP_ROOT), &s, |_| None)
+    cgroup_binds_from(
+        Path::new(CGROUP_ROOT),
+        &s,
+        sprout_cgroups::Layout::detect().ok(),
+        |_| None,
+    )
 }
 
 pub(super) const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -37,7 +42,7 @@ pub fn planned_cgroup_binds(cg: &sprout_cgroups::Manager) -> Option<CgroupBinds>
         let r = dir.strip_prefix(mount).ok()?;
         Some(format!("/{}", r.to_str()?))
     };
-    let binds = cgroup_binds_from(Path::new(CGROUP_ROOT), &s, |ctrls| {
+    let binds = cgroup_binds_from(Path::new(CGROUP_ROOT), &s, Some(cg.layout()), |ctrls| {
         if ctrls.is_empty() {
             let u = cg.unified_path()?;
             return rel(u, cg.unified_mount()?);
@@ -54,12 +59,19 @@ pub fn planned_cgroup_binds(cg: &sprout_cgroups::Manager) -> Option<CgroupBinds>
 }
 
 /// (name, host path) per line of a /proc/<pid>/cgroup text; `path_of(controllers)` overrides
-/// the line's path (absolute within its hierarchy).
+/// the line's path (absolute within its hierarchy). The cgroup2 line ("0::") is the hierarchy
+/// at `root` on pure v2 and at `root`/unified on a hybrid host; on a v1-only host it names
+/// none: the kernel lists it there too once anything has mounted cgroup2 (a checkpoint's
+/// cgroup yard, a tool), and binding it took the host's cgroup tmpfs, or an empty directory
+/// of it, over the container's hierarchies. `layout` unknown: the hybrid reading where
+/// `root` lists "unified", else pure v2.
 pub(super) fn cgroup_binds_from(
     root: &Path,
     s: &str,
+    layout: Option<sprout_cgroups::Layout>,
     path_of: impl Fn(&str) -> Option<String>,
 ) -> CgroupBinds {
+    use sprout_cgroups::Layout;
     // One getdents of the cgroup root (a tmpfs with one entry per hierarchy on v1) instead of
     // a stat per hierarchy, listed only when a line names one.
     let listing = std::cell::OnceCell::new();
@@ -73,10 +85,12 @@ pub(super) fn cgroup_binds_from(
             .iter()
             .any(|n| n == name)
     };
-    let unified_root = if s.lines().any(|l| l.starts_with("0::")) && mounted("unified") {
-        "unified"
-    } else {
-        ""
+    let unified_root = match layout {
+        Some(Layout::V1) => None,
+        Some(Layout::V2) => Some(""),
+        Some(Layout::Hybrid) => Some("unified"),
+        None if s.lines().any(|l| l.starts_with("0::")) && mounted("unified") => Some("unified"),
+        None => Some(""),
     };
     let mut out = Vec::new();
     for line in s.lines() {
@@ -87,7 +101,8 @@ pub(super) fn cgroup_binds_from(
         };
         let name = if ctrls.is_empty() {
             // Pure v2: the hierarchy is /sys/fs/cgroup itself (name ""); hybrid: "unified".
-            unified_root.to_string()
+            let Some(u) = unified_root else { continue };
+            u.to_string()
         } else {
             ctrls.strip_prefix("name=").unwrap_or(ctrls).to_string()
         };
@@ -259,6 +274,8 @@ pub fn host_hierarchy() -> Option<OwnedFd> {
 mod tests {
     use super::*;
 
+    use sprout_cgroups::Layout;
+
     #[test]
     fn cgroup_binds_planned_and_encoded() {
         let root = std::env::temp_dir().join(format!("sprout-cgbinds-{}", std::process::id()));
@@ -268,7 +285,7 @@ mod tests {
         let text = "5:cpu,cpuacct:/own\n4:memory:/m/own\n3:name=systemd:/own\n\
                     2:rdma:/\n0::/own\n";
         // As the parent plans them: the container's paths where it joins, its own elsewhere.
-        let planned = cgroup_binds_from(&root, text, |c| match c {
+        let planned = cgroup_binds_from(&root, text, Some(Layout::Hybrid), |c| match c {
             "cpu,cpuacct" | "name=systemd" | "" => Some("/own/ctr".to_string()),
             "memory" => Some("/m/own/ctr".to_string()),
             _ => None,
@@ -284,7 +301,20 @@ mod tests {
         // What the init would read from /proc/self/cgroup once moved in: the same binds.
         let joined = "5:cpu,cpuacct:/own/ctr\n4:memory:/m/own/ctr\n\
                       3:name=systemd:/own/ctr\n2:rdma:/\n0::/own/ctr\n";
-        assert_eq!(cgroup_binds_from(&root, joined, |_| None), want);
+        assert_eq!(
+            cgroup_binds_from(&root, joined, Some(Layout::Hybrid), |_| None),
+            want
+        );
+        // Unknown layout: "unified" listed under the root reads as hybrid.
+        assert_eq!(cgroup_binds_from(&root, joined, None, |_| None), want);
+        // A v1-only host whose kernel lists the cgroup2 line (something mounted cgroup2
+        // once), with an empty "unified" directory left in its tmpfs: no bind for it.
+        let v1 = cgroup_binds_from(&root, joined, Some(Layout::V1), |_| None);
+        assert_eq!(v1, want[..3].to_vec());
+        // Without that directory, the line used to bind the tmpfs root itself ("").
+        std::fs::remove_dir(root.join("unified")).unwrap();
+        let v1 = cgroup_binds_from(&root, joined, Some(Layout::V1), |_| None);
+        assert_eq!(v1, want[..3].to_vec());
         let enc = encode_cgroup_binds(&want);
         assert_eq!(
             decode_cgroup_binds(std::str::from_utf8(&enc).unwrap()),

@@ -10,6 +10,10 @@
 #                                                reported as skips; unit + integration, as root;
 #                                                LTO off for the test builds,
 #                                                see SPROUT_TEST_FULL_PROFILE)
+#  2b. scripts/v1-only-tests.sh                 (integration, security and serve suites on
+#                                                a v1-only host emulated on a hybrid one:
+#                                                /sys/fs/cgroup/unified unmounted in a mount
+#                                                namespace of their own; skipped elsewhere)
 #   3. scripts/fuzz-short.sh 15                  (every cargo-fuzz target, 15 s each,
 #                                                stable toolchain; SPROUT_FUZZ_SECS)
 #   4. tests/compliance/run.sh target/release/sprout   (OCI runtime-tools suite)
@@ -161,6 +165,8 @@ else
         CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
         cargo test --workspace --release --no-fail-fast -- --test-threads=2 --show-output
 fi
+
+run_step "v1-only host (emulated)" "$HERE/v1-only-tests.sh"
 
 if [ "$QUICK" = 0 ]; then
     run_step "fuzz (short run)" "$HERE/fuzz-short.sh" "${SPROUT_FUZZ_SECS:-15}"

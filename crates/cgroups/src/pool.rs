@@ -60,8 +60,8 @@ pub struct PoolCgroup {
     pub memory_dir: Option<PathBuf>,
     /// oom_kill count when handed out.
     pub oom_base: u64,
-    /// Read-only `cgroup.procs` of the cgroup2 leaf (or, on pure v1, the freezer's): the
-    /// process count on the hot path.
+    /// Read-only `cgroup.procs` of the cgroup2 leaf: the process count on the hot path (none
+    /// on a v1-only host, where a kept v1 cgroup.procs serves a stale list).
     procs_r: Option<std::fs::File>,
     /// Limits other than the pool's were applied: reset on give-back.
     custom: bool,
@@ -250,12 +250,13 @@ impl ResidentPool {
                 None
             }
         });
-        // The cgroup2 leaf's where there is one: a v1 cgroup.procs read again from offset 0
-        // through the same open file serves the pid list cached at the previous read (kept
-        // for a second), so a member that joined since went unseen.
+        // The cgroup2 leaf's where there is one. Not a v1 cgroup.procs: read again from offset
+        // 0 through the same open file it serves the pid list cached at the previous read
+        // (kept for a second), so a member that joined since went unseen (on a v1-only host a
+        // sandbox's leftover children, and the sandbox went back to the cache). There, each
+        // count opens the file anew (`Manager::pids`).
         let procs_r = mgr
             .unified_path()
-            .or(mgr.v1_path("freezer"))
             .and_then(|d| std::fs::File::open(d.join("cgroup.procs")).ok());
         let open_first = |names: &[&str]| {
             memory_dir.as_ref().and_then(|d| {

@@ -93,6 +93,8 @@ run_step() {
     rc=$?
     set -e
     local res=ok
+    # 77: the step could not run on this host and said why (a skip, not a pass).
+    if [ $rc -eq 77 ]; then res=skipped; rc=0; fi
     if [ $rc -ne 0 ]; then res="FAILED (exit $rc)"; FAILED+=("$STEP"); fi
     TIMES+=("$(printf '%-28s %5ss  %s' "$STEP" $(( $(date +%s) - t0 )) "$res")")
     if [ $rc -ne 0 ]; then

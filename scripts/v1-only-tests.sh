@@ -7,7 +7,7 @@
 #     (tests/support: Ctx::emulate_pure_v1);
 #   - serve: the whole test process, and so every engine it starts, in such a namespace.
 # The host's mounts are not changed. On a host that is not hybrid it prints why it skipped and
-# exits 0. Same build flags as step 2, so nothing is rebuilt. Exit status: 1 if a suite failed.
+# exits 77 (scripts/test.sh reports the step as skipped). Same build flags as step 2, so nothing is rebuilt. Exit status: 1 if a suite failed.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -16,11 +16,11 @@ REPO=$(cd "$HERE/.." && pwd)
 if [ ! -e /sys/fs/cgroup/unified/cgroup.procs ] || [ ! -d /sys/fs/cgroup/memory ]; then
     echo "v1-only: skipped: emulates a v1-only host by hiding the cgroup2 mount of a hybrid one" \
         "(v1 hierarchies and /sys/fs/cgroup/unified); this host is not hybrid"
-    exit 0
+    exit 77
 fi
 if [ "$(id -u)" != 0 ]; then
     echo "v1-only: skipped: needs root (a mount namespace of its own)"
-    exit 0
+    exit 77
 fi
 
 if [ "${SPROUT_TEST_FULL_PROFILE:-0}" = 1 ]; then

@@ -339,19 +339,17 @@ impl ResidentPool {
         if !*self.open.read().unwrap_or_else(|e| e.into_inner()) {
             // Closed: the owner is shutting down and nothing takes a cgroup again. One given
             // back now (by a start that held it across the shutdown) is emptied and removed
-            // here, as the shutdown's clean-up may have passed it already.
-            let _ = c.clean(Duration::from_secs(2));
-            let dirs = all_dirs(&c.mgr);
-            drop(c);
-            for d in dirs {
-                rmdir_patient(&d);
+            // here, as the shutdown's clean-up may have passed it already; then the pool's
+            // parent, once empty (one try: other cgroups may remain).
+            if c.clean(Duration::from_secs(2)) {
+                remove(c);
+            } else {
+                pool_warn(&format!(
+                    "{RESIDENT_PREFIX}{} did not empty; left at shutdown",
+                    c.idx
+                ));
             }
-            // The pool's parent too, once it is empty (one try: other cgroups may remain).
-            if let Ok(m) = Manager::with_layout(self.layout, Some(&self.base), "base", false) {
-                for d in all_dirs(&m) {
-                    let _ = std::fs::remove_dir(d);
-                }
-            }
+            self.remove_base(false);
             return;
         }
         if !c.clean(Duration::from_secs(2)) {
@@ -392,10 +390,20 @@ impl ResidentPool {
             gone
         };
         for c in gone {
-            let dirs = all_dirs(&c.mgr);
-            drop(c);
-            for d in dirs {
-                rmdir_patient(&d);
+            remove(c);
+        }
+    }
+
+    /// The pool's parent directory in every hierarchy; `patient`: while its last members
+    /// leave ([`rmdir_patient`]), else one try.
+    fn remove_base(&self, patient: bool) {
+        if let Ok(m) = Manager::with_layout(self.layout, Some(&self.base), "base", false) {
+            for d in all_dirs(&m) {
+                if patient {
+                    rmdir_patient(&d);
+                } else {
+                    let _ = std::fs::remove_dir(d);
+                }
             }
         }
     }
@@ -451,11 +459,7 @@ impl ResidentPool {
                 });
             }
         });
-        if let Ok(m) = Manager::with_layout(self.layout, Some(&self.base), "base", false) {
-            for d in all_dirs(&m) {
-                rmdir_patient(&d);
-            }
-        }
+        self.remove_base(true);
         let _ = std::fs::remove_file(&self.record);
         live.len()
     }
@@ -472,6 +476,15 @@ fn rmdir_patient(d: &Path) {
             }
             _ => return,
         }
+    }
+}
+
+/// Remove an emptied pool cgroup's directories (its fds closed first).
+fn remove(c: PoolCgroup) {
+    let dirs = all_dirs(&c.mgr);
+    drop(c);
+    for d in dirs {
+        rmdir_patient(&d);
     }
 }
 

@@ -775,9 +775,10 @@ fn lru_eviction_within_memory_budget() {
     // budget then kept all four. Another run's zygote weighed 7.6 MB where the probe's had
     // weighed ~2.5 (its placement raced python's start-up then; it is placed before its exec
     // now, test the_root_zygotes_start_up_is_charged_to_its_own_cgroup): the root zygote,
-    // which is never evicted, and one sandbox did not fit the budget at all. Where a run's own sizes make another budget (smaller with all four kept, or larger),
-    // the run is made again with that one, at most twice: the assertions below judge a run
-    // whose budget held its cache, one sandbox and 4 MiB.
+    // which is never evicted, and one sandbox did not fit the budget at all. Where a run's
+    // own sizes make another budget (smaller with all four kept, or larger), the run is made
+    // again with that one, at most twice: the assertions below judge a run whose budget held
+    // its cache, one sandbox and 4 MiB.
     for again in 1..=2 {
         let run_z = st["memory"]["zygote_bytes"].as_u64().unwrap();
         let run_s = st["handlers"]

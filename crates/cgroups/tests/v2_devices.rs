@@ -251,23 +251,10 @@ fn with_private_bpffs(f: impl FnOnce() + Send + 'static) -> bool {
         return false;
     }
     std::thread::spawn(move || {
-        // SAFETY: unshare takes no pointers; it acts on this fresh thread, whose fs context is
-        // its own after CLONE_NEWNS.
-        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNS) }, 0, "unshare");
-        // SAFETY: NUL-terminated literals; null source/type/data are allowed for a
-        // propagation change, and "bpf"'s data is a NUL-terminated literal.
+        // A fresh thread: its fs context is its own.
+        sprout_test_support::unshare_private_mounts().expect("a private mount namespace");
+        // SAFETY: NUL-terminated literals, alive for the call.
         unsafe {
-            assert_eq!(
-                libc::mount(
-                    std::ptr::null(),
-                    c"/".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    std::ptr::null()
-                ),
-                0,
-                "making / private"
-            );
             assert_eq!(
                 libc::mount(
                     c"bpf".as_ptr(),

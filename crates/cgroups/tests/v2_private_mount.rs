@@ -46,25 +46,9 @@ fn with_private_cgroup2(tag: &str, f: impl FnOnce(&Path) + Send + 'static) -> bo
     let mnt = std::env::temp_dir().join(unique(tag));
     let r = std::thread::spawn(move || -> Result<(), String> {
         let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
-        // SAFETY: unshare takes no pointers; it acts on this (fresh) thread, whose fs context
-        // is its own after CLONE_NEWNS.
-        if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
-            return Err(err("unshare(CLONE_NEWNS)"));
-        }
-        // SAFETY: NUL-terminated literals; null source/type/data are allowed for a
-        // propagation change.
-        if unsafe {
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            )
-        } != 0
-        {
-            return Err(err("make / rprivate"));
-        }
+        // A fresh thread: its fs context is its own.
+        sprout_test_support::unshare_private_mounts()
+            .map_err(|e| format!("a private mount namespace: {e}"))?;
         std::fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
         let _um = Unmount(mnt.clone());
         let target = cstr(&mnt);

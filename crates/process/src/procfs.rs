@@ -119,20 +119,11 @@ mod tests {
             let decoy = std::env::temp_dir().join(format!("sprout-procfs-{}", std::process::id()));
             std::fs::write(&decoy, "decoy\n").map_err(|e| e.to_string())?;
             let r = (|| {
-                // SAFETY: unshare and mount read only their integer and NUL-terminated string
-                // arguments, alive for the calls.
+                sprout_test_support::unshare_private_mounts()
+                    .map_err(|e| format!("mount namespace: {e}"))?;
+                // SAFETY: mount reads only its integer and NUL-terminated string arguments,
+                // alive for the call.
                 unsafe {
-                    if libc::unshare(libc::CLONE_NEWNS) != 0
-                        || libc::mount(
-                            std::ptr::null(),
-                            c"/".as_ptr(),
-                            std::ptr::null(),
-                            libc::MS_REC | libc::MS_PRIVATE,
-                            std::ptr::null(),
-                        ) != 0
-                    {
-                        return Err(format!("mount namespace: {}", io::Error::last_os_error()));
-                    }
                     let src = std::ffi::CString::new(decoy.as_os_str().as_encoded_bytes()).unwrap();
                     let dst =
                         std::ffi::CString::new(format!("/proc/{}/oom_score_adj", thread_dir()))

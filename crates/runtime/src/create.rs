@@ -358,7 +358,7 @@ pub fn create(
         no_pivot: opts.no_pivot,
         no_new_keyring: opts.no_new_keyring,
         preserve_fds: opts.preserve_fds,
-        cgroup_v2: layout == sprout_cgroups::Layout::V2,
+        layout,
         // The init stops in its namespaces (HOOKS) for the hooks and for linux.netDevices.
         has_runtime_hooks: has_runtime_hooks || !net_devices.is_empty(),
         trace: trace.enabled(),

@@ -34,7 +34,8 @@ pub struct InitCtx<'a> {
     pub no_pivot: bool,
     pub no_new_keyring: bool,
     pub preserve_fds: u32,
-    pub cgroup_v2: bool,
+    /// The host's cgroup layout, detected once by the parent.
+    pub layout: sprout_cgroups::Layout,
     pub has_runtime_hooks: bool,
     pub trace: bool,
     /// The runtime's helper makes the new network namespace (netns.rs): the init joins what
@@ -550,11 +551,11 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                     // that mount may be refused (EBUSY under a bind of the host's /sys, as
                     // `spec --rootless` writes; EPERM in a user namespace): then it binds this
                     // cgroup, whose host path must be read before the unshare.
-                    None if !(ctx.cgroup_v2 && plan.new_cgroup)
+                    None if !(ctx.layout == sprout_cgroups::Layout::V2 && plan.new_cgroup)
                         || plan.new_user
                         || binds_host_sys(spec) =>
                     {
-                        rootfs::own_cgroup_binds()
+                        rootfs::own_cgroup_binds(ctx.layout)
                     }
                     None => Vec::new(),
                 });
@@ -580,7 +581,7 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             let mctx = rootfs::MountCtx {
                 rootfs_fd: &root_fd,
                 bundle: ctx.bundle,
-                cgroup_v2: ctx.cgroup_v2,
+                cgroup_v2: ctx.layout == sprout_cgroups::Layout::V2,
                 cgroup_binds: &binds_fn,
                 sources: &sources,
                 tree: std::cell::Cell::new(tree),

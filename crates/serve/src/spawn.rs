@@ -422,25 +422,40 @@ impl ZygoteIds {
     }
 }
 
+/// What [`spawn_zygote`] starts: the interpreter, its script, the engine's end of the socket
+/// (fd 3 in the zygote), its stdout/stderr (`log_fd`) and stdin (`null_fd`; -1: inherited),
+/// its namespace's identities, and whether it gets a network namespace of its own.
+pub struct ZygoteSpawn<'a> {
+    pub python: &'a str,
+    pub script: &'a Path,
+    pub sock: &'a std::os::unix::net::UnixStream,
+    pub log_fd: RawFd,
+    pub null_fd: RawFd,
+    pub ids: &'a ZygoteIds,
+    pub own_net: bool,
+}
+
 /// Exec the root zygote: `python -I -S /proc/self/fd/4 zygote 3 4` (the script passed as an
 /// fd: the zygote may not be allowed to reach it by its path), cloned into a user namespace
 /// and a pid namespace of its own (it is pid 1 there; every zygote and every sandbox forked
-/// from one lives below it), and IPC, UTS and (`own_net`) network namespaces owned by it.
-/// The namespace maps its root to `ids.zygote` and the sandboxes' ids to themselves; the
+/// from one lives below it), and IPC, UTS and (`z.own_net`) network namespaces owned by it.
+/// The namespace maps its root to `z.ids.zygote` and the sandboxes' ids to themselves; the
 /// child waits for the maps and for `place` (which moves it into its cgroup, by pid), becomes
 /// that root, then execs, so python starts with the namespace's capabilities and none of the
 /// host's, and every page of its start-up is charged to its own cgroup. Returns its pid.
-#[allow(clippy::too_many_arguments)]
 pub fn spawn_zygote(
-    python: &str,
-    script: &Path,
-    sock: &std::os::unix::net::UnixStream,
-    log_fd: RawFd,
-    null_fd: RawFd,
-    ids: &ZygoteIds,
-    own_net: bool,
+    z: &ZygoteSpawn,
     place: &dyn Fn(i32) -> std::io::Result<()>,
 ) -> std::io::Result<i32> {
+    let ZygoteSpawn {
+        python,
+        script,
+        sock,
+        log_fd,
+        null_fd,
+        ids,
+        own_net,
+    } = *z;
     let py = CString::new(python).unwrap();
     let args: Vec<CString> = vec![
         CString::new(python).unwrap(),

@@ -80,6 +80,29 @@ fn next() -> usize {
 }
 
 /// The runtime binary under test.
+/// Move the calling thread (or a child before exec: only raw syscalls, no allocation) into a
+/// mount namespace of its own whose every mount is private, so nothing mounted or unmounted
+/// there reaches the host. A thread must not share its fs state (a fresh `std::thread` or a
+/// forked child; unshare(CLONE_NEWNS) refuses otherwise).
+pub fn unshare_private_mounts() -> std::io::Result<()> {
+    // SAFETY: unshare takes a flag; mount reads a NUL-terminated literal and null pointers
+    // (allowed for a propagation change). Both act on this thread's own fs context only.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0
+            || libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 pub fn runtime_bin() -> PathBuf {
     match std::env::var_os("SPROUT_BIN") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
@@ -590,16 +613,8 @@ impl<S: Suite> Ctx<S> {
         // forked child before exec; they change this child's own mount namespace only.
         unsafe {
             cmd.pre_exec(|| {
-                if libc::unshare(libc::CLONE_NEWNS) != 0
-                    || libc::mount(
-                        std::ptr::null(),
-                        c"/".as_ptr(),
-                        std::ptr::null(),
-                        libc::MS_REC | libc::MS_PRIVATE,
-                        std::ptr::null(),
-                    ) != 0
-                    || libc::umount2(c"/sys/fs/cgroup/unified".as_ptr(), libc::MNT_DETACH) != 0
-                {
+                unshare_private_mounts()?;
+                if libc::umount2(c"/sys/fs/cgroup/unified".as_ptr(), libc::MNT_DETACH) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())

@@ -15,17 +15,13 @@ use crate::sys::{cstr, cstr_s, mount, mount_at, open_in_root};
 /// What the cgroup mount needs: (name under /sys/fs/cgroup, host path of our cgroup in it).
 pub type CgroupBinds = Vec<(String, PathBuf)>;
 
-/// The init's own cgroups, read from /proc/self/cgroup (call once placed in its cgroup).
-pub fn own_cgroup_binds() -> CgroupBinds {
+/// The init's own cgroups, read from /proc/self/cgroup (call once placed in its cgroup), on a
+/// host of `layout` (the parent's detection: no statfs here).
+pub fn own_cgroup_binds(layout: sprout_cgroups::Layout) -> CgroupBinds {
     let Ok(s) = std::fs::read_to_string("/proc/self/cgroup") else {
         return Vec::new();
     };
-    cgroup_binds_from(
-        Path::new(CGROUP_ROOT),
-        &s,
-        sprout_cgroups::Layout::detect().ok(),
-        |_| None,
-    )
+    cgroup_binds_from(Path::new(CGROUP_ROOT), &s, Some(layout), |_| None)
 }
 
 pub(super) const CGROUP_ROOT: &str = "/sys/fs/cgroup";

@@ -255,14 +255,18 @@ impl Engine {
                 zygote: (self.cfg.zygote_uid, self.cfg.zygote_gid),
                 sandbox: (self.cfg.sandbox.uid, self.cfg.sandbox.gid),
             };
+            let script = self.cfg.zygote_script();
+            let z = spawn::ZygoteSpawn {
+                python: &self.cfg.python,
+                script: &script,
+                sock: &b,
+                log_fd: logw.as_raw_fd(),
+                null_fd: self.null_fd.as_raw_fd(),
+                ids: &ids,
+                own_net: self.cfg.sandbox.network_ns,
+            };
             match spawn::spawn_zygote(
-                &self.cfg.python,
-                &self.cfg.zygote_script(),
-                &b,
-                logw.as_raw_fd(),
-                self.null_fd.as_raw_fd(),
-                &ids,
-                self.cfg.sandbox.network_ns,
+                &z,
                 // Into its cgroup before it execs python (and reads its setup, and imports).
                 &|pid| cg.place(pid),
             ) {

@@ -618,6 +618,74 @@ fn rootfs_propagation() {
     }
 }
 
+/// A rootfs that is a mount point of its own (containerd's, CRI-O's and podman's overlay) with
+/// `rootfsPropagation: rshared` and an `rshared` bind of a shared host directory: a CRI
+/// container with Bidirectional mount propagation (CSI node plugins; critest's "mount with
+/// 'rshared'"). pivot_root refuses a shared new root, and the rshared "/" had made the rootfs's
+/// own mount shared: `pivot_root: Invalid argument` until the rootfs's mount, not the one above
+/// it, was made private. Then a mount made on the host below the bind shows in the container,
+/// and one the container makes there shows on the host.
+#[test]
+fn rshared_bind_with_a_rootfs_that_is_a_mount_point() {
+    let ctx = Ctx::new("rsharedmp");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let mount = |args: &[&str]| {
+        let st = Command::new("mount").args(args).status().unwrap();
+        assert!(st.success(), "mount {args:?}");
+    };
+    let host = ctx.scratch("rshared");
+    let shared = host.join("shared");
+    let src = host.join("src");
+    for d in [shared.join("hostmnt"), shared.join("ctmnt"), src.clone()] {
+        fs::create_dir_all(d).unwrap();
+    }
+    fs::write(src.join("flag"), "from the host\n").unwrap();
+    let s = shared.to_str().unwrap();
+    mount(&["--bind", s, s]);
+    let _shared = Unmount(shared.clone());
+    mount(&["--make-rshared", s]);
+    let script = format!(
+        "i=0; while [ ! -e {s}/hostmnt/flag ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; \
+         [ -e {s}/hostmnt/flag ] && mount -t tmpfs sprout-itest-rshared {s}/ctmnt && \
+         echo from the container > {s}/ctmnt/seen"
+    );
+    let mut b = sh(&ctx, &script);
+    b.set("/linux/rootfsPropagation", json!("rshared"));
+    let caps = json!(["CAP_SYS_ADMIN"]);
+    for set in ["bounding", "effective", "permitted"] {
+        b.set(&format!("/process/capabilities/{set}"), caps.clone());
+    }
+    b.add_mount(json!({"destination": s, "type": "bind", "source": s,
+                       "options": ["rbind", "rshared", "rw"]}));
+    let root = b.rootfs();
+    let r = root.to_str().unwrap().to_string();
+    mount(&["--bind", &r, &r]);
+    let _root = Unmount(root.clone());
+    b.create().assert_ok();
+    b.start().assert_ok();
+    // Host to container: the container waits for this mount's file before it mounts its own.
+    mount(&["--bind", src.to_str().unwrap(), &format!("{s}/hostmnt")]);
+    let seen = shared.join("ctmnt/seen");
+    wait_for("the container's tmpfs on the host", POLL_TIMEOUT, || {
+        fs::read_to_string(&seen).ok()
+    });
+    assert_eq!(
+        fs::read_to_string(&seen).unwrap(),
+        "from the container\n",
+        "the container's mount reached the host"
+    );
+    b.wait_status("stopped");
+    b.delete().assert_ok();
+    for m in ["ctmnt", "hostmnt"] {
+        let _ = Command::new("umount").arg(shared.join(m)).status();
+    }
+}
+
 fn hook(dir: &str, name: &str) -> Value {
     json!({
         "path": "/bin/sh",

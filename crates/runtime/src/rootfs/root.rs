@@ -20,11 +20,12 @@ pub fn prepare_root(rootfs: &Path, propagation: Option<&str>) -> Result<()> {
     mount(None, c"/", None, flag, None)
         .map_err(|e| Error::os("making / private to the container", e))?;
     if flag & libc::MS_SHARED != 0 || flag & libc::MS_REC == 0 {
-        // pivot_root refuses a new root whose parent mount is shared: make that one private.
-        // A recursive slave or private "/" already covers it; "shared", or a flag on "/"
-        // alone ("private", "slave"), leaves the rootfs's own mount (a shared /tmp under
-        // systemd, say) as it was.
-        make_parent_mount_private(rootfs)?;
+        // pivot_root refuses a new root that is shared or whose parent mount is: make the
+        // mount the rootfs is on private, before the bind below copies it. A recursive slave
+        // or private "/" already covers it; "shared", or a flag on "/" alone ("private",
+        // "slave"), leaves that mount (a shared /tmp under systemd, say, or the rootfs's own
+        // overlay mount, shared by an rshared "/") as it was.
+        make_mount_private_at(rootfs)?;
     }
     let c = cstr(rootfs);
     mount(Some(&c), &c, None, libc::MS_BIND | libc::MS_REC, None)
@@ -43,10 +44,14 @@ pub fn apply_root_propagation(propagation: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// Make the mount containing `path`'s parent directory private (walking up to the mount point:
-/// mount(MS_PRIVATE) says EINVAL for a directory that is not one).
-pub(super) fn make_parent_mount_private(path: &Path) -> Result<()> {
-    let mut p = path.parent();
+/// Make the mount `path` is on private: `path` itself where it is a mount point (containerd's,
+/// CRI-O's and podman's rootfs is an overlay mount of its own), else the mount point above it
+/// (mount(MS_PRIVATE) says EINVAL for a directory that is not one). Starting at the parent
+/// left a rootfs that is a mount point shared under `rootfsPropagation: rshared`, and the
+/// bind of it shared too: pivot_root then failed with EINVAL (a CRI container with
+/// Bidirectional mount propagation).
+pub(super) fn make_mount_private_at(path: &Path) -> Result<()> {
+    let mut p = Some(path);
     while let Some(dir) = p {
         match mount(None, &cstr(dir), None, libc::MS_PRIVATE, None) {
             Ok(()) => return Ok(()),

@@ -443,6 +443,17 @@ pm_misc_flags() {
     "uname -m; cat /proc/self/oom_score_adj $files; wc -c < /etc/group; grep ' /run ' /proc/self/mountinfo | grep -c noexec"
   # personality: runc 1.1 ignores it (uname stays x86_64), sprout applies it (i686)
   echo "$OUT" | head -1; eq "$(printf '%s\n' "$OUT" | tail -n +2 | tr '\n' ' ' | sed 's/ $//')" "$want"; }
+pm_rshared_volume() { # -v SRC:DST:rshared: podman asks for a shared rootfsPropagation, and its
+  # rootfs is an overlay mount of its own, shared where the host's mounts are (systemd): such a
+  # rootfs made pivot_root fail until sprout made that mount private (with an rshared "/" on any
+  # host: critest's rshared spec). A mount the container makes below DST shows on the host.
+  local v=$TMP/rshared-$PMRT
+  mkdir -p "$v/x" && mount --bind "$v" "$v" && mount --make-rshared "$v" || return 1
+  cap pm run --rm --privileged -v "$v:/mnt:rshared" "$IMG" sh -c \
+    'mount -t tmpfs sprout-clients /mnt/x && echo seen > /mnt/x/f && grep -c " /mnt " /proc/self/mountinfo'
+  local seen; seen=$(cat "$v/x/f" 2>&1)
+  umount -l "$v/x" 2>/dev/null; umount -l "$v"
+  echo "$OUT"; eq "$RC" 0 && eq "$seen" seen; }
 pm_hooks() { # OCI hooks (podman --hooks-dir): prestart/poststop run by the runtime
   mkdir -p "$TMP/hooks"
   cat >"$TMP/hooks/h.sh" <<EOF2
@@ -514,7 +525,7 @@ run_podman() {
   [ "$WITH_REF" = 1 ] && rts="sprout runc"
   for c in run_rm exit_code exit_code_255 enoent eacces enoent_create stdin detached pause pause_rm_force tty tty_exec \
            net_none net_host net_bridge memory pids cpus ulimits user readonly capdrop init volume env_workdir \
-           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom cgroupns_private pod exec_paused misc_flags hooks error_surfaces failed_create_cleanup oci_archive; do
+           pid_host userns privileged seccomp tmpfs_shm sysctl device stats oom cgroupns_private pod exec_paused misc_flags rshared_volume hooks error_surfaces failed_create_cleanup oci_archive; do
     for PMRT in $rts; do check $PMRT podman "$c" pm_$c; done
   done
   local why

@@ -16,6 +16,7 @@
 #                                                    `sleep inf` sandbox would match
 # Exit status: 0 when every archive was written.
 set -eu
+HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${1:?usage: critest-images.sh OUTDIR}
 mkdir -p "$OUT"
 W=$(mktemp -d "$OUT/work.XXXXXX")
@@ -57,24 +58,7 @@ base() { # rootfs dir: busybox with symlinked applets, the users and groups crit
 }
 archive() { # rootfs out.tar repo:tag image-config-json (merged over Env and Cmd)
   tar -C "$1" -cf "$W/layer.tar" .
-  python3 - "$W/layer.tar" "$2" "$3" "$4" <<'EOF'
-import hashlib, io, json, sys, tarfile, time
-layer, out, tag, extra = sys.argv[1:5]
-data = open(layer, 'rb').read()
-c = {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["sh"]}
-c.update(json.loads(extra))
-cfg = {"architecture": "amd64", "os": "linux", "created": "2024-01-01T00:00:00Z", "config": c,
-       "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(data).hexdigest()]}}
-cb = json.dumps(cfg).encode()
-cid = hashlib.sha256(cb).hexdigest()
-manifest = [{"Config": cid + ".json", "RepoTags": [tag], "Layers": ["layer/layer.tar"]}]
-with tarfile.open(out, 'w') as t:
-    def add(name, b):
-        ti = tarfile.TarInfo(name); ti.size = len(b); ti.mtime = int(time.time())
-        t.addfile(ti, io.BytesIO(b))
-    add(cid + ".json", cb); add("layer/layer.tar", data)
-    add("manifest.json", json.dumps(manifest).encode())
-EOF
+  python3 "$HERE/docker_archive.py" "$W/layer.tar" "$2" "$3" "$4"
 }
 
 R=gcr.io/k8s-staging-cri-tools

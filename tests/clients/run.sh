@@ -175,24 +175,9 @@ build_rootfs() {
 }
 # A docker-archive (docker load / ctr import) made without podman, from the rootfs tarball.
 make_docker_archive() { # out.tar repo:tag [entrypoint-json]
-  python3 - "$TMP/busybox.tar" "$1" "$2" "${3:-}" <<'EOF'
-import hashlib, json, sys, tarfile, io, time
-layer, out, tag, ep = sys.argv[1:5]
-data = open(layer, 'rb').read()
-diff = 'sha256:' + hashlib.sha256(data).hexdigest()
-cfg = {"architecture": "amd64", "os": "linux", "created": "2024-01-01T00:00:00Z",
-       "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["sh"]},
-       "rootfs": {"type": "layers", "diff_ids": [diff]}}
-if ep:
-    cfg["config"]["Entrypoint"] = json.loads(ep); cfg["config"]["Cmd"] = None
-cb = json.dumps(cfg).encode()
-cid = hashlib.sha256(cb).hexdigest()
-manifest = [{"Config": cid + ".json", "RepoTags": [tag], "Layers": ["layer/layer.tar"]}]
-with tarfile.open(out, 'w') as t:
-    def add(name, b):
-        ti = tarfile.TarInfo(name); ti.size = len(b); ti.mtime = int(time.time()); t.addfile(ti, io.BytesIO(b))
-    add(cid + ".json", cb); add("layer/layer.tar", data); add("manifest.json", json.dumps(manifest).encode())
-EOF
+  local cfg=""
+  [ -z "${3:-}" ] || cfg="{\"Entrypoint\": $3, \"Cmd\": null}"
+  python3 "$HERE/docker_archive.py" "$TMP/busybox.tar" "$1" "$2" "$cfg"
 }
 build_images() {
   build_rootfs || return 1

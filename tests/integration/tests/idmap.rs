@@ -226,13 +226,7 @@ fn ridmap_maps_the_submounts_too() {
         .status()
         .unwrap();
     assert!(st.success(), "mount tmpfs on {}", sub.display());
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _guard = Unmount(sub.clone());
+    let _guard = DetachOnDrop(sub.clone());
     fs::write(sub.join("low"), "x").unwrap();
     chown(sub.join("low"), Some(5), Some(5)).unwrap();
     let mut b = sh(

@@ -79,7 +79,6 @@ fn next() -> usize {
     COUNTER.fetch_add(1, Ordering::SeqCst)
 }
 
-/// The runtime binary under test.
 /// Move the calling thread (or a child before exec: only raw syscalls, no allocation) into a
 /// mount namespace of its own whose every mount is private, so nothing mounted or unmounted
 /// there reaches the host. A thread must not share its fs state (a fresh `std::thread` or a
@@ -103,6 +102,21 @@ pub fn unshare_private_mounts() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Detaches the mount at its path when dropped (`umount2(MNT_DETACH)`: with every mount below
+/// it), so a test's own mounts go even when an assertion fails first.
+pub struct DetachOnDrop(pub PathBuf);
+
+impl Drop for DetachOnDrop {
+    fn drop(&mut self) {
+        let Ok(c) = std::ffi::CString::new(self.0.as_os_str().as_encoded_bytes()) else {
+            return;
+        };
+        // SAFETY: umount2 reads the NUL-terminated path `c`, alive for the call.
+        let _ = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// The runtime binary under test.
 pub fn runtime_bin() -> PathBuf {
     match std::env::var_os("SPROUT_BIN") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
@@ -1592,8 +1606,8 @@ macro_rules! suite_api {
             host_cgroup2_options, is_zombie, json_set, missing_controllers, mount_point,
             mount_points, mount_snapshot, new_mount_points_since, new_mounts_since, os, pid_alive,
             poll, relative_base, runtime_bin, runtime_name, safe_remove_dir, serde_json,
-            skip_unless_pure_v2, skip_without_controllers, status_field, wait_for, CmdOpts, Output,
-            Spawned, CMD_TIMEOUT,
+            skip_unless_pure_v2, skip_without_controllers, status_field, wait_for, CmdOpts,
+            DetachOnDrop, Output, Spawned, CMD_TIMEOUT,
         };
 
         /// Per-test context: its own `--root`, scratch directory and id prefix.

@@ -531,9 +531,31 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         let mut dev_tmpfs = false;
         // In a new user namespace GO came already, and with it every SOURCE.
         let sources = std::mem::take(&mut go.sources);
+        let devices = linux
+            .and_then(|l| l.devices().as_ref())
+            .map(|v| v.as_slice())
+            .unwrap_or(&[]);
+        let mut devices_made = false;
+        let n_mounts = spec.mounts().as_ref().map_or(0, |v| v.len());
         for (i, m) in spec.mounts().iter().flatten().enumerate() {
             let is_cg = matches!(m.typ().as_deref(), Some("cgroup") | Some("cgroup2"));
             if is_cg && binds.get().is_none() {
+                // The last mount (as in the configs runc, podman and containerd write) and
+                // about to wait for the parent's directories (v1, hybrid): /dev is complete, so
+                // its nodes are made now, while the parent still makes the cgroups, instead of
+                // after (init.cgroup_wait 108 -> 58 µs, minimal 2.96 -> 2.83 ms; 2026-11-30).
+                // Traced as `devices`, inside `mounts`.
+                if !ctx.in_cgroup && !plan.new_cgroup && i + 1 == n_mounts && !dev_bound {
+                    tr.waiting("devices", || {
+                        rootfs::create_devices(
+                            &root_fd,
+                            devices,
+                            in_new_userns || joined_user,
+                            dev_tmpfs,
+                        )
+                    })?;
+                    devices_made = true;
+                }
                 let early = if ctx.in_cgroup {
                     None
                 } else {
@@ -608,14 +630,12 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
             join_helper_netns(ctx, go, tr)?;
         }
         tr.mark("mounts");
-        let devices = linux
-            .and_then(|l| l.devices().as_ref())
-            .map(|v| v.as_slice())
-            .unwrap_or(&[]);
-        if !dev_bound {
-            rootfs::create_devices(&root_fd, devices, in_new_userns || joined_user, dev_tmpfs)?;
+        if !devices_made {
+            if !dev_bound {
+                rootfs::create_devices(&root_fd, devices, in_new_userns || joined_user, dev_tmpfs)?;
+            }
+            tr.mark("devices");
         }
-        tr.mark("devices");
     }
 
     // The v1 cgroups we join at GO: opened now, before the pivot hides their paths.

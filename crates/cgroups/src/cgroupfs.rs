@@ -33,6 +33,10 @@ pub(crate) fn create(
             for d in created.iter().rev() {
                 let _ = std::fs::remove_dir(d);
             }
+            // Gone again: nothing for fill_cpusets.
+            if let Some(dirs) = &mut m.cpuset_unfilled {
+                dirs.clear();
+            }
             Err(e)
         }
     }

@@ -71,7 +71,7 @@
 //!
 //! Cost on the start path (hybrid host, relative path, 9 v1 hierarchies): `new` = 2 statfs +
 //! one read of /proc/self/cgroup; `create` = one mkdir per hierarchy (plus the cpuset copy:
-//! 2 reads + 2 writes); `apply` = one open+write per resource field that is set; `add_pid` =
+//! 2 reads + 2 writes, which the runtime's `create` defers past DIRS: `defer_cpuset_fill`); `apply` = one open+write per resource field that is set; `add_pid` =
 //! one open+write per hierarchy. Nothing is initialised eagerly or globally.
 
 use std::os::fd::OwnedFd;
@@ -257,6 +257,10 @@ pub struct Manager {
     /// [`Manager::create_for_clone`]).
     #[serde(skip)]
     pub(crate) delegation: Delegation,
+    /// v1 cpuset directories `create` made and left empty for [`Manager::fill_cpusets`]
+    /// (after [`Manager::defer_cpuset_fill`]); `None`: filled in `create`.
+    #[serde(skip)]
+    pub(crate) cpuset_unfilled: Option<Vec<PathBuf>>,
 }
 
 /// When the cgroup2 leaf's controllers are waited for, where its parent was made by another
@@ -380,6 +384,7 @@ impl Manager {
             rootless: false,
             default_path: cgroups_path.is_none_or(str::is_empty),
             delegation: Delegation::AtCreate,
+            cpuset_unfilled: None,
         };
         match host.layout {
             Layout::V2 => {
@@ -465,6 +470,24 @@ impl Manager {
             self.delegation = Delegation::AtCreate;
         }
         r
+    }
+
+    /// Let the next `create` leave the v1 cpuset directories it makes empty (cpuset.cpus and
+    /// cpuset.mems unset, so that nothing can join them yet) for [`Manager::fill_cpusets`], which
+    /// must come before anything joins them or sets their limits. The parent's copy, and the
+    /// kernel's check of a cpuset.cpus write, take ~0.05–0.1 ms: `create` (runtime) hands the
+    /// directories to the init (DIRS) first and fills them while the init mounts them.
+    pub fn defer_cpuset_fill(&mut self) {
+        self.cpuset_unfilled = Some(Vec::new());
+    }
+
+    /// Copy cpuset.cpus and cpuset.mems from their parents into the cpuset directories that a
+    /// `create` after [`Manager::defer_cpuset_fill`] made (parents first); nothing otherwise.
+    pub fn fill_cpusets(&mut self) -> Result<()> {
+        match self.cpuset_unfilled.take() {
+            Some(dirs) => v1::cpuset::copy_from_parent(&dirs),
+            None => Ok(()),
+        }
     }
 
     /// Whether the container has any cgroup directory (a rootless container may have none).

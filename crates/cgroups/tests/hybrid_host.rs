@@ -590,3 +590,48 @@ fn freeze_a_forking_workload_repeatedly() {
     m.destroy().unwrap();
     assert_gone(m.created());
 }
+
+/// `defer_cpuset_fill` (the runtime's `create` on v1 and hybrid hosts, which hands the
+/// directories to the init before filling them): the cpusets `create` made are left empty,
+/// so that nothing can join them, until `fill_cpusets` copies cpus and mems from their
+/// parents, parents first.
+#[test]
+fn deferred_cpuset_fill_leaves_the_new_cpusets_empty_until_filled() {
+    skip_unless!(Layout::V1, Layout::Hybrid);
+    let name = unique("cpusetfill");
+    let mut m = Manager::new(Some(&format!("{name}/ctr")), "x", false).unwrap();
+    m.defer_cpuset_fill();
+    m.create().unwrap();
+    let Some(leaf) = m.v1_path("cpuset").map(PathBuf::from) else {
+        m.destroy().unwrap();
+        println!("SKIPPED {}: no cpuset hierarchy mounted", module_path!());
+        return;
+    };
+    let mid = leaf.parent().unwrap().to_path_buf();
+    let own = mid.parent().unwrap().to_path_buf();
+    for d in [&mid, &leaf] {
+        assert!(
+            m.created().contains(d),
+            "{} made by this create",
+            d.display()
+        );
+        assert_eq!(read(d.join("cpuset.cpus")), "", "{}", d.display());
+        assert_eq!(read(d.join("cpuset.mems")), "", "{}", d.display());
+    }
+    // Nothing can join an empty cpuset (the kernel says ENOSPC).
+    let child = Reap(spawn_sleep());
+    let pid = child.0.id().to_string();
+    let e = std::fs::write(leaf.join("cgroup.procs"), &pid).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+    m.fill_cpusets().unwrap();
+    for d in [&mid, &leaf] {
+        assert_eq!(read(d.join("cpuset.cpus")), read(own.join("cpuset.cpus")));
+        assert_eq!(read(d.join("cpuset.mems")), read(own.join("cpuset.mems")));
+    }
+    // Filled once: the second call has nothing left to do.
+    m.fill_cpusets().unwrap();
+    std::fs::write(leaf.join("cgroup.procs"), &pid).unwrap();
+    drop(child); // killed and reaped: the cpuset is empty again
+    m.destroy().unwrap();
+    assert_gone(m.created());
+}

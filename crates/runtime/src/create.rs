@@ -402,13 +402,13 @@ pub fn create(
     }
     drop(console);
     trace.mark("clone");
-    let pid_start = sys::proc_start_time(pid).map(|s| s.0).unwrap_or(0);
     cleanup.child = Some(pidfd);
     st.pid = pid;
-    st.pid_start = pid_start;
     let mut init_joins = false;
     if !cgroup_first {
         // mkdir only (what `delete` has to undo); apply after the state names the directories.
+        // The v1 cpusets are filled once the init has them (below).
+        cg.defer_cpuset_fill();
         cg.create_for(linux.and_then(|l| l.resources().as_ref()))?;
         cleanup.cgroup = Some(cg.clone());
         // The init may mount its cgroups now, before it is moved in (the slow part on v1:
@@ -433,7 +433,13 @@ pub fn create(
             }
             send_or_init_error(&parent_chan, sync::JOIN, &payload)?;
         }
+        // The cpuset copy from the parent, left empty by `create_for` so that the init gets
+        // DIRS sooner (it waits there): before anything joins them or sets their limits
+        // (nothing can join an empty cpuset).
+        cg.fill_cpusets()?;
     }
+    // Read once the init has its directories (DIRS): on v1 and hybrid hosts it waits for them.
+    st.pid_start = sys::proc_start_time(pid).map(|s| s.0).unwrap_or(0);
     st.cgroup = Some(cg.clone());
     st.cgroup_pending = false;
     store.save(&st)?;

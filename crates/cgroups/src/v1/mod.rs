@@ -129,6 +129,7 @@ pub(crate) fn mkdir_hier(h: &Hier, created: &mut Vec<PathBuf>) -> Result<bool> {
 fn mkdirs(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
     // On error nothing in `m` changes (the caller rolls back what was created).
     let mut unmounted = Vec::new();
+    let mut cpusets = Vec::new();
     for (i, h) in m.v1.iter_mut().enumerate() {
         let start = created.len();
         if !mkdir_hier(h, created)? {
@@ -145,8 +146,13 @@ fn mkdirs(m: &mut Manager, created: &mut Vec<PathBuf>) -> Result<()> {
             }
         }
         if h.name == "cpuset" {
-            cpuset::copy_from_parent(&created[start..])?;
+            cpusets.extend_from_slice(&created[start..]);
         }
+    }
+    match &mut m.cpuset_unfilled {
+        // Manager::defer_cpuset_fill: filled by Manager::fill_cpusets.
+        Some(later) => *later = cpusets,
+        None => cpuset::copy_from_parent(&cpusets)?,
     }
     create_unified(m, created);
     let mut i = 0;

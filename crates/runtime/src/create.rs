@@ -514,7 +514,7 @@ pub fn create(
     // as the init waits for its NETNS before it needs GO. Reaping it only once the init is
     // ready measured no faster on the 16-core machine, 2026-11-27.)
     if let Some(h) = netns_helper.take() {
-        finish_netns_helper(h, &parent_chan, trace)?;
+        finish_netns_helper(h, &parent_chan, trace, two_cpus && !cgroup_first)?;
     }
     send_or_init_error(&parent_chan, sync::GO, b"")?;
     trace.mark("cgroup_join");
@@ -621,9 +621,15 @@ pub fn create(
 
 /// Reap the network namespace helper; the init gets a NETNS without a namespace if the helper
 /// could not send one.
-fn finish_netns_helper(h: crate::netns::Pending, chan: &Channel, trace: &mut Trace) -> Result<()> {
+/// `join_us`: the helper shares its CPU with the init (two CPUs, v1/hybrid): it finishes on ours.
+fn finish_netns_helper(
+    h: crate::netns::Pending,
+    chan: &Channel,
+    trace: &mut Trace,
+    join_us: bool,
+) -> Result<()> {
     use crate::netns::Finish;
-    let (t0, t1) = h.finish(chan).map_err(|e| match e {
+    let (t0, t1) = h.finish(chan, join_us).map_err(|e| match e {
         Finish::Send(e) => Error::os("sending the init word of its network namespace", e),
         Finish::Loopback(e) => Error::os("bringing up lo in the new network namespace", e),
     })?;

@@ -273,6 +273,34 @@ impl Drop for SharedPage {
 }
 
 impl Pending {
+    /// Move a helper that is still at work (lo, its exit: the teardown of its copy of our
+    /// memory) onto our CPU, where we are about to wait for it, off the init's.
+    fn pull_to_our_cpu(&mut self) {
+        // SAFETY: siginfo_t is plain data: all-zero is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes one siginfo_t into the live local `info`; WNOWAIT leaves the
+        // helper (a child of ours) to `reap`.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                self.pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: si_pid reads the union field waitid wrote (0: no child has exited yet).
+        if r != 0 || unsafe { info.si_pid() } != 0 {
+            return;
+        }
+        // SAFETY: sched_getcpu takes nothing and touches no memory of ours.
+        let cur = unsafe { libc::sched_getcpu() };
+        if cur >= 0 {
+            let mut one = rustix::thread::CpuSet::new();
+            one.set(cur as usize);
+            crate::sys::move_to_cpu(self.pid, &one);
+        }
+    }
+
     fn reap(&mut self) {
         if self.reaped {
             return;
@@ -302,7 +330,10 @@ impl Pending {
     /// send times (monotonic µs; 0 without the trace). Fails with [`Finish::Send`] where that
     /// NETNS could not be sent, and with [`Finish::Loopback`] (the helper's errno) where lo,
     /// which the init was told the helper would bring up, did not come up.
-    pub fn finish(mut self, chan: &Channel) -> Result<(u64, u64), Finish> {
+    pub fn finish(mut self, chan: &Channel, join_us: bool) -> Result<(u64, u64), Finish> {
+        if join_us {
+            self.pull_to_our_cpu();
+        }
         self.reap();
         if self.shared.sent.load(Ordering::Acquire) != 1 {
             chan.send(sync::NETNS, b"").map_err(Finish::Send)?;

@@ -292,12 +292,8 @@ impl Pending {
         if r != 0 || unsafe { info.si_pid() } != 0 {
             return;
         }
-        // SAFETY: sched_getcpu takes nothing and touches no memory of ours.
-        let cur = unsafe { libc::sched_getcpu() };
-        if cur >= 0 {
-            let mut one = rustix::thread::CpuSet::new();
-            one.set(cur as usize);
-            crate::sys::move_to_cpu(self.pid, &one);
+        if let Some(cur) = crate::sys::current_cpu() {
+            crate::sys::move_to_cpu(self.pid, &crate::sys::one_cpu(cur));
         }
     }
 

@@ -432,22 +432,30 @@ pub fn other_cpus() -> (
     let Ok(mask) = sched_getaffinity(None) else {
         return (None, None);
     };
+    let Some(cur) = current_cpu() else {
+        return (None, None);
+    };
+    let n = CpuSet::MAX_CPU;
+    let mut next = (1..n)
+        .map(|i| (cur + i) % n)
+        .filter(|&c| mask.is_set(c))
+        .map(one_cpu);
+    (next.next(), next.next())
+}
+
+/// The CPU this thread runs on now; None on error.
+pub fn current_cpu() -> Option<usize> {
     // libc's: rustix's sched_getcpu would read the vDSO, which first loads the aux vector.
     // SAFETY: sched_getcpu takes nothing and touches no memory of ours.
     let cur = unsafe { libc::sched_getcpu() };
-    if cur < 0 {
-        return (None, None);
-    }
-    let n = CpuSet::MAX_CPU;
-    let mut next = (1..n)
-        .map(|i| (cur as usize + i) % n)
-        .filter(|&c| mask.is_set(c))
-        .map(|c| {
-            let mut one = CpuSet::new();
-            one.set(c);
-            one
-        });
-    (next.next(), next.next())
+    usize::try_from(cur).ok()
+}
+
+/// The set of the one CPU `cpu`, for [`move_to_cpu`].
+pub fn one_cpu(cpu: usize) -> rustix::thread::CpuSet {
+    let mut one = rustix::thread::CpuSet::new();
+    one.set(cpu);
+    one
 }
 
 #[repr(C)]

@@ -49,7 +49,17 @@ fn leaks(ctx: &Ctx, b: &Bundle, markers: &[String], mounts_before: &[String]) ->
         }
     }
     for m in markers {
-        let procs = find_marked_processes(m, &b.id);
+        // The network namespace helper of a runtime killed mid-create dies with it (its
+        // parent-death signal, or its own check of its parent where it had not run yet) but,
+        // on a loaded host, may wait a while for a CPU to do so: waited for (bounded) where the
+        // kernel records that it will do nothing else. Every other process of the call or the
+        // container is a leak at once.
+        let procs = without_dying_runtime_copies(
+            find_marked_processes(m, &b.id),
+            &ctx.bin,
+            &b.id,
+            Duration::from_secs(10),
+        );
         if !procs.is_empty() {
             p.push(format!("processes left: {procs:?}"));
         }

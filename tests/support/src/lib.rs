@@ -963,6 +963,72 @@ pub fn is_zombie(pid: i32) -> bool {
         .unwrap_or(true)
 }
 
+/// Whether `pid` has a SIGKILL pending (for itself or its thread group): the kernel runs none of
+/// its code again, but on a loaded host it may still wait for a CPU to exit.
+pub fn sigkill_pending(pid: i32) -> bool {
+    let Ok(st) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    st.lines()
+        .filter_map(|l| {
+            l.strip_prefix("SigPnd:")
+                .or_else(|| l.strip_prefix("ShdPnd:"))
+        })
+        .filter_map(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .any(|mask| mask & (1 << (libc::SIGKILL - 1)) != 0)
+}
+
+/// Whether `pid` has never run since its fork: its scheduler statistics record no time on a CPU
+/// (`/proc/<pid>/schedstat`). On a loaded host a new process can wait over 100 ms for its first
+/// time slice.
+pub fn never_ran(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(|t| t == "0"))
+        .unwrap_or(false)
+}
+
+/// `procs` less the copies of the runtime `bin` itself (processes of the runtime's that have
+/// not exec'd: sprout's network namespace helper) outside the container `id`'s cgroups that
+/// will run none of their code but their exit, and are gone within `bound`: dying
+/// ([`sigkill_pending`]: the helper's parent-death signal, sent when the runtime was killed) or
+/// never run since their fork ([`never_ran`]: the helper's first steps are to ask for that
+/// signal and to exit if its parent is already gone). What is left: every other process, and
+/// such a copy still there at the bound. A process in the container's cgroups (its init, even
+/// before its exec) is never waited for: `delete --force` has to have ended it.
+pub fn without_dying_runtime_copies<S: Suite>(
+    procs: Vec<(i32, String)>,
+    bin: &Path,
+    id: &str,
+    bound: std::time::Duration,
+) -> Vec<(i32, String)> {
+    let bin = fs::canonicalize(bin).unwrap_or_else(|_| bin.to_path_buf());
+    let container_cg = format!("/{}/{id}", S::CGROUP_PARENT);
+    let exiting_copy = |pid: i32| {
+        let in_container = fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .is_ok_and(|c| c.lines().any(|l| l.ends_with(&container_cg)));
+        !in_container
+            && fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == bin)
+            && (sigkill_pending(pid) || never_ran(pid))
+    };
+    let (mut exiting, mut left): (Vec<_>, Vec<_>) =
+        procs.into_iter().partition(|(pid, _)| exiting_copy(*pid));
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        exiting.retain(|(pid, _)| !is_zombie(*pid));
+        if exiting.is_empty() || std::time::Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    left.extend(
+        exiting
+            .into_iter()
+            .map(|(pid, cmd)| (pid, format!("{cmd} (exiting, still there after {bound:?})"))),
+    );
+    left
+}
+
 /// Pids (not zombies, not this process) that belong to a container or a
 /// runtime invocation of a test: environment with `CALL_MARKER=<call>` or
 /// `CONTAINER_MARKER=<id>`, a cgroup path ending in `/<CGROUP_PARENT>/<id>`,
@@ -1604,10 +1670,10 @@ macro_rules! suite_api {
         pub use $crate::{
             build_busybox_rootfs, busybox_applets, cap_mask, has_mounts_below,
             host_cgroup2_options, is_zombie, json_set, missing_controllers, mount_point,
-            mount_points, mount_snapshot, new_mount_points_since, new_mounts_since, os, pid_alive,
-            poll, relative_base, runtime_bin, runtime_name, safe_remove_dir, serde_json,
-            skip_unless_pure_v2, skip_without_controllers, status_field, wait_for, CmdOpts,
-            DetachOnDrop, Output, Spawned, CMD_TIMEOUT,
+            mount_points, mount_snapshot, never_ran, new_mount_points_since, new_mounts_since, os,
+            pid_alive, poll, relative_base, runtime_bin, runtime_name, safe_remove_dir, serde_json,
+            sigkill_pending, skip_unless_pure_v2, skip_without_controllers, status_field, wait_for,
+            CmdOpts, DetachOnDrop, Output, Spawned, CMD_TIMEOUT,
         };
 
         /// Per-test context: its own `--root`, scratch directory and id prefix.
@@ -1634,6 +1700,16 @@ macro_rules! suite_api {
         /// See [`sprout_test_support::find_marked_processes`].
         pub fn find_marked_processes(call: &str, id: &str) -> Vec<(i32, String)> {
             $crate::find_marked_processes::<$suite>(call, id)
+        }
+
+        /// See [`sprout_test_support::without_dying_runtime_copies`].
+        pub fn without_dying_runtime_copies(
+            procs: Vec<(i32, String)>,
+            bin: &::std::path::Path,
+            id: &str,
+            bound: ::std::time::Duration,
+        ) -> Vec<(i32, String)> {
+            $crate::without_dying_runtime_copies::<$suite>(procs, bin, id, bound)
         }
 
         /// See [`sprout_test_support::cgroup_dirs`].

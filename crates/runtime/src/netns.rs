@@ -28,7 +28,9 @@
 //! flushes that CPU's TLB with an inter-processor interrupt and waits for it: 3 % of a `run`'s
 //! CPU samples here, 0.4 % without `CLONE_VM` (`perf record -g`, minimal). What it writes for the
 //! runtime (`Shared`) is in a shared page of its own. It runs rustix's raw syscalls only (no
-//! errno, no allocation, no thread-local state) on a stack of its own, and exits.
+//! errno, no allocation, no thread-local state) on a stack of its own, and exits. It dies with
+//! the runtime (its parent-death signal is SIGKILL): a runtime killed mid-create leaves no
+//! helper at work that `delete --force` could not find (docs/security.md, finding 10).
 
 use std::ffi::c_void;
 use std::io;

@@ -58,7 +58,7 @@ struct Shared {
     cpu: Option<rustix::thread::CpuSet>,
     /// The runtime's pid: the helper's parent, unless the runtime died before the helper could
     /// ask for its parent-death signal.
-    parent: Option<rustix::process::Pid>,
+    parent: rustix::process::Pid,
 }
 
 /// The running helper; [`Pending::finish`] reaps it and, if it could not send NETNS, sends
@@ -90,14 +90,11 @@ extern "C" fn helper(arg: *mut c_void) -> libc::c_int {
     // SAFETY: `arg` is the `Shared` that `spawn` boxed, kept alive by `Pending` until this
     // process has been reaped.
     let sh = unsafe { &*(arg as *const Shared) };
-    // Dies with the runtime. A runtime SIGKILLed before it reaped us (a create killed half-way)
-    // would otherwise leave this helper making a namespace for nobody, orphaned, outside every
-    // cgroup the container has (v1 and hybrid hosts), where `delete --force` cannot find it:
-    // on a loaded 2-core host it was still there 12-280 ms after `delete --force` had returned,
-    // in 26 of 100 kills (queued behind other work on the one CPU it had pinned itself to).
-    // The check after it covers a runtime that died before the prctl.
+    // Dies with the runtime: orphaned, outside the container's cgroups on v1 and hybrid hosts,
+    // it would go on making a namespace for nobody where `delete --force` cannot find it
+    // (docs/security.md, finding 10). The check covers a runtime that died before the prctl.
     let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
-    if rustix::process::getppid() != sh.parent {
+    if rustix::process::getppid() != Some(sh.parent) {
         return 0;
     }
     // Off the runtime's CPU before anything else. The kernel may run a new child first, on its
@@ -194,7 +191,7 @@ pub fn spawn(
         t_start: AtomicU64::new(0),
         t_sent: AtomicU64::new(0),
         cpu,
-        parent: Some(rustix::process::getpid()),
+        parent: rustix::process::getpid(),
     })?;
     let arg = shared.0.cast::<c_void>();
     let (pid, stack) = if let Some(cg) = cgroup {

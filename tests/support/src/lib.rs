@@ -966,16 +966,19 @@ pub fn is_zombie(pid: i32) -> bool {
 /// Whether `pid` has a SIGKILL pending (for itself or its thread group): the kernel runs none of
 /// its code again, but on a loaded host it may still wait for a CPU to exit.
 pub fn sigkill_pending(pid: i32) -> bool {
-    let Ok(st) = fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
-    };
-    st.lines()
-        .filter_map(|l| {
-            l.strip_prefix("SigPnd:")
-                .or_else(|| l.strip_prefix("ShdPnd:"))
-        })
-        .filter_map(|v| u64::from_str_radix(v.trim(), 16).ok())
+    let st = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    ["SigPnd", "ShdPnd"]
+        .iter()
+        .filter_map(|k| status_field(&st, k))
+        .filter_map(|v| u64::from_str_radix(&v, 16).ok())
         .any(|mask| mask & (1 << (libc::SIGKILL - 1)) != 0)
+}
+
+/// Whether `pid` is in the cgroup of container `id` (`/<CGROUP_PARENT>/<id>`) in any hierarchy.
+fn in_container_cgroup<S: Suite>(pid: i32, id: &str) -> bool {
+    let cg = format!("/{}/{id}", S::CGROUP_PARENT);
+    fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .is_ok_and(|c| c.lines().any(|l| l.ends_with(&cg)))
 }
 
 /// Whether `pid` has never run since its fork: its scheduler statistics record no time on a CPU
@@ -1003,24 +1006,17 @@ pub fn without_dying_runtime_copies<S: Suite>(
     bound: std::time::Duration,
 ) -> Vec<(i32, String)> {
     let bin = fs::canonicalize(bin).unwrap_or_else(|_| bin.to_path_buf());
-    let container_cg = format!("/{}/{id}", S::CGROUP_PARENT);
     let exiting_copy = |pid: i32| {
-        let in_container = fs::read_to_string(format!("/proc/{pid}/cgroup"))
-            .is_ok_and(|c| c.lines().any(|l| l.ends_with(&container_cg)));
-        !in_container
+        !in_container_cgroup::<S>(pid, id)
             && fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == bin)
             && (sigkill_pending(pid) || never_ran(pid))
     };
     let (mut exiting, mut left): (Vec<_>, Vec<_>) =
         procs.into_iter().partition(|(pid, _)| exiting_copy(*pid));
-    let deadline = std::time::Instant::now() + bound;
-    loop {
+    let _ = poll(bound, || {
         exiting.retain(|(pid, _)| !is_zombie(*pid));
-        if exiting.is_empty() || std::time::Instant::now() >= deadline {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+        exiting.is_empty().then_some(())
+    });
     left.extend(
         exiting
             .into_iter()
@@ -1036,7 +1032,6 @@ pub fn without_dying_runtime_copies<S: Suite>(
 /// directory, the --root directory: e.g. runc's `runc init` carries
 /// `_LIBCONTAINER_STATEDIR=<root>/<id>`) or has its cwd there.
 pub fn find_test_processes<S: Suite>(call: &str, id: &str, paths: &[&Path]) -> Vec<(i32, String)> {
-    let cg = format!("/{}/{id}", S::CGROUP_PARENT);
     let needles: Vec<String> = paths
         .iter()
         .map(|p| p.to_string_lossy().into_owned())
@@ -1044,14 +1039,13 @@ pub fn find_test_processes<S: Suite>(call: &str, id: &str, paths: &[&Path]) -> V
         .collect();
     scan_processes::<S>(call, id, |pid, marked, env| {
         let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cgroup = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
         let env_s = String::from_utf8_lossy(env);
         let cmd_s = String::from_utf8_lossy(&cmd);
         let cwd = fs::read_link(format!("/proc/{pid}/cwd"))
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
         let hit = marked
-            || (!id.is_empty() && id != "-" && cgroup.lines().any(|l| l.ends_with(&cg)))
+            || (!id.is_empty() && id != "-" && in_container_cgroup::<S>(pid, id))
             || needles.iter().any(|n| {
                 env_s.contains(n.as_str())
                     || cmd_s.contains(n.as_str())

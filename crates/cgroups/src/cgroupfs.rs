@@ -200,7 +200,11 @@ fn join_error(name: &str, dir: &Path, e: &std::io::Error) -> Option<String> {
 /// deepest first (see [`Manager::destroy`]).
 pub(crate) fn destroy(m: &Manager) -> Result<()> {
     let mut res = Ok(());
+    let idle_gone = m.idle_leaf_gone.get().then(|| m.procs_dir()).flatten();
     for d in m.created.iter().rev() {
+        if idle_gone == Some(d.as_path()) {
+            continue;
+        }
         let leaf = m.v1.iter().chain(m.unified.iter()).any(|h| &h.dir == d);
         let r = if leaf {
             // The container's own cgroup, with any sub-cgroups its processes made.

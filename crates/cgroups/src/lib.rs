@@ -261,6 +261,29 @@ pub struct Manager {
     /// (after [`Manager::defer_cpuset_fill`]); `None`: filled in `create`.
     #[serde(skip)]
     pub(crate) cpuset_unfilled: Option<Vec<PathBuf>>,
+    /// [`Manager::remove_idle_leaf`] removed the leaf [`Manager::procs_dir`] names: `destroy`
+    /// does not rmdir it again.
+    #[serde(skip)]
+    pub(crate) idle_leaf_gone: Flag,
+}
+
+/// A flag a `&Manager` sets (Managers are shared between threads, and cloned).
+#[derive(Debug, Default)]
+pub(crate) struct Flag(std::sync::atomic::AtomicBool);
+
+impl Flag {
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn set(&self, v: bool) {
+        self.0.store(v, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Clone for Flag {
+    fn clone(&self) -> Flag {
+        Flag(self.get().into())
+    }
 }
 
 /// When the cgroup2 leaf's controllers are waited for, where its parent was made by another
@@ -385,6 +408,7 @@ impl Manager {
             default_path: cgroups_path.is_none_or(str::is_empty),
             delegation: Delegation::AtCreate,
             cpuset_unfilled: None,
+            idle_leaf_gone: Flag::default(),
         };
         match host.layout {
             Layout::V2 => {
@@ -843,10 +867,12 @@ impl Manager {
         if !self.created.iter().any(|c| c == dir) {
             return false;
         }
-        match std::fs::remove_dir(dir) {
+        let gone = match std::fs::remove_dir(dir) {
             Ok(()) => true,
             Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-        }
+        };
+        self.idle_leaf_gone.set(gone);
+        gone
     }
 
     /// For a `create` that was killed while making its directories (so `created` was never

@@ -219,6 +219,16 @@ fn remove_idle_leaf_removes_only_an_empty_leaf_it_made() {
     assert!(!freezer.exists());
     assert!(m.v1_path("cpu").unwrap().is_dir());
     assert!(m.remove_idle_leaf(), "already gone is idle too");
+    // destroy does not rmdir the removed leaf again: a directory made there since is not ours.
+    std::fs::create_dir(&freezer).unwrap();
+    m.destroy().unwrap();
+    assert!(
+        freezer.is_dir(),
+        "destroy removed a freezer leaf made after ours was gone"
+    );
+    // Its parent, which we made, is left to its last user, as when another container is in it.
+    assert!(freezer.parent().unwrap().is_dir());
+    std::fs::remove_dir(&freezer).unwrap();
     m.destroy().unwrap();
     for c in m.created() {
         assert!(!c.exists(), "{} left", c.display());

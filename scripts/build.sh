@@ -14,7 +14,8 @@
 # handle_amd, init_cpu_features), before main. musl's start-up does none of that. libseccomp
 # comes from Debian's static archive (libseccomp-dev), plus scripts/musl-fortify.c for the one
 # glibc-only symbol it calls. scripts/musl-memcpy.c replaces musl's memcpy, slow for the small
-# copies that make up nearly all of sprout's. Without the musl target, or with SPROUT_LIBC=glibc, the binary is
+# copies that make up nearly all of sprout's, and scripts/musl-open.c its open(), which follows each
+# O_CLOEXEC open by a needless fcntl. Without the musl target, or with SPROUT_LIBC=glibc, the binary is
 # a glibc static-pie as before (same behaviour, slower start).
 #
 # usage: scripts/build.sh [--workspace] [--no-pie]
@@ -75,6 +76,16 @@ if use_musl; then
         "$DEPS/memcpy-check" || { echo "scripts/build.sh: scripts/musl-memcpy.c fails its check" >&2; exit 1; }
         mv -f "$MEMCPY.tmp" "$MEMCPY"
     fi
+    # open(2) without musl's fcntl after each O_CLOEXEC open (scripts/musl-open.c), checked
+    # first; hash-named as above.
+    OPEN="$DEPS/musl-open-$(cat "$REPO/scripts/musl-open.c" "$REPO/scripts/open-check.c" | sha256sum | cut -c1-12).o"
+    if [ ! -f "$OPEN" ]; then
+        rm -f "$DEPS"/musl-open-*.o
+        musl-gcc -O2 -c "$REPO/scripts/musl-open.c" -o "$OPEN.tmp"
+        musl-gcc -O2 -static -Wl,--wrap=open -Wl,--wrap=open64 "$REPO/scripts/open-check.c" "$OPEN.tmp" -o "$DEPS/open-check"
+        "$DEPS/open-check" || { echo "scripts/build.sh: scripts/musl-open.c fails its check" >&2; exit 1; }
+        mv -f "$OPEN.tmp" "$OPEN"
+    fi
     TGT=${CARGO_TARGET_DIR:-$REPO/target}
     # Text layout (docs/performance.md, "Text layout"): the functions of the start path
     # (crates/sprout/hot-functions.txt) linked first and together, so that a command faults in
@@ -101,7 +112,7 @@ if use_musl; then
             -C "link-arg=-Wl,--symbol-ordering-file=$ORDER" -C link-arg=-Wl,--no-warn-symbol-ordering)
         LIBSECCOMP_LINK_TYPE=static LIBSECCOMP_LIB_PATH="$DEPS" \
             cargo rustc --release -p sprout --bin sprout --target "$MUSL" -- \
-            "${FLAGS[@]}" -C link-arg="$DEPS/musl-fortify.o" -C link-arg="$MEMCPY" -C link-arg=-Wl,--wrap=memcpy -C strip=none "${link[@]}" \
+            "${FLAGS[@]}" -C link-arg="$DEPS/musl-fortify.o" -C link-arg="$MEMCPY" -C link-arg=-Wl,--wrap=memcpy -C link-arg="$OPEN" -C link-arg=-Wl,--wrap=open -C link-arg=-Wl,--wrap=open64 -C strip=none "${link[@]}" \
             -C link-arg=-Wl,-e,sprout_start
     }
     # The list's entries, in its order, as symbols of binary $1: the same symbol where the

@@ -105,7 +105,7 @@ pub use cgroupfs::SelfJoin;
 pub use default_devices::{default_device_rules, with_default_device_rules, DEFAULT_DEVICES};
 pub use detect::is_cgroup2;
 pub use events::{OomEvents, OomWait};
-pub use pool::{PoolCgroup, ResidentPool};
+pub use pool::{Cleaned, PoolCgroup, ResidentPool};
 pub use rootless::running_rootless;
 pub use stats::{
     BlkioEntry, BlkioStats, CpuStats, CpuUsage, CpusetStats, HugetlbStats, IntelRdtStats,

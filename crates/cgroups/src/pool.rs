@@ -409,24 +409,27 @@ impl ResidentPool {
     }
 
     /// Kill and remove the pool cgroups in the record (a previous process's at start-up,
-    /// this one's at shutdown), then the pool's parent directory and the record. Returns how
-    /// many recorded cgroups still existed. Only recorded indexes are touched.
-    pub fn cleanup_previous(&self) -> usize {
+    /// this one's at shutdown), then the pool's parent directory and the record. Only
+    /// recorded indexes are touched. A cgroup still there afterwards (a member that did not
+    /// leave in time, on a loaded host) stays in the record, rewritten to name only those,
+    /// so that the next cleanup (`sprout-serve cleanup`, the next start) takes it up again:
+    /// a record removed over a cgroup left it on the host for good.
+    pub fn cleanup_previous(&self) -> Cleaned {
         let Ok(raw) = std::fs::read_to_string(&self.record) else {
-            return 0;
+            return Cleaned::default();
         };
-        let mut live: Vec<Manager> = Vec::new();
+        let mut live: Vec<(usize, Manager)> = Vec::new();
         for line in raw.lines() {
             let Ok(idx) = line.trim().parse::<usize>() else {
                 continue;
             };
             let Ok(m) = self.manager(idx) else { continue };
             if all_dirs(&m).iter().any(|d| d.exists()) {
-                live.push(m);
+                live.push((idx, m));
             }
         }
         // Kill everything first (frozen tasks die once thawed), then wait and remove.
-        for m in &live {
+        for (_, m) in &live {
             let _ = m.thaw();
             let _ = m.kill_all(libc::SIGKILL);
         }
@@ -437,7 +440,7 @@ impl ResidentPool {
         std::thread::scope(|sc| {
             for part in live.chunks(chunk) {
                 sc.spawn(move || {
-                    for m in part {
+                    for (_, m) in part {
                         // At least one kill round per cgroup, even past the deadline.
                         let mut first = true;
                         while first || Instant::now() < deadline {
@@ -459,10 +462,52 @@ impl ResidentPool {
                 });
             }
         });
-        self.remove_base(true);
-        let _ = std::fs::remove_file(&self.record);
-        live.len()
+        let left: Vec<usize> = live
+            .iter()
+            .filter(|(_, m)| all_dirs(m).iter().any(|d| d.exists()))
+            .map(|(i, _)| *i)
+            .collect();
+        if left.is_empty() {
+            self.remove_base(true);
+            let _ = std::fs::remove_file(&self.record);
+        } else {
+            let text: String = left.iter().map(|i| format!("{i}\n")).collect();
+            let tmp = self.record.with_extension("left");
+            if std::fs::write(&tmp, text)
+                .and_then(|()| std::fs::rename(&tmp, &self.record))
+                .is_err()
+            {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            pool_warn(&format!(
+                "{} pool cgroup(s) still busy after the clean-up, kept in {}: {}",
+                left.len(),
+                self.record.display(),
+                left.iter()
+                    .map(|i| format!("{RESIDENT_PREFIX}{i}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
+        Cleaned {
+            found: live.len(),
+            left,
+        }
     }
+
+    /// The record file (the indexes [`Self::cleanup_previous`] takes up).
+    pub fn record_path(&self) -> &Path {
+        &self.record
+    }
+}
+
+/// What [`ResidentPool::cleanup_previous`] did.
+#[derive(Debug, Default)]
+pub struct Cleaned {
+    /// Recorded cgroups that still existed.
+    pub found: usize,
+    /// The indexes of those still there afterwards (kept in the record).
+    pub left: Vec<usize>,
 }
 
 /// rmdir, retried while killed tasks finish leaving (EBUSY): up to 3 s, since tens of
@@ -619,6 +664,12 @@ mod resident_tests {
         ))
     }
 
+    /// The tests' pool: `name`, the record in `run`, the v1 hierarchies serve joins.
+    fn test_pool(run: &Path, name: &str, layout: Layout) -> ResidentPool {
+        ResidentPool::new(layout, name, limits(), &run.join("cgroups"))
+            .joining_v1(&["memory", "pids", "cpu", "cpuacct", "freezer"])
+    }
+
     /// Whatever happens in a test, the cgroups made and the record dir go (a failed
     /// assertion once left 30 pool cgroups in the VM).
     struct Leave<'a>(&'a ResidentPool, &'a Path);
@@ -629,6 +680,45 @@ mod resident_tests {
         }
     }
 
+    /// A recorded cgroup that cannot be removed yet (here a sub-cgroup the pool did not make
+    /// keeps it busy) stays in the record, rewritten to name it alone, and the next cleanup
+    /// removes it once it can: a record removed over it left it on the host for good.
+    #[test]
+    fn cleanup_keeps_a_busy_cgroup_in_the_record() {
+        let Some((run, name, layout)) = setup("busy") else {
+            return;
+        };
+        let pool = test_pool(&run, &name, layout);
+        let _leave = Leave(&pool, &run);
+        let other = pool.get().unwrap();
+        let c = pool.get().unwrap();
+        let idx = c.idx;
+        let dir = all_dirs(&c.mgr).into_iter().next().unwrap();
+        let sub = dir.join("held");
+        std::fs::create_dir(&sub).unwrap();
+        // Gone before `_leave`'s cleanup, whatever happens below.
+        struct Rmdir(PathBuf);
+        impl Drop for Rmdir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir(&self.0);
+            }
+        }
+        let held = Rmdir(sub);
+        drop((c, other));
+        let r = pool.cleanup_previous();
+        assert_eq!((r.found, r.left.as_slice()), (2, [idx].as_slice()));
+        assert_eq!(
+            std::fs::read_to_string(run.join("cgroups")).unwrap(),
+            format!("{idx}\n")
+        );
+        assert!(dir.is_dir());
+        drop(held);
+        let r = pool.cleanup_previous();
+        assert_eq!((r.found, r.left.len()), (1, 0));
+        assert!(!dir.exists(), "{}", dir.display());
+        assert!(!run.join("cgroups").exists());
+    }
+
     /// Pool cgroups made by many threads at once are all in the record, and cleanup removes
     /// every one of them (a lost record line leaked the cgroup and its processes).
     #[test]
@@ -636,8 +726,7 @@ mod resident_tests {
         let Some((run, name, layout)) = setup("record") else {
             return;
         };
-        let pool = ResidentPool::new(layout, &name, limits(), &run.join("cgroups"))
-            .joining_v1(&["memory", "pids", "cpu", "cpuacct", "freezer"]);
+        let pool = test_pool(&run, &name, layout);
         let _leave = Leave(&pool, &run);
         // The record itself under contention first (the cgroups' mkdir leaves little overlap;
         // checked before any cgroup exists, so a failure leaves nothing behind).
@@ -677,7 +766,7 @@ mod resident_tests {
         assert_eq!(dirs.len(), 48);
         assert!(dirs.iter().all(|d| d.is_dir()));
         drop(made);
-        assert_eq!(pool.cleanup_previous(), 48);
+        assert_eq!(pool.cleanup_previous().found, 48);
         assert!(dirs.iter().all(|d| !d.exists()), "{dirs:?}");
     }
 
@@ -689,8 +778,7 @@ mod resident_tests {
         let Some((run, name, layout)) = setup("reuse") else {
             return;
         };
-        let pool = ResidentPool::new(layout, &name, limits(), &run.join("cgroups"))
-            .joining_v1(&["memory", "pids", "cpu", "cpuacct", "freezer"]);
+        let pool = test_pool(&run, &name, layout);
         let _leave = Leave(&pool, &run);
         let mut c = pool.get().unwrap();
         assert!(!c.procs.is_empty());
@@ -748,7 +836,7 @@ mod resident_tests {
         assert_eq!(pool.free_len(), 1);
         let gone = dirs.iter().filter(|d| !d.exists()).count();
         assert!(gone > 0, "shrink removed no directory: {dirs:?}");
-        assert!(pool.cleanup_previous() >= 1);
+        assert!(pool.cleanup_previous().found >= 1);
         assert!(dirs.iter().all(|d| !d.exists()), "{dirs:?}");
     }
 }

@@ -526,8 +526,17 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
         // Either way the mounts before the first cgroup mount overlap the parent's cgroup work.
         // The host paths of our cgroups, read before a cgroup namespace hides them (inside it
         // every path in /proc/self/cgroup is "/").
-        let binds = std::cell::OnceCell::new();
-        let binds_fn = || binds.get().cloned().unwrap_or_default();
+        // `Some(None)`: read from /proc/self/cgroup when a mount asks (a v2 cgroup mount that
+        // binds the host's hierarchy never does: ~6 syscalls off the init's path there).
+        let binds: std::cell::OnceCell<Option<rootfs::CgroupBinds>> = std::cell::OnceCell::new();
+        let own_binds = std::cell::OnceCell::new();
+        let binds_fn = || match binds.get() {
+            Some(Some(b)) => b.clone(),
+            Some(None) => own_binds
+                .get_or_init(|| rootfs::own_cgroup_binds(ctx.layout))
+                .clone(),
+            None => Vec::new(),
+        };
         let mut dev_tmpfs = false;
         // In a new user namespace GO came already, and with it every SOURCE.
         let sources = std::mem::take(&mut go.sources);
@@ -568,18 +577,21 @@ fn setup(ctx: &InitCtx, tr: &mut ChildTrace, go: &mut GoLatch) -> Result<(Exec, 
                     })?
                 };
                 let _ = binds.set(match early {
-                    Some(b) => b,
+                    Some(b) => Some(b),
+                    // Without a cgroup namespace /proc/self/cgroup reads the same later: read
+                    // when the mount needs it.
+                    None if !plan.new_cgroup => None,
                     // v2 with a cgroup namespace mounts cgroup2 and needs no binds, unless
                     // that mount may be refused (EBUSY under a bind of the host's /sys, as
                     // `spec --rootless` writes; EPERM in a user namespace): then it binds this
                     // cgroup, whose host path must be read before the unshare.
-                    None if !(ctx.layout == sprout_cgroups::Layout::V2 && plan.new_cgroup)
+                    None if ctx.layout != sprout_cgroups::Layout::V2
                         || plan.new_user
                         || binds_host_sys(spec) =>
                     {
-                        rootfs::own_cgroup_binds(ctx.layout)
+                        Some(rootfs::own_cgroup_binds(ctx.layout))
                     }
-                    None => Vec::new(),
+                    None => Some(Vec::new()),
                 });
                 if plan.new_cgroup {
                     // Enter the cgroup namespace now that we are in our cgroup, so cgroup2

@@ -103,10 +103,18 @@ fn main() {
             }
         }
         ["cleanup"] => {
-            let n = engine::clean_recorded(&cfg).unwrap_or_else(|e| die(e));
+            let c = engine::clean_recorded(&cfg).unwrap_or_else(|e| die(e));
+            if !c.left.is_empty() {
+                // The run dir (with the record naming them) stays for the next try.
+                die(format!(
+                    "{} of {} pool cgroups still busy: run cleanup again",
+                    c.left.len(),
+                    c.found
+                ));
+            }
             let m = rootfs::mounts_under(&cfg.run_dir).len();
             rootfs::teardown_run_dir(&cfg.run_dir);
-            println!("removed {n} cgroups, {m} mounts");
+            println!("removed {} cgroups, {m} mounts", c.found);
         }
         _ => die(USAGE),
     }

@@ -133,9 +133,13 @@ fn watch(r: OwnedFd, cfg: &Config, engine: i32) -> ! {
         // SAFETY: as below.
         unsafe { libc::_exit(0) }
     }
-    if let Ok(n) = crate::engine::clean_recorded(cfg) {
-        if n > 0 {
-            eprintln!("sprout-serve: watchdog: the engine is gone; killed and removed its {n} pool cgroups");
+    if let Ok(c) = crate::engine::clean_recorded(cfg) {
+        if c.found > 0 {
+            eprintln!(
+                "sprout-serve: watchdog: the engine is gone; killed and removed {} of its {} pool cgroups",
+                c.found - c.left.len(),
+                c.found
+            );
         }
     }
     // SAFETY: ends this process without running the engine's atexit handlers or destructors

@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 macro_rules! need_root {
@@ -2312,6 +2313,61 @@ fn an_eviction_storm_stays_within_the_cap_and_the_pool_shrinks_back() {
         what()
     );
     assert_eq!(d.post("h1", "2").status, 200);
+}
+
+/// A pool cgroup that cannot be removed when the engine shuts down (here a sub-cgroup the
+/// engine did not make keeps it busy; on a loaded host, a member that takes long to die)
+/// stays in the record, which outlives the run dir's teardown: `cleanup` fails while it is
+/// busy and removes it afterwards. The record used to go with the run dir, and the cgroup
+/// stayed on the host for good.
+#[test]
+fn a_pool_cgroup_busy_at_shutdown_stays_recorded_for_cleanup() {
+    need_root!();
+    let mut d = Daemon::start("busy", "zygotes = false\n");
+    d.add("echo", ECHO, &[]);
+    assert_eq!(d.post("echo", "[1]").status, 200);
+    let base = d.pool_dirs_left();
+    let sb = base
+        .iter()
+        .flat_map(|b| std::fs::read_dir(b).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .find(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("sb"))
+        })
+        .unwrap_or_else(|| panic!("no pool cgroup under {base:?}"));
+    struct Rmdir(PathBuf);
+    impl Drop for Rmdir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+    std::fs::create_dir(sb.join("held")).unwrap();
+    let held = Rmdir(sb.join("held"));
+    assert!(d.stop(), "the engine did not shut down: {}", d.log());
+    assert!(
+        d.log().contains("still busy after the clean-up"),
+        "{}",
+        d.log()
+    );
+    let out = d.cli(&["cleanup"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success() && err.contains("pool cgroups still busy: run cleanup again"),
+        "{err}"
+    );
+    assert!(sb.is_dir());
+    drop(held);
+    let out = d.cli(&["cleanup"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!sb.exists(), "{}", sb.display());
+    assert_eq!(d.pool_dirs_left(), Vec::<PathBuf>::new());
 }
 
 #[test]

@@ -90,9 +90,9 @@ pub fn pool_resources(mem_mb: u64, pids: i64, cpu_milli: u64) -> oci_spec::runti
     serde_json::from_value(v).expect("static resources shape")
 }
 
-/// Kill and remove what an engine with this config recorded (`cleanup`, the watchdog): the
-/// number of pool cgroups removed.
-pub fn clean_recorded(cfg: &Config) -> crate::error::Result<usize> {
+/// Kill and remove what an engine with this config recorded (`cleanup`, the watchdog): how
+/// many recorded pool cgroups were there, and which are still there (kept in the record).
+pub fn clean_recorded(cfg: &Config) -> crate::error::Result<sprout_cgroups::Cleaned> {
     let layout = sprout_cgroups::Layout::detect()?;
     Ok(new_pool(layout, cfg, pool_resources(1, 1, 0)).cleanup_previous())
 }
@@ -473,7 +473,7 @@ impl Engine {
             Some(s) => Some(s),
             None => Some(1024 * std::thread::available_parallelism().map_or(1, |n| n.get()) as u64),
         });
-        let stale_cg = pool.cleanup_previous();
+        let stale_cg = pool.cleanup_previous().found;
         let stale_mounts =
             rootfs::prepare_run_dir(&run).map_err(|e| Error::io(Kind::Io, "run dir", e))?;
         if stale_cg + stale_mounts > 0 {
@@ -626,9 +626,19 @@ impl Engine {
             std::thread::sleep(Duration::from_millis(5));
         }
         // Cgroups first: the pool finds its directories through files in the run dir.
-        self.pool.cleanup_previous();
+        let cleaned = self.pool.cleanup_previous();
         let _ = std::fs::remove_file(self.cfg.run_dir.join("engine.pid"));
+        // The record of cgroups still busy outlives the run dir's teardown, for `cleanup`
+        // and the next start (the pool warned which).
+        let record = self.pool.record_path();
+        let kept = (!cleaned.left.is_empty())
+            .then(|| std::fs::read(record).ok())
+            .flatten();
         rootfs::teardown_run_dir(&self.cfg.run_dir);
+        if let Some(k) = kept {
+            let _ =
+                std::fs::create_dir_all(&self.cfg.run_dir).and_then(|()| std::fs::write(record, k));
+        }
     }
 
     // ------------------------------------------------------------------ handlers

@@ -471,6 +471,12 @@ impl ResidentPool {
             self.remove_base(true);
             let _ = std::fs::remove_file(&self.record);
         } else {
+            // New cgroups are numbered past them: `sb<N>` still there is not made anew.
+            let top = left.iter().copied().max().unwrap_or(0);
+            {
+                let mut n = lock(&self.next);
+                *n = (*n).max(top);
+            }
             let text: String = left.iter().map(|i| format!("{i}\n")).collect();
             let tmp = self.record.with_extension("left");
             if std::fs::write(&tmp, text)
@@ -712,9 +718,15 @@ mod resident_tests {
             format!("{idx}\n")
         );
         assert!(dir.is_dir());
-        drop(held);
-        let r = pool.cleanup_previous();
-        assert_eq!((r.found, r.left.len()), (1, 0));
+        // The next process's pool (a restart) finds it busy still, and numbers the cgroups
+        // it makes past it: `sb<idx>` is not made (found, with what is left in it) again.
+        let restarted = test_pool(&run, &name, layout);
+        assert_eq!(restarted.cleanup_previous().left, [idx]);
+        let next = restarted.get().unwrap();
+        assert!(next.idx > idx, "sb{} made again", next.idx);
+        drop((held, next));
+        let r = restarted.cleanup_previous();
+        assert_eq!((r.found, r.left.len()), (2, 0));
         assert!(!dir.exists(), "{}", dir.display());
         assert!(!run.join("cgroups").exists());
     }

@@ -13,12 +13,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static int open_mode(const char *path, int flags, mode_t mode)
-{
-	/* syscall() reads longs: every argument widened explicitly. */
-	return (int)syscall(SYS_open, (long)path, (long)(flags | O_LARGEFILE), (long)mode);
-}
-
 int __wrap_open(const char *path, int flags, ...)
 {
 	mode_t mode = 0;
@@ -29,18 +23,9 @@ int __wrap_open(const char *path, int flags, ...)
 		mode = va_arg(ap, mode_t);
 		va_end(ap);
 	}
-	return open_mode(path, flags, mode);
+	/* syscall() reads longs: every argument widened explicitly. */
+	return (int)syscall(SYS_open, (long)path, (long)(flags | O_LARGEFILE), (long)mode);
 }
 
-int __wrap_open64(const char *path, int flags, ...)
-{
-	mode_t mode = 0;
-
-	if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) {
-		va_list ap;
-		va_start(ap, flags);
-		mode = va_arg(ap, mode_t);
-		va_end(ap);
-	}
-	return open_mode(path, flags, mode);
-}
+/* The same function under musl's large-file name (musl's own open64 is an alias of open). */
+int __wrap_open64(const char *path, int flags, ...) __attribute__((alias("__wrap_open")));

@@ -2338,14 +2338,8 @@ fn a_pool_cgroup_busy_at_shutdown_stays_recorded_for_cleanup() {
                     .is_some_and(|n| n.starts_with("sb"))
         })
         .unwrap_or_else(|| panic!("no pool cgroup under {base:?}"));
-    struct Rmdir(PathBuf);
-    impl Drop for Rmdir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir(&self.0);
-        }
-    }
     std::fs::create_dir(sb.join("held")).unwrap();
-    let held = Rmdir(sb.join("held"));
+    let held = Scratch(vec![sb.join("held")]);
     assert!(d.stop(), "the engine did not shut down: {}", d.log());
     assert!(
         d.log().contains("still busy after the clean-up"),

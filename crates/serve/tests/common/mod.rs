@@ -457,14 +457,17 @@ pub fn v2_pool_base(name: &str) -> Option<PathBuf> {
     )
 }
 
-/// Paths a test made outside its daemon's directory (wheels, marker targets), removed when
-/// the test ends, passed or failed.
+/// Paths a test made outside its daemon's directory (wheels, marker targets, a cgroup),
+/// removed when the test ends, passed or failed. An empty directory goes with one rmdir: a
+/// cgroup's files cannot be unlinked, so `remove_dir_all` never removes one.
 pub struct Scratch(pub Vec<PathBuf>);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
         for p in &self.0 {
-            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+            let _ = std::fs::remove_dir(p)
+                .or_else(|_| std::fs::remove_dir_all(p))
+                .or_else(|_| std::fs::remove_file(p));
         }
     }
 }
